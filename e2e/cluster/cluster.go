@@ -1,0 +1,480 @@
+// Package cluster runs a local Kubernetes cluster built from source: etcd, kube-apiserver,
+// kube-controller-manager, the stock kube-scheduler and KWOK as processes on loopback, with a
+// generated PKI and kubeconfigs. It backs `make demo`, `make up`, the end-to-end suites and the
+// benchmarks.
+//
+// Every address is on 127.0.0.1 and every port is chosen at run time, so clusters can run side
+// by side. A node backend (KWOK now; a real kubelet later) plugs in through the Node* helpers.
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Component names, as they appear in errors, log files and pid files.
+const (
+	Etcd              = "etcd"
+	APIServer         = "kube-apiserver"
+	ControllerManager = "kube-controller-manager"
+	DefaultScheduler  = "kube-scheduler"
+	KWOK              = "kwok"
+	BerthScheduler    = "berth-scheduler"
+)
+
+// Config chooses what the cluster runs. The zero value (plus Dir) runs the full control plane.
+type Config struct {
+	// Dir holds PKI, kubeconfigs, data and logs. Empty: a new temporary directory that Stop removes.
+	Dir string
+	// BinDir holds the tool binaries; default $BERTH_BIN_DIR, else bin/ at the repository root.
+	BinDir string
+	// Without* leave a component out (the benchmarks run their schedulers on bare API objects).
+	WithoutControllerManager bool
+	WithoutDefaultScheduler  bool
+	WithoutKWOK              bool
+	// APIServerPort fixes kube-apiserver's port; 0 picks a free one.
+	APIServerPort int
+	// ExtraArgs are appended to a component's command line, by component name.
+	ExtraArgs map[string][]string
+	// ReadyTimeout bounds the wait for each component (default 60s).
+	ReadyTimeout time.Duration
+	// Detach leaves the processes running after this program exits (make up); stop them with Down.
+	Detach bool
+	// Logf reports progress; nil is silent.
+	Logf func(format string, args ...any)
+}
+
+// Cluster is a running local cluster.
+type Cluster struct {
+	cfg     Config
+	Dir     string
+	BinDir  string
+	PKI     *PKI
+	Host    string // https://127.0.0.1:port
+	EtcdURL string
+	// Kubeconfig is the admin kubeconfig (system:masters).
+	Kubeconfig string
+	RESTConfig *rest.Config
+	Client     kubernetes.Interface
+
+	mu        sync.Mutex
+	procs     []*Process
+	ownsDir   bool
+	stopped   bool
+	KWOKAddr  string
+	nodeCount int
+}
+
+// Start brings the cluster up and waits until every component is ready. On failure it stops
+// whatever it started and returns an error naming the component, with the tail of its log.
+func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 60 * time.Second
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	c := &Cluster{cfg: cfg, Dir: cfg.Dir}
+	if c.BinDir, err = ResolveBinDir(cfg.BinDir); err != nil {
+		return nil, err
+	}
+	// Check every binary before starting anything, so a missing one leaves nothing behind.
+	for _, name := range c.components() {
+		if _, err := os.Stat(filepath.Join(c.BinDir, name)); err != nil {
+			return nil, &ComponentError{Component: name,
+				Err: fmt.Errorf("%w at %s: run `make tools` to build the local cluster's binaries", ErrMissingBinary, filepath.Join(c.BinDir, name))}
+		}
+	}
+	if cfg.APIServerPort != 0 {
+		if err := checkPortFree(APIServer, cfg.APIServerPort); err != nil {
+			return nil, err
+		}
+	}
+	if c.Dir == "" {
+		if c.Dir, err = os.MkdirTemp("", "berth-cluster-"); err != nil {
+			return nil, err
+		}
+		c.ownsDir = true
+	}
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+
+	if c.PKI, err = NewPKI(filepath.Join(c.Dir, "pki"), []net.IP{net.ParseIP("10.96.0.1")}, nil); err != nil {
+		return nil, fmt.Errorf("generating certificates: %w", err)
+	}
+	if err := c.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.startAPIServer(ctx); err != nil {
+		return nil, err
+	}
+	if !cfg.WithoutControllerManager {
+		if err := c.startControllerManager(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if !cfg.WithoutDefaultScheduler {
+		if err := c.startDefaultScheduler(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if !cfg.WithoutKWOK {
+		if err := c.startKWOK(ctx); err != nil {
+			return nil, err
+		}
+	}
+	cfg.Logf("cluster ready at %s (kubeconfig %s)", c.Host, c.Kubeconfig)
+	return c, nil
+}
+
+func (c *Cluster) components() []string {
+	names := []string{Etcd, APIServer}
+	if !c.cfg.WithoutControllerManager {
+		names = append(names, ControllerManager)
+	}
+	if !c.cfg.WithoutDefaultScheduler {
+		names = append(names, DefaultScheduler)
+	}
+	if !c.cfg.WithoutKWOK {
+		names = append(names, KWOK)
+	}
+	return names
+}
+
+// ResolveBinDir finds the directory of tool binaries: explicit, $BERTH_BIN_DIR, or bin/ at the
+// repository root (found by walking up to go.work).
+func ResolveBinDir(explicit string) (string, error) {
+	if explicit != "" {
+		return filepath.Abs(explicit)
+	}
+	if d := os.Getenv("BERTH_BIN_DIR"); d != "" {
+		return filepath.Abs(d)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return filepath.Join(dir, "bin"), nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("cannot find bin/: set BERTH_BIN_DIR or run from the Berth repository (then `make tools`)")
+		}
+	}
+}
+
+func (c *Cluster) logDir() string { return filepath.Join(c.Dir, "logs") }
+
+// start launches a component and waits for check; on failure the error names it.
+func (c *Cluster) start(ctx context.Context, name string, args []string, check func(context.Context) error) (*Process, error) {
+	return c.StartComponent(ctx, ProcessSpec{Name: name, Binary: filepath.Join(c.BinDir, name), Args: args}, check)
+}
+
+// StartComponent runs a process that belongs to the cluster (Stop ends it) and waits until
+// check passes. Berth's own binaries are started through it by the suites.
+func (c *Cluster) StartComponent(ctx context.Context, spec ProcessSpec, check func(context.Context) error) (*Process, error) {
+	spec.Args = append(spec.Args, c.cfg.ExtraArgs[spec.Name]...)
+	spec.Detach = c.cfg.Detach
+	c.cfg.Logf("starting %s", spec.Name)
+	p, err := StartProcess(spec, c.logDir())
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.procs = append(c.procs, p)
+	c.mu.Unlock()
+	if check == nil {
+		return p, nil
+	}
+	if err := p.WaitReady(ctx, c.cfg.ReadyTimeout, check); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// StopComponent stops one process the cluster started (e.g. to kill a Berth binary mid-test).
+func (c *Cluster) StopComponent(p *Process) {
+	p.Stop(5 * time.Second)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, q := range c.procs {
+		if q == p {
+			c.procs = append(c.procs[:i], c.procs[i+1:]...)
+			break
+		}
+	}
+}
+
+// Processes returns the component processes still managed by the cluster.
+func (c *Cluster) Processes() []*Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Process(nil), c.procs...)
+}
+
+// Stop ends every process in reverse start order and removes a temporary Dir. It is safe to
+// call more than once.
+func (c *Cluster) Stop() {
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return
+	}
+	c.stopped = true
+	procs := c.procs
+	c.procs = nil
+	c.mu.Unlock()
+	for i := len(procs) - 1; i >= 0; i-- {
+		procs[i].Stop(5 * time.Second)
+	}
+	if c.ownsDir {
+		_ = os.RemoveAll(c.Dir)
+	}
+}
+
+// Down stops a detached cluster started earlier in dir, by the pid files it left.
+func Down(dir string) error {
+	pids, _ := filepath.Glob(filepath.Join(dir, "logs", "*.pid"))
+	// Reverse start order: clients first, etcd last.
+	order := map[string]int{Etcd: 0, APIServer: 1}
+	rank := func(p string) int {
+		if r, ok := order[strings.TrimSuffix(filepath.Base(p), ".pid")]; ok {
+			return r
+		}
+		return 2
+	}
+	var errs []error
+	for _, r := range []int{2, 1, 0} {
+		for _, p := range pids {
+			if rank(p) == r {
+				if err := StopPIDFile(p, 5*time.Second); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Cluster) startEtcd(ctx context.Context) error {
+	clientPort, err := FreePort()
+	if err != nil {
+		return err
+	}
+	peerPort, err := FreePort()
+	if err != nil {
+		return err
+	}
+	c.EtcdURL = fmt.Sprintf("http://127.0.0.1:%d", clientPort)
+	peer := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	args := []string{
+		"--name=berth", "--data-dir=" + filepath.Join(c.Dir, "etcd"),
+		"--listen-client-urls=" + c.EtcdURL, "--advertise-client-urls=" + c.EtcdURL,
+		"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
+		"--initial-cluster=berth=" + peer,
+		// A throwaway cluster: durability buys nothing and fsync dominates on shared disks.
+		"--unsafe-no-fsync", "--log-level=warn",
+	}
+	_, err = c.start(ctx, Etcd, args, httpCheck(nil, c.EtcdURL+"/health"))
+	return err
+}
+
+func (c *Cluster) startAPIServer(ctx context.Context) error {
+	port := c.cfg.APIServerPort
+	if port == 0 {
+		var err error
+		if port, err = FreePort(); err != nil {
+			return err
+		}
+	}
+	c.Host = "https://127.0.0.1:" + strconv.Itoa(port)
+	kubeletCert, kubeletKey, err := c.PKI.ClientCert(KubeletClientIdentity)
+	if err != nil {
+		return err
+	}
+	args := []string{
+		"--etcd-servers=" + c.EtcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
+		// The advertise address is loopback, which Endpoints reject; nothing in the cluster
+		// reaches the apiserver through the kubernetes Service without a real node.
+		"--endpoint-reconciler-type=none",
+		"--tls-cert-file=" + c.PKI.ServingCert, "--tls-private-key-file=" + c.PKI.ServingKey,
+		"--client-ca-file=" + c.PKI.CACert,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + c.PKI.SAPub, "--service-account-signing-key-file=" + c.PKI.SAKey,
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--allow-privileged=true",
+		"--kubelet-client-certificate=" + kubeletCert, "--kubelet-client-key=" + kubeletKey,
+		"--profiling=false",
+	}
+	admin, err := c.WriteKubeconfig("admin", AdminIdentity)
+	if err != nil {
+		return err
+	}
+	c.Kubeconfig = admin
+	if c.RESTConfig, err = clientcmd.BuildConfigFromFlags("", admin); err != nil {
+		return err
+	}
+	c.RESTConfig.QPS, c.RESTConfig.Burst = 500, 1000
+	if c.Client, err = kubernetes.NewForConfig(c.RESTConfig); err != nil {
+		return err
+	}
+	_, err = c.start(ctx, APIServer, args, func(ctx context.Context) error {
+		body, err := c.Client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return fmt.Errorf("/readyz: %v %s", err, body)
+		}
+		return nil
+	})
+	return err
+}
+
+func (c *Cluster) startControllerManager(ctx context.Context) error {
+	kc, err := c.WriteKubeconfig(ControllerManager, ControllerManagerIdentity)
+	if err != nil {
+		return err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return err
+	}
+	args := []string{
+		"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port), "--leader-elect=false",
+		"--service-account-private-key-file=" + c.PKI.SAKey,
+		// Without it kube-root-ca.crt has no CA and every projected token volume breaks.
+		"--root-ca-file=" + c.PKI.CACert,
+		"--use-service-account-credentials=true",
+		"--cluster-cidr=10.244.0.0/16", "--service-cluster-ip-range=10.96.0.0/16",
+		"--controllers=*",
+	}
+	_, err = c.start(ctx, ControllerManager, args, httpCheck(insecureLoopback(), fmt.Sprintf("https://127.0.0.1:%d/healthz", port)))
+	return err
+}
+
+func (c *Cluster) startDefaultScheduler(ctx context.Context) error {
+	kc, err := c.WriteKubeconfig(DefaultScheduler, SchedulerIdentity)
+	if err != nil {
+		return err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return err
+	}
+	args := []string{
+		"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port), "--leader-elect=false",
+	}
+	_, err = c.start(ctx, DefaultScheduler, args, httpCheck(insecureLoopback(), fmt.Sprintf("https://127.0.0.1:%d/healthz", port)))
+	return err
+}
+
+func (c *Cluster) startKWOK(ctx context.Context) error {
+	kc, err := c.WriteKubeconfig(KWOK, KWOKIdentity)
+	if err != nil {
+		return err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return err
+	}
+	c.KWOKAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	args := []string{
+		"--kubeconfig=" + kc,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=" + KWOKNodeAnnotation + "=fake",
+		"--server-address=" + c.KWOKAddr,
+		// Simulated nodes and pods get loopback addresses: nothing may route to them.
+		"--node-ip=127.0.0.1",
+		"--cidr=10.244.128.0/17",
+		// KWOK reads ~/.kwok/kwok.yaml by default; a user's file must not change our cluster.
+		"--config=" + filepath.Join(c.Dir, "kwok.yaml"),
+	}
+	if err := os.WriteFile(filepath.Join(c.Dir, "kwok.yaml"), nil, 0o644); err != nil {
+		return err
+	}
+	_, err = c.start(ctx, KWOK, args, httpCheck(nil, "http://"+c.KWOKAddr+"/healthz"))
+	return err
+}
+
+// WriteKubeconfig writes a kubeconfig for id (issuing its client certificate) and returns its path.
+func (c *Cluster) WriteKubeconfig(name string, id Identity) (string, error) {
+	cert, key, err := c.PKI.ClientCert(id)
+	if err != nil {
+		return "", err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["berth-local"] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthority: c.PKI.CACert}
+	cfg.AuthInfos[id.User] = &clientcmdapi.AuthInfo{ClientCertificate: cert, ClientKey: key}
+	cfg.Contexts["berth-local"] = &clientcmdapi.Context{Cluster: "berth-local", AuthInfo: id.User}
+	cfg.CurrentContext = "berth-local"
+	path := filepath.Join(c.Dir, name+".kubeconfig")
+	return path, clientcmd.WriteToFile(*cfg, path)
+}
+
+// RESTConfigFor returns a client configuration authenticated as id.
+func (c *Cluster) RESTConfigFor(id Identity) (*rest.Config, error) {
+	path, err := c.WriteKubeconfig("client-"+sanitize(id.User), id)
+	if err != nil {
+		return nil, err
+	}
+	return clientcmd.BuildConfigFromFlags("", path)
+}
+
+func insecureLoopback() *tls.Config {
+	// Health probes of components serving self-signed loopback certificates; nothing but
+	// liveness is read over these connections.
+	return &tls.Config{InsecureSkipVerify: true} //nolint:gosec
+}
+
+// httpCheck passes when url answers 200.
+func httpCheck(tlsCfg *tls.Config, url string) func(context.Context) error {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s answered %s", url, resp.Status)
+		}
+		return nil
+	}
+}
+
+// HTTPCheck is httpCheck for callers outside the package (Berth binaries' health endpoints).
+func HTTPCheck(url string) func(context.Context) error {
+	if strings.HasPrefix(url, "https://") {
+		return httpCheck(insecureLoopback(), url)
+	}
+	return httpCheck(nil, url)
+}

@@ -1,0 +1,130 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// KWOKNodeAnnotation marks nodes that KWOK simulates.
+const KWOKNodeAnnotation = "kwok.x-k8s.io/node"
+
+// NodeSpec describes a simulated node.
+type NodeSpec struct {
+	Name   string
+	CPU    string // e.g. "8"
+	Memory string // e.g. "32Gi"
+	Pods   int    // pod capacity; default 110
+	Labels map[string]string
+	Taints []corev1.Taint
+}
+
+// NodeObject renders spec as a Node that KWOK manages. Ready says whether to mark it Ready
+// already (for clusters without KWOK, where nothing else would).
+func NodeObject(spec NodeSpec, ready bool) *corev1.Node {
+	if spec.CPU == "" {
+		spec.CPU = "4"
+	}
+	if spec.Memory == "" {
+		spec.Memory = "32Gi"
+	}
+	if spec.Pods == 0 {
+		spec.Pods = 110
+	}
+	labels := map[string]string{
+		"kubernetes.io/hostname": spec.Name,
+		"kubernetes.io/os":       "linux",
+		"kubernetes.io/arch":     "amd64",
+		"type":                   "kwok",
+	}
+	for k, v := range spec.Labels {
+		labels[k] = v
+	}
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse(spec.CPU),
+		corev1.ResourceMemory: resource.MustParse(spec.Memory),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(spec.Pods), resource.DecimalSI),
+	}
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        spec.Name,
+			Labels:      labels,
+			Annotations: map[string]string{KWOKNodeAnnotation: "fake"},
+		},
+		Spec:   corev1.NodeSpec{Taints: spec.Taints},
+		Status: corev1.NodeStatus{Capacity: res, Allocatable: res, Phase: corev1.NodeRunning},
+	}
+	if ready {
+		n.Status.Conditions = []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "BerthSimulated",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now(),
+		}}
+	}
+	return n
+}
+
+// AddNodes creates simulated nodes and waits until they are Ready. Without KWOK the nodes are
+// created Ready as bare API objects (what scheduler benchmarks need).
+func (c *Cluster) AddNodes(ctx context.Context, specs ...NodeSpec) error {
+	withKWOK := !c.cfg.WithoutKWOK
+	for _, s := range specs {
+		n := NodeObject(s, !withKWOK)
+		created, err := c.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("creating node %s: %w", s.Name, err)
+		}
+		if !withKWOK {
+			// Status is a subresource: Create drops it.
+			created.Status = n.Status
+			if _, err := c.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("marking node %s ready: %w", s.Name, err)
+			}
+		}
+	}
+	for _, s := range specs {
+		if err := c.WaitNodeReady(ctx, s.Name, c.cfg.ReadyTimeout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WaitNodeReady waits for the node's Ready condition.
+func (c *Cluster) WaitNodeReady(ctx context.Context, name string, timeout time.Duration) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			last = "not found"
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				last = string(cond.Status) + " " + cond.Reason
+				return cond.Status == corev1.ConditionTrue, nil
+			}
+		}
+		last = "no Ready condition"
+		return false, nil
+	})
+	if err != nil {
+		comp := KWOK
+		if c.cfg.WithoutKWOK {
+			comp = APIServer
+		}
+		return &ComponentError{Component: comp, Err: fmt.Errorf("node %s not Ready after %s (%s): %w", name, timeout, last, err),
+			LogPath: c.logPath(comp), LogTail: tailFile(c.logPath(comp), 20)}
+	}
+	return nil
+}
+
+func (c *Cluster) logPath(component string) string { return c.logDir() + "/" + component + ".log" }

@@ -1,0 +1,73 @@
+// Package app builds the berth-scheduler command: the upstream kube-scheduler command with
+// Berth's plugin registry and Berth's defaults (profile and Lease named berth-scheduler), so it
+// runs beside the cluster's default scheduler without a configuration file.
+package app
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+
+	"github.com/berth-sched/berth/pkg/scheduler/registry"
+)
+
+// SchedulerName is the profile name workloads opt in with (spec.schedulerName) and the name
+// of the Lease the scheduler's replicas elect a leader on.
+const SchedulerName = "berth-scheduler"
+
+// NewCommand returns the berth-scheduler command. extra adds plugins beyond Berth's registry
+// (tests use it).
+func NewCommand(extra ...app.Option) *cobra.Command {
+	cmd := app.NewSchedulerCommand(append(registry.Options(), extra...)...)
+	cmd.Use = SchedulerName
+	cmd.Short = "Berth's kube-scheduler with real-load, syscall, image-locality and isolation plugins"
+	upstream := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if !c.Flags().Changed("config") {
+			// Upstream resets the configuration to its own defaults (profile default-scheduler,
+			// Lease kube-scheduler) unless --config is given; that would make Berth fight the
+			// default scheduler for its Lease. Give it Berth's defaults through a file instead.
+			path, err := writeDefaultConfig(c)
+			if err != nil {
+				return err
+			}
+			defer os.Remove(path)
+			if err := c.Flags().Set("config", path); err != nil {
+				return err
+			}
+		}
+		return upstream(c, args)
+	}
+	return cmd
+}
+
+func writeDefaultConfig(c *cobra.Command) (string, error) {
+	flag := func(name string) string {
+		if f := c.Flags().Lookup(name); f != nil && f.Changed {
+			return f.Value.String()
+		}
+		return ""
+	}
+	cfg := DefaultConfig(DefaultConfigOptions{
+		Kubeconfig: flag("kubeconfig"),
+		LeaderElect: func() *bool {
+			if v := flag("leader-elect"); v != "" {
+				b := v == "true"
+				return &b
+			}
+			return nil
+		}(),
+	})
+	dir, err := os.MkdirTemp("", "berth-scheduler-")
+	if err != nil {
+		return "", fmt.Errorf("writing default configuration: %w", err)
+	}
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return "", fmt.Errorf("writing default configuration: %w", err)
+	}
+	return path, nil
+}

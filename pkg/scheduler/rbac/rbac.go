@@ -1,0 +1,106 @@
+// Package rbac renders the RBAC a second scheduler needs. The same objects back the local
+// cluster, the operator and the chart, so what the tests grant is what users get.
+package rbac
+
+import (
+	"context"
+	"fmt"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Objects is the RBAC for one scheduler identity.
+type Objects struct {
+	ClusterRoleBindings []*rbacv1.ClusterRoleBinding
+	Roles               []*rbacv1.Role
+	RoleBindings        []*rbacv1.RoleBinding
+}
+
+// UserSubject is a user identity (client certificate).
+func UserSubject(name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}
+}
+
+// ServiceAccountSubject is a service account identity (in-cluster deployment).
+func ServiceAccountSubject(namespace, name string) rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}
+}
+
+// SchedulerRBAC grants subject what a scheduler named name needs: the built-in scheduler roles
+// (which only cover the kube-scheduler Lease), its own Lease in leaseNamespace, delegated
+// authentication and authorization for /metrics, and the authentication ConfigMap reader.
+func SchedulerRBAC(subject rbacv1.Subject, name, leaseNamespace string) Objects {
+	binding := func(suffix, role string) *rbacv1.ClusterRoleBinding {
+		return &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-" + suffix},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{subject},
+		}
+	}
+	return Objects{
+		ClusterRoleBindings: []*rbacv1.ClusterRoleBinding{
+			binding("as-kube-scheduler", "system:kube-scheduler"),
+			binding("as-volume-scheduler", "system:volume-scheduler"),
+			binding("auth-delegator", "system:auth-delegator"),
+		},
+		Roles: []*rbacv1.Role{{
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-leader-election", Namespace: leaseNamespace},
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+				{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{name},
+					Verbs: []string{"get", "update", "patch"}},
+			},
+		}},
+		RoleBindings: []*rbacv1.RoleBinding{
+			{
+				ObjectMeta: metav1.ObjectMeta{Name: name + "-leader-election", Namespace: leaseNamespace},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name + "-leader-election"},
+				Subjects:   []rbacv1.Subject{subject},
+			},
+			{
+				// The delegated authenticator reads the client CA from this ConfigMap.
+				ObjectMeta: metav1.ObjectMeta{Name: name + "-authentication-reader", Namespace: "kube-system"},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "extension-apiserver-authentication-reader"},
+				Subjects:   []rbacv1.Subject{subject},
+			},
+		},
+	}
+}
+
+// Apply creates the objects, or updates them where they exist.
+func Apply(ctx context.Context, c kubernetes.Interface, o Objects) error {
+	for _, b := range o.ClusterRoleBindings {
+		api := c.RbacV1().ClusterRoleBindings()
+		if _, err := api.Create(ctx, b, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+			if _, err = api.Update(ctx, b, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("ClusterRoleBinding %s: %w", b.Name, err)
+			}
+		} else if err != nil {
+			return fmt.Errorf("ClusterRoleBinding %s: %w", b.Name, err)
+		}
+	}
+	for _, r := range o.Roles {
+		api := c.RbacV1().Roles(r.Namespace)
+		if _, err := api.Create(ctx, r, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+			if _, err = api.Update(ctx, r, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("Role %s/%s: %w", r.Namespace, r.Name, err)
+			}
+		} else if err != nil {
+			return fmt.Errorf("Role %s/%s: %w", r.Namespace, r.Name, err)
+		}
+	}
+	for _, b := range o.RoleBindings {
+		api := c.RbacV1().RoleBindings(b.Namespace)
+		if _, err := api.Create(ctx, b, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+			if _, err = api.Update(ctx, b, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("RoleBinding %s/%s: %w", b.Namespace, b.Name, err)
+			}
+		} else if err != nil {
+			return fmt.Errorf("RoleBinding %s/%s: %w", b.Namespace, b.Name, err)
+		}
+	}
+	return nil
+}

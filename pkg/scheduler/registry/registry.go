@@ -1,0 +1,23 @@
+// Package registry lists the out-of-tree plugins that berth-scheduler adds to the upstream
+// scheduler framework. Each plugin issue adds its factory here; nothing else needs to change.
+package registry
+
+import (
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	fwkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+)
+
+// Plugins maps plugin names to factories. Names match upstream scheduler-plugins where a
+// plugin exists there, so an existing KubeSchedulerConfiguration keeps working.
+func Plugins() fwkruntime.Registry {
+	return fwkruntime.Registry{}
+}
+
+// Options turns Plugins into the upstream command's registry options.
+func Options() []app.Option {
+	var opts []app.Option
+	for name, factory := range Plugins() {
+		opts = append(opts, app.WithPlugin(name, factory))
+	}
+	return opts
+}
