@@ -1,0 +1,179 @@
+// Package report builds the agent's load reports and pushes them to the load watcher.
+package report
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/berth-sched/berth/pkg/agent/load"
+	"github.com/berth-sched/berth/pkg/loadwatcher"
+	"k8s.io/klog/v2"
+)
+
+// Build turns the sampler's state into a report. ok is false when there is no sample yet.
+func Build(node string, s *load.Sampler, now time.Time, podUIDs []string) (loadwatcher.Report, bool) {
+	last, ok := s.Last()
+	if !ok {
+		return loadwatcher.Report{}, false
+	}
+	r := loadwatcher.Report{
+		Node:    node,
+		Time:    last.Time.Unix(),
+		Latest:  loadwatcher.Latest{CPU: clampPct(last.CPU), Memory: clampPct(last.Memory)},
+		PodUIDs: podUIDs,
+	}
+	stats := s.Stats(now)
+	for i, w := range load.Windows {
+		st := stats[w]
+		if st.CPU.N == 0 {
+			continue // no samples in the window: say nothing rather than zero
+		}
+		r.Windows = append(r.Windows, loadwatcher.WindowReport{
+			Window:  loadwatcher.WindowNames[i],
+			Samples: st.CPU.N,
+			CPU:     loadwatcher.ResourceStats{Avg: clampPct(st.CPU.Avg), Std: clampPct(st.CPU.Std), P95: clampPct(st.CPU.P95)},
+			Memory:  loadwatcher.ResourceStats{Avg: clampPct(st.Memory.Avg), Std: clampPct(st.Memory.Std), P95: clampPct(st.Memory.P95)},
+		})
+	}
+	if len(r.Windows) == 0 {
+		return loadwatcher.Report{}, false
+	}
+	return r, true
+}
+
+// clampPct keeps floating-point noise (100.00000000001) from getting a report refused.
+func clampPct(v float64) float64 { return min(max(v, 0), 100) }
+
+// Pusher POSTs reports to the load watcher with the service-account token.
+type Pusher struct {
+	// URL is the watcher's base URL; reports go to URL + loadwatcher.ReportPath.
+	URL       string
+	TokenFile string
+	Client    *http.Client
+	// InitialBackoff and MaxBackoff bound the retry delays (doubling, with jitter).
+	InitialBackoff, MaxBackoff time.Duration
+	// OnAttempt, if set, sees the result of every attempt ("ok", "retry", "refused").
+	OnAttempt func(result string)
+
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+// PermanentError is a refusal that retrying cannot fix (bad report, wrong identity).
+type PermanentError struct {
+	Status int
+	Body   string
+}
+
+func (e *PermanentError) Error() string {
+	return fmt.Sprintf("watcher refused the report: %d %s", e.Status, e.Body)
+}
+
+// Push sends r, retrying transient failures with backoff until it succeeds, the watcher refuses
+// it for good, or ctx ends (the caller bounds ctx by the report interval, since a newer report
+// supersedes this one).
+func (p *Pusher) Push(ctx context.Context, r *loadwatcher.Report) error {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	backoff := p.InitialBackoff
+	if backoff <= 0 {
+		backoff = 500 * time.Millisecond
+	}
+	maxBackoff := p.MaxBackoff
+	if maxBackoff <= 0 {
+		maxBackoff = 10 * time.Second
+	}
+	sleep := p.sleep
+	if sleep == nil {
+		sleep = sleepCtx
+	}
+	for attempt := 1; ; attempt++ {
+		err := p.once(ctx, body)
+		var perm *PermanentError
+		switch {
+		case err == nil:
+			p.attempt("ok")
+			return nil
+		case errors.As(err, &perm):
+			p.attempt("refused")
+			return err
+		}
+		p.attempt("retry")
+		// Full jitter in [d/2, d): thousands of agents restarted together do not retry in step.
+		d := backoff/2 + rand.N(backoff/2+1)
+		klog.FromContext(ctx).Info("Pushing load report failed, retrying", "attempt", attempt, "in", d, "err", err.Error())
+		if serr := sleep(ctx, d); serr != nil {
+			return fmt.Errorf("giving up after %d attempts: %w", attempt, err)
+		}
+		backoff = min(backoff*2, maxBackoff)
+	}
+}
+
+func (p *Pusher) attempt(result string) {
+	if p.OnAttempt != nil {
+		p.OnAttempt(result)
+	}
+}
+
+func (p *Pusher) once(ctx context.Context, body []byte) error {
+	// Re-read on every attempt: projected tokens are rotated by the kubelet.
+	tok, err := os.ReadFile(p.TokenFile)
+	if err != nil {
+		return fmt.Errorf("reading token: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(p.URL, "/")+loadwatcher.ReportPath, bytes.NewReader(body))
+	if err != nil {
+		return &PermanentError{Status: 0, Body: err.Error()}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	c := p.Client
+	if c == nil {
+		c = http.DefaultClient
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	switch {
+	case resp.StatusCode/100 == 2:
+		return nil
+	// 401: the token may just have rotated under us or the review cache is cold; 429/5xx: the
+	// watcher or the API server behind its TokenReview is overloaded or restarting.
+	case resp.StatusCode == http.StatusUnauthorized, resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500:
+		return fmt.Errorf("watcher answered %d: %s", resp.StatusCode, strings.TrimSpace(string(msg)))
+	default:
+		return &PermanentError{Status: resp.StatusCode, Body: strings.TrimSpace(string(msg))}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// SortedUIDs returns a sorted copy (stable report bodies make logs and tests comparable).
+func SortedUIDs(uids []string) []string {
+	out := slices.Clone(uids)
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,194 @@
+package loadwatcher
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// ReportPath is where agents POST their reports (the same path the scheduler GETs; the method
+// tells them apart, so a node may be called anything without clashing with a sub-path).
+const ReportPath = "/watcher"
+
+// MaxReportBytes bounds a report body; a real one with 250 pod UIDs is under 16 KiB.
+const MaxReportBytes = 1 << 20
+
+// DefaultMaxPodUIDs bounds the pod list of a report: far above the kubelet's default of 110 pods
+// per node, far below what would make the scheduler's per-node work noticeable.
+const DefaultMaxPodUIDs = 1000
+
+// ResourceStats is one resource over one window, in percent of the node's capacity.
+type ResourceStats struct {
+	Avg float64 `json:"avg"`
+	Std float64 `json:"std"`
+	P95 float64 `json:"p95"`
+}
+
+// WindowReport is one statistics window of a report.
+type WindowReport struct {
+	// Window is a load-watcher window name: "5m", "10m" or "15m".
+	Window  string        `json:"window"`
+	Samples int           `json:"samples"`
+	CPU     ResourceStats `json:"cpu"`
+	Memory  ResourceStats `json:"memory"`
+}
+
+// Latest is the newest single sample, in percent.
+type Latest struct {
+	CPU    float64 `json:"cpu"`
+	Memory float64 `json:"memory"`
+}
+
+// Report is what a node agent POSTs to ReportPath, authenticated with its service account token.
+type Report struct {
+	Node string `json:"node"`
+	// Time is the Unix time (seconds) of the newest sample behind the numbers, not of the push:
+	// an agent whose sampling stalled must age into "stale" at the watcher.
+	Time    int64          `json:"time"`
+	Latest  Latest         `json:"latest"`
+	Windows []WindowReport `json:"windows"`
+	PodUIDs []string       `json:"podUIDs"`
+}
+
+// WindowNames are the windows a report may carry, as load-watcher names them.
+var WindowNames = []string{"5m", "10m", "15m"}
+
+// Rejection reasons, used as the "reason" label of the rejected-reports counter.
+const (
+	ReasonMethod          = "method"
+	ReasonNoToken         = "no_token"
+	ReasonInvalidToken    = "invalid_token"
+	ReasonAuthUnavailable = "auth_unavailable"
+	ReasonWrongSA         = "wrong_service_account"
+	ReasonWrongNode       = "wrong_node"
+	ReasonTooLarge        = "too_large"
+	ReasonBadJSON         = "bad_json"
+	ReasonBadNode         = "bad_node_name"
+	ReasonUnknownNode     = "unknown_node"
+	ReasonBadTime         = "bad_time"
+	ReasonBadWindow       = "bad_window"
+	ReasonBadValue        = "bad_value"
+	ReasonTooManyPods     = "too_many_pods"
+	ReasonBadPodUID       = "bad_pod_uid"
+	ReasonOutOfOrder      = "out_of_order"
+)
+
+// ValidationError is a refused report: Reason is a stable label value, Msg is for the log.
+type ValidationError struct {
+	Reason string
+	Msg    string
+}
+
+func (e *ValidationError) Error() string { return e.Reason + ": " + e.Msg }
+
+func invalid(reason, format string, args ...any) error {
+	return &ValidationError{Reason: reason, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Limits are the bounds Validate enforces.
+type Limits struct {
+	MaxPodUIDs int
+	// MaxFuture is how far ahead of the watcher's clock a report time may be (clock skew).
+	MaxFuture time.Duration
+	// MaxAge is how old a report may be on arrival; older ones would only be stored as stale.
+	MaxAge time.Duration
+}
+
+// DefaultLimits are the limits used when a field is zero.
+var DefaultLimits = Limits{MaxPodUIDs: DefaultMaxPodUIDs, MaxFuture: time.Minute, MaxAge: 5 * time.Minute}
+
+// Validate checks everything that can be checked without the cluster: identity and node
+// existence are the server's job.
+func (r *Report) Validate(now time.Time, l Limits) error {
+	if l.MaxPodUIDs == 0 {
+		l.MaxPodUIDs = DefaultLimits.MaxPodUIDs
+	}
+	if l.MaxFuture == 0 {
+		l.MaxFuture = DefaultLimits.MaxFuture
+	}
+	if l.MaxAge == 0 {
+		l.MaxAge = DefaultLimits.MaxAge
+	}
+	if errs := validation.IsDNS1123Subdomain(r.Node); len(errs) > 0 {
+		return invalid(ReasonBadNode, "node name %q: %v", r.Node, errs)
+	}
+	if r.Time <= 0 {
+		return invalid(ReasonBadTime, "time %d", r.Time)
+	}
+	t := time.Unix(r.Time, 0)
+	if t.After(now.Add(l.MaxFuture)) {
+		return invalid(ReasonBadTime, "time %s is %s ahead of the watcher", t.UTC().Format(time.RFC3339), t.Sub(now))
+	}
+	if t.Before(now.Add(-l.MaxAge)) {
+		return invalid(ReasonBadTime, "time %s is older than %s", t.UTC().Format(time.RFC3339), l.MaxAge)
+	}
+	if err := checkPercent("latest.cpu", r.Latest.CPU); err != nil {
+		return err
+	}
+	if err := checkPercent("latest.memory", r.Latest.Memory); err != nil {
+		return err
+	}
+	if len(r.Windows) == 0 {
+		return invalid(ReasonBadWindow, "no windows")
+	}
+	seen := make(map[string]bool, len(WindowNames))
+	for _, w := range r.Windows {
+		known := false
+		for _, n := range WindowNames {
+			known = known || n == w.Window
+		}
+		if !known {
+			return invalid(ReasonBadWindow, "unknown window %q", w.Window)
+		}
+		if seen[w.Window] {
+			return invalid(ReasonBadWindow, "window %q twice", w.Window)
+		}
+		seen[w.Window] = true
+		if w.Samples <= 0 {
+			return invalid(ReasonBadWindow, "window %q has %d samples", w.Window, w.Samples)
+		}
+		for _, v := range []struct {
+			name string
+			val  float64
+		}{
+			{"cpu.avg", w.CPU.Avg}, {"cpu.std", w.CPU.Std}, {"cpu.p95", w.CPU.P95},
+			{"memory.avg", w.Memory.Avg}, {"memory.std", w.Memory.Std}, {"memory.p95", w.Memory.P95},
+		} {
+			if err := checkPercent(w.Window+"."+v.name, v.val); err != nil {
+				return err
+			}
+		}
+	}
+	if len(r.PodUIDs) > l.MaxPodUIDs {
+		return invalid(ReasonTooManyPods, "%d pod UIDs, limit %d", len(r.PodUIDs), l.MaxPodUIDs)
+	}
+	for _, uid := range r.PodUIDs {
+		// Kubernetes UIDs are RFC 4122 strings (36 bytes); allow any short printable token so
+		// a cluster with another UID scheme still works, but never unbounded strings.
+		if uid == "" || len(uid) > 64 {
+			return invalid(ReasonBadPodUID, "pod UID %q", truncate(uid, 80))
+		}
+		for _, c := range uid {
+			if c <= ' ' || c > '~' {
+				return invalid(ReasonBadPodUID, "pod UID %q has a non-printable character", truncate(uid, 80))
+			}
+		}
+	}
+	return nil
+}
+
+func checkPercent(name string, v float64) error {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 100 {
+		return invalid(ReasonBadValue, "%s = %v, want a percentage in [0,100]", name, v)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
