@@ -1,0 +1,142 @@
+package sysched
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+)
+
+// Defaults match upstream scheduler-plugins' code (not its README).
+const (
+	DefaultProfileNamespace = "default"
+	DefaultProfileName      = "all-syscalls"
+)
+
+// Args configures SySched. SyschedCRDNamespace and SyschedFullCRDName are the names used by
+// upstream's early README; they are accepted so existing configurations keep working.
+type Args struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// DefaultProfileNamespace and DefaultProfileName name the SeccompProfile whose syscalls
+	// stand for "unconfined". For the cluster-scoped SPO shape only the name is used.
+	DefaultProfileNamespace string `json:"defaultProfileNamespace,omitempty"`
+	DefaultProfileName      string `json:"defaultProfileName,omitempty"`
+
+	// Deprecated aliases of the two fields above.
+	SyschedCRDNamespace string `json:"syschedCRDNamespace,omitempty"`
+	SyschedFullCRDName  string `json:"syschedFullCRDName,omitempty"`
+}
+
+// DeepCopyObject lets *Args travel as a runtime.Object (e.g. from the operator) into ParseArgs.
+func (a *Args) DeepCopyObject() runtime.Object {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	return &c
+}
+
+// ParseArgs decodes (strictly: unknown fields are errors), defaults and validates SySched args
+// exactly as the scheduler does. obj may be nil, a *runtime.Unknown holding JSON or YAML, or an
+// *Args.
+func ParseArgs(obj runtime.Object) (*Args, error) {
+	args := &Args{}
+	switch o := obj.(type) {
+	case nil:
+	case *Args:
+		if o != nil {
+			*args = *o
+		}
+	case *runtime.Unknown:
+		if err := decodeStrict(o, args); err != nil {
+			return nil, fmt.Errorf("decoding SySched args: %w", err)
+		}
+	default:
+		return nil, fmt.Errorf("SySched args: want *runtime.Unknown or *sysched.Args, got %T", obj)
+	}
+	if errs := setDefaultsAndValidate(args); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return args, nil
+}
+
+func decodeStrict(u *runtime.Unknown, into *Args) error {
+	raw := u.Raw
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	switch u.ContentType {
+	case runtime.ContentTypeJSON, "":
+	case runtime.ContentTypeYAML:
+		j, err := yaml.YAMLToJSON(raw)
+		if err != nil {
+			return err
+		}
+		raw = j
+	default:
+		return fmt.Errorf("unsupported content type %q", u.ContentType)
+	}
+	// Reject keys that differ from a field only in case: encoding/json would silently accept
+	// them, which makes a typo look configured.
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &keys); err != nil {
+		return err
+	}
+	known := map[string]bool{"apiVersion": true, "kind": true, "defaultProfileNamespace": true,
+		"defaultProfileName": true, "syschedCRDNamespace": true, "syschedFullCRDName": true}
+	var errs field.ErrorList
+	for k := range keys {
+		if !known[k] {
+			errs = append(errs, field.NotSupported(field.NewPath(k), k, []string{"defaultProfileNamespace", "defaultProfileName", "syschedCRDNamespace", "syschedFullCRDName"}))
+		}
+	}
+	if len(errs) > 0 {
+		return errs.ToAggregate()
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return field.Invalid(field.NewPath(te.Field), te.Value, "must be a "+te.Type.String())
+		}
+		return err
+	}
+	return nil
+}
+
+func setDefaultsAndValidate(a *Args) field.ErrorList {
+	var errs field.ErrorList
+	merge := func(canonical *string, alias string, cPath, aPath string) {
+		switch {
+		case alias == "":
+		case *canonical == "":
+			*canonical = alias
+		case *canonical != alias:
+			errs = append(errs, field.Invalid(field.NewPath(aPath), alias,
+				fmt.Sprintf("conflicts with %s=%q; set only one of them", cPath, *canonical)))
+		}
+	}
+	merge(&a.DefaultProfileNamespace, a.SyschedCRDNamespace, "defaultProfileNamespace", "syschedCRDNamespace")
+	merge(&a.DefaultProfileName, a.SyschedFullCRDName, "defaultProfileName", "syschedFullCRDName")
+	if a.DefaultProfileNamespace == "" {
+		a.DefaultProfileNamespace = DefaultProfileNamespace
+	}
+	if a.DefaultProfileName == "" {
+		a.DefaultProfileName = DefaultProfileName
+	}
+	for _, msg := range validation.IsDNS1123Label(a.DefaultProfileNamespace) {
+		errs = append(errs, field.Invalid(field.NewPath("defaultProfileNamespace"), a.DefaultProfileNamespace, msg))
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(a.DefaultProfileName) {
+		errs = append(errs, field.Invalid(field.NewPath("defaultProfileName"), a.DefaultProfileName, msg))
+	}
+	return errs
+}

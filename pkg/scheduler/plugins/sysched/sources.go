@@ -1,0 +1,205 @@
+package sysched
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/sysched/profiles"
+)
+
+// Versions are tried newest first; SPO >= v1.0 stores v1 and still serves the older ones only
+// through its conversion webhook, so v1 avoids depending on that webhook being up.
+var (
+	seccompVersions = []string{"v1", "v1beta1", "v1alpha1"}
+	bindingVersions = []string{"v1", "v1alpha1"}
+)
+
+const (
+	discoveryRetry = 30 * time.Second
+	syncTimeout    = 30 * time.Second
+)
+
+// found is one discovered SPO resource.
+type found struct {
+	gvr        schema.GroupVersionResource
+	namespaced bool
+}
+
+// discoverSPO finds the served version and scope of SeccompProfile and ProfileBinding.
+func discoverSPO(disc discovery.DiscoveryInterface) (seccomp, binding *found, err error) {
+	lookup := func(resource string, versions []string) *found {
+		for _, v := range versions {
+			list, lerr := disc.ServerResourcesForGroupVersion(profiles.Group + "/" + v)
+			if lerr != nil || list == nil {
+				if lerr != nil {
+					err = lerr
+				}
+				continue
+			}
+			for _, r := range list.APIResources {
+				if r.Name == resource {
+					return &found{gvr: schema.GroupVersionResource{Group: profiles.Group, Version: v, Resource: resource}, namespaced: r.Namespaced}
+				}
+			}
+		}
+		return nil
+	}
+	seccomp = lookup("seccompprofiles", seccompVersions)
+	binding = lookup("profilebindings", bindingVersions)
+	if seccomp != nil {
+		err = nil
+	}
+	return seccomp, binding, err
+}
+
+// startProfileInformers discovers SPO's API and runs dynamic informers feeding st until ctx
+// ends. It waits (bounded) for the first sync so the first scheduling cycles already see the
+// profiles; when SPO's CRDs are not installed yet it keeps retrying in the background.
+func startProfileInformers(ctx context.Context, st *state, dyn dynamic.Interface, disc discovery.DiscoveryInterface) {
+	if tryStart(ctx, st, dyn, disc, true) {
+		return
+	}
+	go func() {
+		t := time.NewTicker(discoveryRetry)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if tryStart(ctx, st, dyn, disc, false) {
+					return
+				}
+			}
+		}
+	}()
+}
+
+func tryStart(ctx context.Context, st *state, dyn dynamic.Interface, disc discovery.DiscoveryInterface, first bool) bool {
+	sp, pb, err := discoverSPO(disc)
+	if sp == nil {
+		if first {
+			st.logger.Info("SeccompProfile API not served yet; every pod counts as the full profile until it appears", "group", profiles.Group, "err", err)
+		}
+		return false
+	}
+	st.logger.Info("Watching SPO resources", "seccompProfiles", sp.gvr.String(), "namespaced", sp.namespaced, "profileBindings", pb != nil)
+	f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	spInf := f.ForResource(sp.gvr).Informer()
+	_, _ = spInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { onProfile(st, obj) },
+		UpdateFunc: func(_, obj interface{}) { onProfile(st, obj) },
+		DeleteFunc: func(obj interface{}) { onProfileDelete(st, obj) },
+	})
+	synced := []cache.InformerSynced{spInf.HasSynced}
+	if pb != nil {
+		pbInf := f.ForResource(pb.gvr).Informer()
+		_, _ = pbInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj interface{}) { onBinding(st, obj) },
+			UpdateFunc: func(_, obj interface{}) { onBinding(st, obj) },
+			DeleteFunc: func(obj interface{}) { onBindingDelete(st, obj) },
+		})
+		synced = append(synced, pbInf.HasSynced)
+	}
+	f.Start(ctx.Done())
+	wctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	if !cache.WaitForCacheSync(wctx.Done(), synced...) {
+		st.logger.Error(nil, "SPO informers did not sync in time; continuing, scores improve once they do", "timeout", syncTimeout)
+	}
+	return true
+}
+
+func unstructuredOf(obj interface{}) *unstructured.Unstructured {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	u, _ := obj.(*unstructured.Unstructured)
+	return u
+}
+
+func onProfile(st *state, obj interface{}) {
+	u := unstructuredOf(obj)
+	if u == nil {
+		return
+	}
+	p, errs := profiles.ParseProfile(u.Object)
+	if len(errs) > 0 {
+		st.logger.Error(fmt.Errorf("%v", errs), "Malformed SeccompProfile; using the readable part", "profile", u.GetNamespace()+"/"+u.GetName())
+	}
+	if p == nil {
+		return
+	}
+	st.upsertProfile(p)
+}
+
+func onProfileDelete(st *state, obj interface{}) {
+	if u := unstructuredOf(obj); u != nil {
+		st.deleteProfile(profiles.Key{Namespace: u.GetNamespace(), Name: u.GetName()})
+	}
+}
+
+func onBinding(st *state, obj interface{}) {
+	u := unstructuredOf(obj)
+	if u == nil {
+		return
+	}
+	b, err := profiles.ParseBinding(u.Object)
+	if err != nil {
+		st.logger.Error(err, "Ignoring malformed ProfileBinding")
+	}
+	if b == nil {
+		// A binding edited into something unusable must stop applying.
+		st.deleteBinding(u.GetNamespace(), u.GetName())
+		return
+	}
+	st.upsertBinding(b)
+}
+
+func onBindingDelete(st *state, obj interface{}) {
+	if u := unstructuredOf(obj); u != nil {
+		st.deleteBinding(u.GetNamespace(), u.GetName())
+	}
+}
+
+// watchPods feeds st from the scheduler's own pod informer: every pod bound to a node counts,
+// whatever scheduler placed it, until it terminates or is deleted.
+func watchPods(st *state, f informers.SharedInformerFactory) error {
+	_, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { onPod(st, obj) },
+		UpdateFunc: func(_, obj interface{}) { onPod(st, obj) },
+		DeleteFunc: func(obj interface{}) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if p, ok := obj.(*v1.Pod); ok {
+				st.removePod(p.UID, "")
+			}
+		},
+	})
+	return err
+}
+
+func onPod(st *state, obj interface{}) {
+	p, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	switch {
+	case p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed:
+		st.removePod(p.UID, "")
+	case p.Spec.NodeName != "":
+		st.addPod(p, p.Spec.NodeName, false, nil)
+	}
+	// Unbound pods are ignored: a Reserve-d pod stays counted until Unreserve or deletion.
+}

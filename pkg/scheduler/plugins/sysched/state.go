@@ -1,0 +1,625 @@
+package sysched
+
+import (
+	"sort"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/sysched/profiles"
+)
+
+const (
+	// maxBaseDepth bounds baseProfileName chains; SPO itself has no limit, but real chains are
+	// one or two deep and a bound keeps a hostile chain from costing O(profiles) per update.
+	maxBaseDepth = 16
+
+	annotationPodSeccomp       = "seccomp.security.alpha.kubernetes.io/pod"
+	annotationContainerSeccomp = "container.seccomp.security.alpha.kubernetes.io/"
+	localhostPrefix            = "localhost/"
+)
+
+type profileEntry struct {
+	p   *profiles.Profile
+	own bitset
+	// resolved = own ∪ own sets along the base chain.
+	resolved bitset
+	// allowAll: the chain contains a deny-list profile or a base whose content is unknown
+	// (missing, oci://, too deep); such profiles expose the full set.
+	allowAll bool
+}
+
+// podSet is the syscall exposure of one pod plus the profile keys it was derived from, so the
+// pod can be recomputed when exactly those profiles change.
+type podSet struct {
+	set      bitset
+	size     int
+	refs     []profiles.Key
+	missing  []string
+	usesFull bool
+}
+
+type podEntry struct {
+	uid       types.UID
+	namespace string
+	name      string
+	node      string
+	assumed   bool
+	pod       *v1.Pod
+	podSet
+}
+
+// nodeState keeps per-syscall pod counts so the node union H and Σ|S_q| are maintained
+// incrementally and Score never walks the node's pods.
+type nodeState struct {
+	counts []int32
+	h      bitset
+	n      int
+	sum    int64
+}
+
+func (ns *nodeState) add(s bitset, size int) {
+	s.forEach(func(i int) {
+		if i >= len(ns.counts) {
+			nc := make([]int32, i+64)
+			copy(nc, ns.counts)
+			ns.counts = nc
+		}
+		ns.counts[i]++
+		if ns.counts[i] == 1 {
+			ns.h.set(i)
+		}
+	})
+	ns.n++
+	ns.sum += int64(size)
+}
+
+func (ns *nodeState) remove(s bitset, size int) {
+	s.forEach(func(i int) {
+		if i < len(ns.counts) && ns.counts[i] > 0 {
+			ns.counts[i]--
+			if ns.counts[i] == 0 {
+				ns.h.clear(i)
+			}
+		}
+	})
+	ns.n--
+	ns.sum -= int64(size)
+}
+
+// exs is the KEP-399 extraneous-syscall count of placing a pod with set p on this node:
+// |H∖P| + Σ_q |(H∪P)∖S_q|. Because every S_q ⊆ H, the sum equals n·|H∪P| − Σ_q|S_q|.
+func (ns *nodeState) exs(p bitset) int64 {
+	if ns == nil || ns.n == 0 {
+		return 0
+	}
+	andNot, or := countAndNotOr(ns.h, p)
+	return int64(andNot) + int64(ns.n)*int64(or) - ns.sum
+}
+
+// state is all mutable plugin data of one scheduler profile, guarded by one RWMutex: writers
+// are informer handlers and Reserve/Unreserve, readers are PreScore/Score.
+type state struct {
+	mu     sync.RWMutex
+	logger klog.Logger
+
+	fullKeys []profiles.Key
+
+	syscallIdx   map[string]int
+	syscallNames []string
+
+	profiles map[profiles.Key]*profileEntry
+	byPath   map[string]profiles.Key
+	bindings map[string]map[string]*profiles.Binding // namespace → name → binding
+
+	full bitset
+
+	pods     map[types.UID]*podEntry
+	nodes    map[string]*nodeState
+	refPods  map[profiles.Key]map[types.UID]struct{}
+	fullPods map[types.UID]struct{}
+}
+
+func newState(logger klog.Logger, args *Args) *state {
+	return &state{
+		logger: logger,
+		fullKeys: []profiles.Key{
+			{Namespace: args.DefaultProfileNamespace, Name: args.DefaultProfileName},
+			{Name: args.DefaultProfileName},
+		},
+		syscallIdx: map[string]int{},
+		profiles:   map[profiles.Key]*profileEntry{},
+		byPath:     map[string]profiles.Key{},
+		bindings:   map[string]map[string]*profiles.Binding{},
+		pods:       map[types.UID]*podEntry{},
+		nodes:      map[string]*nodeState{},
+		refPods:    map[profiles.Key]map[types.UID]struct{}{},
+		fullPods:   map[types.UID]struct{}{},
+	}
+}
+
+func (s *state) intern(name string) int {
+	if i, ok := s.syscallIdx[name]; ok {
+		return i
+	}
+	i := len(s.syscallNames)
+	s.syscallIdx[name] = i
+	s.syscallNames = append(s.syscallNames, name)
+	return i
+}
+
+// ---- profiles ----
+
+// upsertProfile stores a parsed profile and propagates the change. Caller must not hold mu.
+func (s *state) upsertProfile(p *profiles.Profile) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := &profileEntry{p: p}
+	for _, n := range p.Syscalls {
+		e.own.set(s.intern(n))
+	}
+	if old := s.profiles[p.Key]; old != nil && old.p.LocalhostProfile != "" && s.byPath[old.p.LocalhostProfile] == p.Key {
+		delete(s.byPath, old.p.LocalhostProfile)
+	}
+	s.profiles[p.Key] = e
+	if p.LocalhostProfile != "" {
+		s.byPath[strings.TrimPrefix(p.LocalhostProfile, localhostPrefix)] = p.Key
+	}
+	s.profileChangedLocked(p.Key)
+}
+
+func (s *state) deleteProfile(k profiles.Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.profiles[k]
+	if old == nil {
+		return
+	}
+	if lp := strings.TrimPrefix(old.p.LocalhostProfile, localhostPrefix); lp != "" && s.byPath[lp] == k {
+		delete(s.byPath, lp)
+	}
+	delete(s.profiles, k)
+	if n := len(s.refPods[k]); n > 0 {
+		s.logger.Info("SeccompProfile deleted while pods still reference it; counting them as the full profile", "profile", k.String(), "pods", n)
+	}
+	s.profileChangedLocked(k)
+}
+
+// profileChangedLocked re-resolves k and every profile whose base chain passes through k, then
+// recomputes the pods that use any of them, and all full-profile pods if the full set moved.
+func (s *state) profileChangedLocked(k profiles.Key) {
+	affected := map[profiles.Key]struct{}{k: {}}
+	for key, e := range s.profiles {
+		if key != k && s.chainReaches(e, k) {
+			affected[key] = struct{}{}
+		}
+	}
+	for key := range affected {
+		if e := s.profiles[key]; e != nil {
+			s.resolveLocked(e)
+		}
+	}
+	oldFull := s.full
+	s.full = s.computeFullLocked()
+	uids := map[types.UID]struct{}{}
+	for key := range affected {
+		for uid := range s.refPods[key] {
+			uids[uid] = struct{}{}
+		}
+	}
+	if !oldFull.equal(s.full) {
+		for uid := range s.fullPods {
+			uids[uid] = struct{}{}
+		}
+	}
+	for uid := range uids {
+		s.recomputePodLocked(s.pods[uid])
+	}
+}
+
+func (s *state) chainReaches(e *profileEntry, k profiles.Key) bool {
+	cur := e
+	for depth := 0; depth < maxBaseDepth && cur != nil; depth++ {
+		bk, ok := cur.p.BaseKey()
+		if !ok {
+			return false
+		}
+		if bk == k {
+			return true
+		}
+		cur = s.profiles[bk]
+	}
+	return false
+}
+
+func (s *state) resolveLocked(e *profileEntry) {
+	e.resolved = append(bitset(nil), e.own...)
+	e.allowAll = e.p.AllowByDefault
+	visited := map[profiles.Key]struct{}{e.p.Key: {}}
+	cur := e
+	for depth := 0; cur.p.HasBase(); depth++ {
+		bk, ok := cur.p.BaseKey()
+		if !ok {
+			s.logger.Info("SeccompProfile base is not a cluster object (e.g. oci://); counting it as the full profile", "profile", e.p.Key.String(), "base", cur.p.BaseProfileName)
+			e.allowAll = true
+			return
+		}
+		if _, loop := visited[bk]; loop {
+			s.logger.Error(nil, "SeccompProfile baseProfileName cycle; using the union of the profiles in the cycle", "profile", e.p.Key.String(), "base", bk.String())
+			return
+		}
+		if depth >= maxBaseDepth {
+			s.logger.Error(nil, "SeccompProfile base chain too deep; counting it as the full profile", "profile", e.p.Key.String(), "maxDepth", maxBaseDepth)
+			e.allowAll = true
+			return
+		}
+		base := s.profiles[bk]
+		if base == nil {
+			s.logger.Info("SeccompProfile base not found; counting it as the full profile", "profile", e.p.Key.String(), "base", bk.String())
+			e.allowAll = true
+			return
+		}
+		visited[bk] = struct{}{}
+		e.resolved = e.resolved.or(base.own)
+		e.allowAll = e.allowAll || base.p.AllowByDefault
+		cur = base
+	}
+}
+
+// computeFullLocked returns the set used for unconfined pods: the configured full profile, or,
+// if that is missing or empty, every syscall name any profile mentions (the best available
+// approximation of "all syscalls").
+func (s *state) computeFullLocked() bitset {
+	for _, k := range s.fullKeys {
+		if e := s.profiles[k]; e != nil && !e.allowAll && e.resolved.count() > 0 {
+			return e.resolved
+		}
+	}
+	var all bitset
+	for i := range s.syscallNames {
+		all.set(i)
+	}
+	return all
+}
+
+// ---- bindings ----
+
+func (s *state) upsertBinding(b *profiles.Binding) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.bindings[b.Namespace]
+	if m == nil {
+		m = map[string]*profiles.Binding{}
+		s.bindings[b.Namespace] = m
+	}
+	m[b.Name] = b
+	s.recomputeNamespaceLocked(b.Namespace)
+}
+
+func (s *state) deleteBinding(namespace, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.bindings[namespace][name]; !ok {
+		return
+	}
+	delete(s.bindings[namespace], name)
+	if len(s.bindings[namespace]) == 0 {
+		delete(s.bindings, namespace)
+	}
+	s.recomputeNamespaceLocked(namespace)
+}
+
+func (s *state) recomputeNamespaceLocked(ns string) {
+	for _, pe := range s.pods {
+		if pe.namespace == ns {
+			s.recomputePodLocked(pe)
+		}
+	}
+}
+
+// ---- pods ----
+
+func (s *state) recomputePodLocked(pe *podEntry) {
+	if pe == nil {
+		return
+	}
+	ps := s.computePodSetLocked(pe.pod)
+	s.unindexPodLocked(pe)
+	node := s.nodes[pe.node]
+	if node != nil {
+		node.remove(pe.set, pe.size)
+	}
+	pe.podSet = ps
+	if node != nil {
+		node.add(pe.set, pe.size)
+	}
+	s.indexPodLocked(pe)
+}
+
+func (s *state) indexPodLocked(pe *podEntry) {
+	for _, k := range pe.refs {
+		m := s.refPods[k]
+		if m == nil {
+			m = map[types.UID]struct{}{}
+			s.refPods[k] = m
+		}
+		m[pe.uid] = struct{}{}
+	}
+	if pe.usesFull {
+		s.fullPods[pe.uid] = struct{}{}
+	}
+}
+
+func (s *state) unindexPodLocked(pe *podEntry) {
+	for _, k := range pe.refs {
+		if m := s.refPods[k]; m != nil {
+			delete(m, pe.uid)
+			if len(m) == 0 {
+				delete(s.refPods, k)
+			}
+		}
+	}
+	delete(s.fullPods, pe.uid)
+}
+
+// addPod records pod on node. assumed marks a placement this scheduler made (Reserve) that the
+// API server has not confirmed yet. ps may be nil, in which case it is computed here.
+func (s *state) addPod(pod *v1.Pod, node string, assumed bool, ps *podSet) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pe := s.pods[pod.UID]; pe != nil {
+		if pe.node == node {
+			// Seccomp fields and annotations are immutable after creation, so the set is
+			// unchanged; only confirmation state moves.
+			pe.assumed = pe.assumed && assumed
+			pe.pod = pod
+			return
+		}
+		s.removePodLocked(pe)
+	}
+	pe := &podEntry{uid: pod.UID, namespace: pod.Namespace, name: pod.Name, node: node, assumed: assumed, pod: pod}
+	if ps != nil {
+		pe.podSet = *ps
+	} else {
+		pe.podSet = s.computePodSetLocked(pod)
+	}
+	ns := s.nodes[node]
+	if ns == nil {
+		ns = &nodeState{}
+		s.nodes[node] = ns
+	}
+	ns.add(pe.set, pe.size)
+	s.pods[pod.UID] = pe
+	s.indexPodLocked(pe)
+}
+
+// removePod forgets uid. With onlyAssumedOn set, only an unconfirmed placement on that node is
+// removed, which makes Unreserve idempotent and harmless after the informer has caught up.
+func (s *state) removePod(uid types.UID, onlyAssumedOn string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pe := s.pods[uid]
+	if pe == nil {
+		return
+	}
+	if onlyAssumedOn != "" && (!pe.assumed || pe.node != onlyAssumedOn) {
+		return
+	}
+	s.removePodLocked(pe)
+}
+
+func (s *state) removePodLocked(pe *podEntry) {
+	s.unindexPodLocked(pe)
+	if ns := s.nodes[pe.node]; ns != nil {
+		ns.remove(pe.set, pe.size)
+		if ns.n == 0 {
+			delete(s.nodes, pe.node)
+		}
+	}
+	delete(s.pods, pe.uid)
+}
+
+func (s *state) podSet(pod *v1.Pod) podSet {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.computePodSetLocked(pod)
+}
+
+func (s *state) score(node string, p bitset) int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.nodes[node].exs(p)
+}
+
+// computePodSetLocked derives a pod's syscall set. Every Localhost reference found anywhere on
+// the pod (pod and container securityContexts, init and ephemeral containers, all legacy
+// annotations, bindings) is unioned; any container whose effective profile is not Localhost
+// runs unconfined or with the runtime default, so the full set is added for it.
+func (s *state) computePodSetLocked(pod *v1.Pod) podSet {
+	var ps podSet
+	var set bitset
+	refSeen := map[profiles.Key]struct{}{}
+	missingSeen := map[string]struct{}{}
+
+	addRef := func(label string, cands []profiles.Key) {
+		for _, k := range cands {
+			if _, ok := refSeen[k]; !ok {
+				refSeen[k] = struct{}{}
+				ps.refs = append(ps.refs, k)
+			}
+		}
+		for _, k := range cands {
+			if e := s.profiles[k]; e != nil {
+				if e.allowAll {
+					ps.usesFull = true
+				}
+				set = set.or(e.resolved)
+				return
+			}
+		}
+		ps.usesFull = true
+		if _, ok := missingSeen[label]; !ok {
+			missingSeen[label] = struct{}{}
+			ps.missing = append(ps.missing, label)
+		}
+	}
+	addPath := func(p string) {
+		p = strings.TrimPrefix(strings.TrimSpace(p), localhostPrefix)
+		if k, ok := s.byPath[p]; ok {
+			addRef(p, []profiles.Key{k})
+			return
+		}
+		cands := profiles.KeysForPath(p)
+		if len(cands) == 0 {
+			ps.usesFull = true
+			return
+		}
+		addRef(p, cands)
+	}
+	bindingCands := func(name string) []profiles.Key {
+		return []profiles.Key{{Namespace: pod.Namespace, Name: name}, {Name: name}}
+	}
+
+	// Bindings, sorted by name so that several bindings for one image pick deterministically.
+	var byImage = map[string]string{}
+	var wildcard string
+	if bs := s.bindings[pod.Namespace]; len(bs) > 0 {
+		names := make([]string, 0, len(bs))
+		for n := range bs {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			b := bs[n]
+			if b.Image == profiles.SelectAllImages {
+				if wildcard == "" {
+					wildcard = b.ProfileName
+				}
+			} else if _, ok := byImage[b.Image]; !ok {
+				byImage[b.Image] = b.ProfileName
+			}
+		}
+	}
+
+	type ctr struct {
+		name, image string
+		sc          *v1.SecurityContext
+		bindable    bool
+	}
+	var ctrs []ctr
+	for _, c := range pod.Spec.InitContainers {
+		ctrs = append(ctrs, ctr{c.Name, c.Image, c.SecurityContext, true})
+	}
+	for _, c := range pod.Spec.Containers {
+		ctrs = append(ctrs, ctr{c.Name, c.Image, c.SecurityContext, true})
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		// SPO's webhook only patches pod creation; ephemeral containers never get bindings.
+		ctrs = append(ctrs, ctr{c.Name, c.Image, c.SecurityContext, false})
+	}
+
+	// Pod level: securityContext wins over the legacy annotation, as in the kubelet.
+	type level struct {
+		set       bool
+		localhost string // "" when set but not Localhost
+	}
+	fromField := func(sp *v1.SeccompProfile) level {
+		if sp == nil {
+			return level{}
+		}
+		if sp.Type == v1.SeccompProfileTypeLocalhost && sp.LocalhostProfile != nil {
+			return level{set: true, localhost: *sp.LocalhostProfile}
+		}
+		return level{set: true}
+	}
+	fromAnnotation := func(v string, ok bool) level {
+		if !ok {
+			return level{}
+		}
+		if strings.HasPrefix(v, localhostPrefix) {
+			return level{set: true, localhost: strings.TrimPrefix(v, localhostPrefix)}
+		}
+		return level{set: true}
+	}
+	var podLevel level
+	if pod.Spec.SecurityContext != nil {
+		podLevel = fromField(pod.Spec.SecurityContext.SeccompProfile)
+	}
+	if !podLevel.set {
+		v, ok := pod.Annotations[annotationPodSeccomp]
+		podLevel = fromAnnotation(v, ok)
+	}
+
+	containerBound := false
+	bound := make([]string, len(ctrs))
+	for i, c := range ctrs {
+		if !c.bindable {
+			continue
+		}
+		if pn, ok := byImage[c.image]; ok {
+			bound[i] = pn
+			containerBound = true
+		}
+	}
+	podBinding := ""
+	if !containerBound && !podLevel.set && wildcard != "" {
+		podBinding = wildcard
+	}
+
+	// Union of every Localhost reference on the pod, in a fixed order.
+	if podBinding != "" {
+		addRef(podBinding, bindingCands(podBinding))
+	} else if podLevel.localhost != "" {
+		addPath(podLevel.localhost)
+	}
+	for i, c := range ctrs {
+		var eff level
+		switch {
+		case bound[i] != "":
+			addRef(bound[i], bindingCands(bound[i]))
+			continue
+		case c.sc != nil && c.sc.SeccompProfile != nil:
+			eff = fromField(c.sc.SeccompProfile)
+		default:
+			v, ok := pod.Annotations[annotationContainerSeccomp+c.name]
+			eff = fromAnnotation(v, ok)
+		}
+		if !eff.set {
+			if podBinding != "" {
+				continue
+			}
+			eff = podLevel
+		}
+		if eff.localhost == "" {
+			ps.usesFull = true
+			continue
+		}
+		addPath(eff.localhost)
+	}
+	// Legacy annotations are all read, sorted, even for containers that no longer exist or
+	// are overridden by a field, so the result never depends on map iteration order.
+	var annKeys []string
+	for k := range pod.Annotations {
+		if k == annotationPodSeccomp || strings.HasPrefix(k, annotationContainerSeccomp) {
+			annKeys = append(annKeys, k)
+		}
+	}
+	sort.Strings(annKeys)
+	for _, k := range annKeys {
+		if v := pod.Annotations[k]; strings.HasPrefix(v, localhostPrefix) {
+			addPath(v)
+		}
+	}
+	if len(ctrs) == 0 && len(ps.refs) == 0 {
+		ps.usesFull = true
+	}
+	if ps.usesFull {
+		set = set.or(s.full)
+	}
+	ps.set = set
+	ps.size = set.count()
+	return ps
+}
