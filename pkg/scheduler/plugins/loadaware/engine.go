@@ -1,0 +1,161 @@
+package loadaware
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// AnnotationUsageThresholdPrefix + "<resource>-usage-threshold" on a node overrides
+// usageThresholds[resource] for that node, e.g. berth.io/cpu-usage-threshold: "70".
+const AnnotationUsageThresholdPrefix = "berth.io/"
+
+// UsageThresholdAnnotation returns the node annotation key for resource r.
+func UsageThresholdAnnotation(r v1.ResourceName) string {
+	return AnnotationUsageThresholdPrefix + string(r) + "-usage-threshold"
+}
+
+// Engine is one plugin instance's view of real load: its own watcher loop, its own placed-pod
+// tracker, its own args. Nothing is shared between instances, so two profiles with different
+// settings cannot interfere.
+type Engine struct {
+	plugin  string
+	args    CommonArgs
+	expiry  time.Duration
+	Watcher *Watcher
+	Tracker *Tracker
+	now     func() time.Time
+}
+
+// Options are test seams; zero values mean production behaviour.
+type Options struct {
+	// Now replaces time.Now.
+	Now func() time.Time
+	// NoLoop skips starting the refresh goroutine (tests drive Watcher.Refresh themselves).
+	NoLoop bool
+}
+
+// NewEngine builds the engine, registers the tracker on the framework's pod informer (when
+// handle has one) and starts the refresh loop, which stops when ctx ends. args must be
+// defaulted and valid.
+func NewEngine(ctx context.Context, plugin string, args CommonArgs, handle fwk.Handle, est Estimator, opts Options) (*Engine, error) {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	e := &Engine{
+		plugin:  plugin,
+		args:    args,
+		expiry:  time.Duration(*args.MetricsExpirySeconds) * time.Second,
+		Tracker: NewTracker(time.Duration(*args.AssumedPodExpirySeconds)*time.Second, est, now),
+		now:     now,
+	}
+	e.Watcher = NewWatcher(plugin, args.WatcherAddress,
+		time.Duration(*args.RefreshIntervalSeconds)*time.Second,
+		time.Duration(*args.WatcherTimeoutSeconds)*time.Second, now)
+	e.Watcher.onSnapshot = func(s *Snapshot) { e.Tracker.Prune(s, e.expiry) }
+	if handle != nil {
+		if f := handle.SharedInformerFactory(); f != nil {
+			if _, err := f.Core().V1().Pods().Informer().AddEventHandler(e.Tracker.EventHandler()); err != nil {
+				return nil, fmt.Errorf("%s: registering pod event handler: %w", plugin, err)
+			}
+		}
+	}
+	if !opts.NoLoop {
+		go e.Watcher.Run(ctx)
+	}
+	return e, nil
+}
+
+// NodeState is what Score and Filter read for one node.
+type NodeState struct {
+	NodeView
+	// Unreported is the load of pods placed on the node that its metrics do not include yet.
+	Unreported Estimate
+}
+
+// Node returns the node's metrics (memory only, no I/O) and its unreported placed load.
+func (e *Engine) Node(name string) NodeState {
+	v := e.Watcher.Snapshot().Node(name, e.now(), e.expiry)
+	return NodeState{NodeView: v, Unreported: e.Tracker.Unreported(name, v)}
+}
+
+// NeutralScore is the score for a node whose load is unknown.
+func (e *Engine) NeutralScore() int64 { return *e.args.NeutralScore }
+
+// Reserve counts pod on node from now on.
+func (e *Engine) Reserve(pod *v1.Pod, node string) { e.Tracker.Add(pod, node, e.now()) }
+
+// Unreserve stops counting pod.
+func (e *Engine) Unreserve(pod *v1.Pod) { e.Tracker.Remove(pod.UID) }
+
+// Filter applies the expired-metrics policy and the usage thresholds. It never fails because
+// the signal is missing: without usable data a node passes, except under Block while the
+// watcher is demonstrably alive for other nodes.
+func (e *Engine) Filter(ctx context.Context, node *v1.Node) *fwk.Status {
+	if node == nil {
+		return fwk.NewStatus(fwk.Error, "node not found")
+	}
+	st := e.Node(node.Name)
+	if st.Freshness != Fresh {
+		if e.args.ExpiredMetricsAction == ExpiredMetricsBlock && e.Watcher.Snapshot().SignalAlive(e.now(), e.expiry) {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node(s) had %s load metrics", st.Freshness))
+		}
+		return nil
+	}
+	if len(e.args.UsageThresholds) == 0 {
+		return nil
+	}
+	logger := klog.FromContext(ctx)
+	for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
+		limit, ok := e.args.UsageThresholds[r]
+		if ok {
+			if s, has := node.Annotations[UsageThresholdAnnotation(r)]; has {
+				v, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(s, "%")), 10, 64)
+				if err != nil || v < 1 || v > 100 {
+					// A bad annotation is an operator typo, not a reason to stop scheduling.
+					logger.V(2).Info("Ignoring invalid usage threshold annotation", "node", node.Name, "annotation", UsageThresholdAnnotation(r), "value", s)
+				} else {
+					limit = v
+				}
+			}
+		}
+		if !ok {
+			continue
+		}
+		used, known := usagePercent(node, st, r)
+		if known && used > float64(limit) {
+			// Numbers go to the log only: the framework groups identical reasons across nodes.
+			logger.V(4).Info("Node over usage threshold", "node", node.Name, "resource", r, "usagePercent", used, "threshold", limit)
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node(s) %s usage exceeds threshold", r))
+		}
+	}
+	return nil
+}
+
+// usagePercent is measured usage plus unreported placed pods, as a percentage of capacity
+// (the watcher's percentages are of capacity).
+func usagePercent(node *v1.Node, st NodeState, r v1.ResourceName) (float64, bool) {
+	var rd ResourceData
+	var extra, capacity float64
+	switch r {
+	case v1.ResourceCPU:
+		rd = st.Metrics.CPU
+		extra = float64(st.Unreported.MilliCPU)
+		capacity = float64(node.Status.Capacity.Cpu().MilliValue())
+	case v1.ResourceMemory:
+		rd = st.Metrics.Memory
+		extra = float64(st.Unreported.MemoryBytes)
+		capacity = float64(node.Status.Capacity.Memory().Value())
+	}
+	if !rd.Valid || capacity <= 0 {
+		return 0, false
+	}
+	return rd.Avg + 100*extra/capacity, true
+}

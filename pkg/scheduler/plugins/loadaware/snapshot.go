@@ -1,0 +1,208 @@
+package loadaware
+
+import (
+	"time"
+
+	"github.com/paypal/load-watcher/pkg/watcher"
+
+	"github.com/berth-sched/berth/pkg/loadwatcher"
+)
+
+// ResourceData is one resource's utilisation in percent, read the way upstream's
+// GetResourceData does: AVG wins, STD is the deviation, Latest/"" stand in for AVG only
+// while no AVG has been seen. Valid is set as soon as any metric of the type exists.
+type ResourceData struct {
+	Avg, Std float64
+	Valid    bool
+}
+
+// NodeMetrics is the per-node digest both plugins read; computed once per fetch so Score
+// never walks the metric list.
+type NodeMetrics struct {
+	CPU, Memory ResourceData
+	// TLPCPU is TargetLoadPacking's CPU input: the last CPU metric, in list order, whose
+	// operator is AVG or Latest (upstream semantics, kept for identical scores).
+	TLPCPU      float64
+	TLPCPUFound bool
+}
+
+// Freshness classifies a node's metrics at the time of a read.
+type Freshness int
+
+const (
+	Fresh Freshness = iota
+	// Missing: no snapshot yet, or the node is not in it.
+	Missing
+	// Stale: the watcher itself flagged the node (berthNodes[node].stale).
+	Stale
+	// Expired: the newest sample behind the node is older than metricsExpirySeconds.
+	Expired
+)
+
+func (f Freshness) String() string {
+	switch f {
+	case Fresh:
+		return "fresh"
+	case Missing:
+		return "missing"
+	case Stale:
+		return "stale"
+	case Expired:
+		return "expired"
+	}
+	return "unknown"
+}
+
+type nodeEntry struct {
+	metrics    NodeMetrics
+	hasMetrics bool
+	stale      bool
+	// updated is the node's sample time on the scheduler's clock.
+	updated time.Time
+	// reported are the pod UIDs the agent saw; nil when the watcher did not say (upstream
+	// watcher, or a Berth watcher without ?pods support).
+	reported map[string]struct{}
+}
+
+// Snapshot is an immutable, parsed load watcher answer. It is swapped atomically, so any
+// number of Score calls may read it while the next one is fetched.
+type Snapshot struct {
+	FetchedAt time.Time
+	nodes     map[string]*nodeEntry
+	// newest is the most recent per-node sample time: tells "this node's agent is dead" from
+	// "the whole signal is dead".
+	newest time.Time
+}
+
+// NewSnapshot digests a watcher response. fetchedAt is the scheduler's clock when the answer
+// arrived; serverNow is the watcher's clock at that moment (HTTP Date header), or zero when
+// unknown. Watcher timestamps are rebased onto the scheduler's clock with them, so clock skew
+// between the two machines does not make fresh data look expired (or the reverse).
+func NewSnapshot(resp *loadwatcher.Response, fetchedAt, serverNow time.Time) *Snapshot {
+	s := &Snapshot{FetchedAt: fetchedAt, nodes: map[string]*nodeEntry{}}
+	toLocal := func(unix int64) time.Time {
+		t := time.Unix(unix, 0)
+		if serverNow.IsZero() {
+			return t
+		}
+		return fetchedAt.Add(-serverNow.Sub(t))
+	}
+	// Upstream documents carry one time for all nodes; Window.End is the same instant in
+	// load-watcher, Timestamp the one Berth's contract names.
+	docTime := resp.Timestamp
+	if docTime == 0 {
+		docTime = resp.Window.End
+	}
+	get := func(name string) *nodeEntry {
+		e := s.nodes[name]
+		if e == nil {
+			e = &nodeEntry{updated: toLocal(docTime)}
+			s.nodes[name] = e
+		}
+		return e
+	}
+	for name, nm := range resp.Data.NodeMetricsMap {
+		e := get(name)
+		e.metrics = digest(nm.Metrics)
+		e.hasMetrics = true
+	}
+	for name, st := range resp.Nodes {
+		e := get(name)
+		if st.Updated != 0 {
+			e.updated = toLocal(st.Updated)
+		}
+		e.stale = st.Stale
+		if len(st.PodUIDs) > 0 {
+			e.reported = make(map[string]struct{}, len(st.PodUIDs))
+			for _, uid := range st.PodUIDs {
+				e.reported[uid] = struct{}{}
+			}
+		}
+	}
+	for _, e := range s.nodes {
+		if e.hasMetrics && !e.stale && e.updated.After(s.newest) {
+			s.newest = e.updated
+		}
+	}
+	return s
+}
+
+func digest(ms []watcher.Metric) NodeMetrics {
+	var out NodeMetrics
+	avgSeen := map[string]bool{}
+	for _, m := range ms {
+		var rd *ResourceData
+		switch m.Type {
+		case watcher.CPU:
+			rd = &out.CPU
+			if m.Operator == watcher.Average || m.Operator == watcher.Latest {
+				out.TLPCPU, out.TLPCPUFound = m.Value, true
+			}
+		case watcher.Memory:
+			rd = &out.Memory
+		default:
+			continue
+		}
+		rd.Valid = true
+		switch m.Operator {
+		case watcher.Average:
+			rd.Avg = m.Value
+			avgSeen[m.Type] = true
+		case watcher.Std:
+			rd.Std = m.Value
+		case watcher.Latest, "":
+			if !avgSeen[m.Type] {
+				rd.Avg = m.Value
+			}
+		}
+	}
+	return out
+}
+
+// NodeView is what a plugin gets for one node.
+type NodeView struct {
+	Freshness Freshness
+	Metrics   NodeMetrics
+	// Updated is the node's sample time on the scheduler's clock (zero if Missing).
+	Updated  time.Time
+	reported map[string]struct{}
+}
+
+// Node looks a node up at time now with the given expiry. A nil snapshot is all Missing.
+func (s *Snapshot) Node(name string, now time.Time, expiry time.Duration) NodeView {
+	if s == nil {
+		return NodeView{Freshness: Missing}
+	}
+	e := s.nodes[name]
+	if e == nil {
+		return NodeView{Freshness: Missing}
+	}
+	v := NodeView{Metrics: e.metrics, Updated: e.updated, reported: e.reported}
+	switch {
+	case e.stale:
+		v.Freshness = Stale
+	case !e.hasMetrics:
+		v.Freshness = Missing
+	case now.Sub(e.updated) > expiry:
+		v.Freshness = Expired
+	default:
+		v.Freshness = Fresh
+	}
+	return v
+}
+
+// SignalAlive reports whether any node's metrics are within expiry: when none is, the load
+// watcher (or its source) is down as a whole and Block must not stop all scheduling.
+func (s *Snapshot) SignalAlive(now time.Time, expiry time.Duration) bool {
+	return s != nil && !s.newest.IsZero() && now.Sub(s.newest) <= expiry
+}
+
+// Reported says whether the agent listed uid for this node; known is false when the watcher
+// gave no pod list for it (then only time tells).
+func (v NodeView) Reported(uid string) (reported, known bool) {
+	if v.reported == nil {
+		return false, false
+	}
+	_, ok := v.reported[uid]
+	return ok, true
+}

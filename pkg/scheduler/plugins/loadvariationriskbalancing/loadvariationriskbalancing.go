@@ -1,0 +1,159 @@
+// Package loadvariationriskbalancing implements the LoadVariationRiskBalancing score plugin:
+// it balances the risk (mean plus a margin of the standard deviation of real utilisation)
+// across nodes, per CPU and memory, and ranks a node by its riskiest resource.
+package loadvariationriskbalancing
+
+import (
+	"context"
+	"math"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	resourcehelper "k8s.io/component-helpers/resource"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware"
+)
+
+// Name is the plugin name, the same as upstream so existing configurations keep working.
+const Name = "LoadVariationRiskBalancing"
+
+const mebibyte = 1 << 20
+
+// LoadVariationRiskBalancing scores nodes by 100·(1 − max over resources of risk).
+type LoadVariationRiskBalancing struct {
+	args        *LoadVariationRiskBalancingArgs
+	margin      float64
+	sensitivity float64
+	engine      *loadaware.Engine
+}
+
+var (
+	_ fwk.ScorePlugin   = &LoadVariationRiskBalancing{}
+	_ fwk.FilterPlugin  = &LoadVariationRiskBalancing{}
+	_ fwk.ReservePlugin = &LoadVariationRiskBalancing{}
+)
+
+// New is the scheduler framework factory; the refresh loop stops when ctx ends.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	return NewWithOptions(ctx, obj, h, loadaware.Options{})
+}
+
+// NewWithOptions is New with test seams.
+func NewWithOptions(ctx context.Context, obj runtime.Object, h fwk.Handle, opts loadaware.Options) (*LoadVariationRiskBalancing, error) {
+	args, err := ParseArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	pl := &LoadVariationRiskBalancing{
+		args:        args,
+		margin:      *args.SafeVarianceMargin,
+		sensitivity: *args.SafeVarianceSensitivity,
+	}
+	pl.engine, err = loadaware.NewEngine(ctx, Name, args.CommonArgs, h, estimate, opts)
+	if err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// Name implements fwk.Plugin.
+func (pl *LoadVariationRiskBalancing) Name() string { return Name }
+
+// Engine exposes the snapshot and tracker (tests, debugging).
+func (pl *LoadVariationRiskBalancing) Engine() *loadaware.Engine { return pl.engine }
+
+// estimate is the pod's effective request (max of the init-container peak and the steady
+// state, plus overhead), the load the plugin adds for the incoming pod as well.
+func estimate(pod *v1.Pod) loadaware.Estimate {
+	r := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	return loadaware.Estimate{MilliCPU: r.Cpu().MilliValue(), MemoryBytes: r.Memory().Value()}
+}
+
+// ResourceStats are one resource's numbers in one unit (millicores, or MiB).
+type ResourceStats struct {
+	Capacity, Req, UsedAvg, UsedStdev float64
+}
+
+// MuSigma returns the predicted utilisation μ = (used + request)/capacity and the relative
+// deviation σ = stdev/capacity, both clamped to [0, 1]; (0, 0) without capacity.
+func (s ResourceStats) MuSigma() (mu, sigma float64) {
+	if s.Capacity <= 0 {
+		return 0, 0
+	}
+	return clamp01((s.UsedAvg + s.Req) / s.Capacity), clamp01(s.UsedStdev / s.Capacity)
+}
+
+func clamp01(x float64) float64 { return math.Max(0, math.Min(1, x)) }
+
+// ComputeScore is one resource's score, unrounded: 100·(1 − (μ + margin·σ^(1/sensitivity))/2)
+// with inputs clamped as upstream does (a negative sensitivity skips the root, a
+// negative margin drops the deviation).
+func ComputeScore(margin, sensitivity float64, s ResourceStats) float64 {
+	if s.Capacity <= 0 {
+		return 0
+	}
+	s.Req = math.Max(s.Req, 0)
+	s.UsedAvg = math.Max(0, math.Min(s.Capacity, s.UsedAvg))
+	s.UsedStdev = math.Max(0, math.Min(s.Capacity, s.UsedStdev))
+	mu, sigma := s.MuSigma()
+	if sensitivity >= 0 {
+		sigma = math.Pow(sigma, 1/sensitivity)
+	}
+	sigma = clamp01(margin * sigma)
+	return 100 * (1 - (mu+sigma)/2)
+}
+
+// Score implements fwk.ScorePlugin. It reads memory only.
+func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	node := nodeInfo.Node()
+	if node == nil {
+		return 0, fwk.NewStatus(fwk.Error, "node not found")
+	}
+	st := pl.engine.Node(node.Name)
+	if st.Freshness != loadaware.Fresh || (!st.Metrics.CPU.Valid && !st.Metrics.Memory.Valid) {
+		return pl.engine.NeutralScore(), nil
+	}
+	req := estimate(pod)
+	score, found := 0.0, false
+	consider := func(rd loadaware.ResourceData, capacity, request float64) {
+		if !rd.Valid {
+			return
+		}
+		s := ComputeScore(pl.margin, pl.sensitivity, ResourceStats{
+			Capacity:  capacity,
+			Req:       request,
+			UsedAvg:   rd.Avg / 100 * capacity,
+			UsedStdev: rd.Std / 100 * capacity,
+		})
+		if !found || s < score {
+			score, found = s, true
+		}
+	}
+	// Pods placed since the sample are not in its average: add them to this pod's request.
+	consider(st.Metrics.CPU, float64(node.Status.Allocatable.Cpu().MilliValue()),
+		float64(req.MilliCPU+st.Unreported.MilliCPU))
+	consider(st.Metrics.Memory, float64(node.Status.Allocatable.Memory().Value())/mebibyte,
+		float64(req.MemoryBytes+st.Unreported.MemoryBytes)/mebibyte)
+	return int64(math.Round(score)), nil
+}
+
+// ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].
+func (pl *LoadVariationRiskBalancing) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// Filter implements fwk.FilterPlugin: the expired-metrics policy and usage thresholds; a
+// no-op with default args.
+func (pl *LoadVariationRiskBalancing) Filter(ctx context.Context, _ fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	return pl.engine.Filter(ctx, nodeInfo.Node())
+}
+
+// Reserve implements fwk.ReservePlugin: the pod counts on its node until reported.
+func (pl *LoadVariationRiskBalancing) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	pl.engine.Reserve(pod, nodeName)
+	return nil
+}
+
+// Unreserve implements fwk.ReservePlugin.
+func (pl *LoadVariationRiskBalancing) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	pl.engine.Unreserve(pod)
+}

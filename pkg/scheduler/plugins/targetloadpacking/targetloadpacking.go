@@ -1,0 +1,166 @@
+// Package targetloadpacking implements the TargetLoadPacking score plugin: it packs pods onto
+// nodes until their real (measured) CPU utilisation reaches a target, and spreads beyond it.
+package targetloadpacking
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	resourcehelper "k8s.io/component-helpers/resource"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware"
+)
+
+// Name is the plugin name, the same as upstream so existing configurations keep working.
+const Name = "TargetLoadPacking"
+
+// TargetLoadPacking scores nodes by predicted CPU utilisation against a target.
+type TargetLoadPacking struct {
+	args       *TargetLoadPackingArgs
+	target     int64
+	multiplier float64
+	defaultCPU int64
+	engine     *loadaware.Engine
+}
+
+var (
+	_ fwk.ScorePlugin   = &TargetLoadPacking{}
+	_ fwk.FilterPlugin  = &TargetLoadPacking{}
+	_ fwk.ReservePlugin = &TargetLoadPacking{}
+)
+
+// New is the scheduler framework factory. The refresh loop stops when ctx (the scheduler's)
+// ends.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	return NewWithOptions(ctx, obj, h, loadaware.Options{})
+}
+
+// NewWithOptions is New with test seams.
+func NewWithOptions(ctx context.Context, obj runtime.Object, h fwk.Handle, opts loadaware.Options) (*TargetLoadPacking, error) {
+	args, err := ParseArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	m, _ := parseMultiplier(*args.DefaultRequestsMultiplier) // validated by ParseArgs
+	cpu := args.DefaultRequests[v1.ResourceCPU]
+	pl := &TargetLoadPacking{
+		args:       args,
+		target:     *args.TargetUtilization,
+		multiplier: m,
+		defaultCPU: cpu.MilliValue(),
+	}
+	pl.engine, err = loadaware.NewEngine(ctx, Name, args.CommonArgs, h, pl.estimate, opts)
+	if err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// Name implements fwk.Plugin.
+func (pl *TargetLoadPacking) Name() string { return Name }
+
+// Engine exposes the snapshot and tracker (tests, debugging).
+func (pl *TargetLoadPacking) Engine() *loadaware.Engine { return pl.engine }
+
+// PredictedMilliCPU is the CPU a pod is expected to use: per container its CPU limit, else
+// its CPU request × defaultRequestsMultiplier (rounded), else defaultRequests.cpu; plus the
+// pod overhead. Sidecar (restartable init) containers run for the pod's life and count like
+// containers; other init containers do not (they end before the others start).
+func (pl *TargetLoadPacking) PredictedMilliCPU(pod *v1.Pod) int64 {
+	var sum int64
+	add := func(c *v1.Container) {
+		if q, ok := c.Resources.Limits[v1.ResourceCPU]; ok {
+			sum += q.MilliValue()
+		} else if q, ok := c.Resources.Requests[v1.ResourceCPU]; ok {
+			sum += int64(math.Round(float64(q.MilliValue()) * pl.multiplier))
+		} else {
+			sum += pl.defaultCPU
+		}
+	}
+	for i := range pod.Spec.Containers {
+		add(&pod.Spec.Containers[i])
+	}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways {
+			add(c)
+		}
+	}
+	if q, ok := pod.Spec.Overhead[v1.ResourceCPU]; ok {
+		sum += q.MilliValue()
+	}
+	return sum
+}
+
+func (pl *TargetLoadPacking) estimate(pod *v1.Pod) loadaware.Estimate {
+	mem := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})[v1.ResourceMemory]
+	return loadaware.Estimate{MilliCPU: pl.PredictedMilliCPU(pod), MemoryBytes: mem.Value()}
+}
+
+// Score implements fwk.ScorePlugin. It reads memory only.
+func (pl *TargetLoadPacking) Score(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	node := nodeInfo.Node()
+	if node == nil {
+		return 0, fwk.NewStatus(fwk.Error, "node not found")
+	}
+	st := pl.engine.Node(node.Name)
+	if st.Freshness != loadaware.Fresh || !st.Metrics.TLPCPUFound {
+		// Unknown load is neither good nor bad: a neutral score, never an error.
+		return pl.engine.NeutralScore(), nil
+	}
+	capacity := node.Status.Capacity.Cpu().MilliValue()
+	u := PredictedUtilization(st.Metrics.TLPCPU, capacity, pl.PredictedMilliCPU(pod)+st.Unreported.MilliCPU)
+	return int64(math.Round(ScoreForUtilization(float64(pl.target), u))), nil
+}
+
+// PredictedUtilization is 100·(measured% · C / 100 + added) / C, in percent; 0 when the
+// capacity is unknown (upstream's choice, so the same configs score the same).
+func PredictedUtilization(measuredPercent float64, capacityMilli, addedMilli int64) float64 {
+	if capacityMilli <= 0 {
+		return 0
+	}
+	c := float64(capacityMilli)
+	return 100 * (measuredPercent*c/100 + float64(addedMilli)) / c
+}
+
+// ScoreForUtilization is the piecewise-linear TargetLoadPacking curve, unrounded: rising
+// from T at 0 % to 100 at the target T, then T·(100−U)/(100−T) down to 0 at 100 %, 0 beyond.
+func ScoreForUtilization(target, u float64) float64 {
+	switch {
+	case u <= target:
+		return (100-target)*u/target + target
+	case u <= 100:
+		return target * (100 - u) / (100 - target)
+	default:
+		return 0
+	}
+}
+
+// ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].
+func (pl *TargetLoadPacking) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// Filter implements fwk.FilterPlugin: the expired-metrics policy and usage thresholds; a
+// no-op with default args.
+func (pl *TargetLoadPacking) Filter(ctx context.Context, _ fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	return pl.engine.Filter(ctx, nodeInfo.Node())
+}
+
+// Reserve implements fwk.ReservePlugin: the pod counts on its node until reported.
+func (pl *TargetLoadPacking) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	pl.engine.Reserve(pod, nodeName)
+	return nil
+}
+
+// Unreserve implements fwk.ReservePlugin.
+func (pl *TargetLoadPacking) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
+	pl.engine.Unreserve(pod)
+}
+
+// String helps logs and test failures.
+func (pl *TargetLoadPacking) String() string {
+	return fmt.Sprintf("%s{target=%d%%, multiplier=%g, defaultCPU=%dm}", Name, pl.target, pl.multiplier, pl.defaultCPU)
+}
