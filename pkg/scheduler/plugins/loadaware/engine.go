@@ -3,6 +3,7 @@ package loadaware
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -158,4 +159,11 @@ func usagePercent(node *v1.Node, st NodeState, r v1.ResourceName) (float64, bool
 		return 0, false
 	}
 	return rd.Avg + 100*extra/capacity, true
+}
+
+// RoundScore rounds half away from zero after snapping float noise: exact-half scores such as
+// 57.5 (= 100·(1 − 0.85/2)) come out of float arithmetic as 57.4999999…; without the snap
+// they would round down, unlike the arithmetic the formulas describe.
+func RoundScore(x float64) int64 {
+	return int64(math.Round(math.Round(x*1e9) / 1e9))
 }

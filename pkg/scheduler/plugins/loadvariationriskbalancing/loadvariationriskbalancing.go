@@ -135,7 +135,7 @@ func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, _ fwk.CycleStat
 		float64(req.MilliCPU+st.Unreported.MilliCPU))
 	consider(st.Metrics.Memory, float64(node.Status.Allocatable.Memory().Value())/mebibyte,
 		float64(req.MemoryBytes+st.Unreported.MemoryBytes)/mebibyte)
-	return int64(math.Round(score)), nil
+	return loadaware.RoundScore(score), nil
 }
 
 // ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].

@@ -114,7 +114,7 @@ func (pl *TargetLoadPacking) Score(ctx context.Context, _ fwk.CycleState, pod *v
 	}
 	capacity := node.Status.Capacity.Cpu().MilliValue()
 	u := PredictedUtilization(st.Metrics.TLPCPU, capacity, pl.PredictedMilliCPU(pod)+st.Unreported.MilliCPU)
-	return int64(math.Round(ScoreForUtilization(float64(pl.target), u))), nil
+	return loadaware.RoundScore(ScoreForUtilization(float64(pl.target), u)), nil
 }
 
 // PredictedUtilization is 100·(measured% · C / 100 + added) / C, in percent; 0 when the
