@@ -147,7 +147,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			uids := make([]string, 0, len(pods))
 			for _, p := range pods {
-				if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				// The node check repeats the field selector so a server (or fake) that ignores it
+				// cannot make the agent report another node's pods.
+				if p.Spec.NodeName != a.cfg.NodeName || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 					continue // finished pods use no CPU or memory
 				}
 				uids = append(uids, string(p.UID))

@@ -1,0 +1,138 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/berth-sched/berth/pkg/agent/load/fixture"
+	"github.com/berth-sched/berth/pkg/loadwatcher"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func pod(name, node string, phase corev1.PodPhase) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name)},
+		Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase}}
+}
+
+func TestAgentRunPushesReportsAndServesMetrics(t *testing.T) {
+	fx, err := fixture.New(t.TempDir(), 25, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	fxDone := make(chan struct{})
+	go func() { fx.Run(ctx, 2*time.Millisecond); close(fxDone) }()
+	// Stop the fixture writer before TempDir's cleanup removes its directory.
+	defer func() { cancel(); <-fxDone }()
+
+	var mu sync.Mutex
+	var reports []loadwatcher.Report
+	watcher := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var rep loadwatcher.Report
+		if err := json.NewDecoder(r.Body).Decode(&rep); err != nil {
+			t.Errorf("decode: %v", err)
+		}
+		if r.Header.Get("Authorization") != "Bearer sa-token" {
+			t.Errorf("auth header %q", r.Header.Get("Authorization"))
+		}
+		mu.Lock()
+		reports = append(reports, rep)
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer watcher.Close()
+	tok := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tok, []byte("sa-token"), 0o600)
+
+	cs := fake.NewClientset(pod("mine", "node-a", corev1.PodRunning), pod("done", "node-a", corev1.PodSucceeded),
+		pod("other", "node-b", corev1.PodRunning))
+	a, err := New(Config{NodeName: "node-a", ProcRoot: fx.Root, WatcherURL: watcher.URL, TokenFile: tok, Listen: "127.0.0.1:0",
+		SampleInterval: 10 * time.Millisecond, ReportInterval: 100 * time.Millisecond, Client: cs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := a.Handler()
+	if code := get(t, h, "/readyz").Code; code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz before any sample = %d, want 503", code)
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- a.Run(ctx) }()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(reports)
+		mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no reports within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	rep := reports[len(reports)-1]
+	mu.Unlock()
+	if rep.Node != "node-a" || len(rep.PodUIDs) != 1 || rep.PodUIDs[0] != "uid-mine" {
+		t.Fatalf("report %+v: want node-a with only its running pod", rep)
+	}
+	if len(rep.Windows) == 0 || rep.Windows[0].CPU.Avg < 24.9 || rep.Windows[0].CPU.Avg > 25.1 {
+		t.Fatalf("windows %+v, want CPU 25 %%", rep.Windows)
+	}
+	if code := get(t, h, "/readyz").Code; code != http.StatusOK {
+		t.Fatalf("/readyz = %d once sampling and synced", code)
+	}
+	metrics := get(t, h, "/metrics").Body.String()
+	for _, want := range []string{`berth_node_cpu_utilisation_percent{node="node-a"} 25`, `berth_node_memory_utilisation_percent{node="node-a"} 50`,
+		`berth_agent_reports_total{outcome="pushed"}`, `berth_agent_report_attempts_total{result="ok"}`} {
+		if !strings.Contains(metrics, want) {
+			t.Fatalf("/metrics lacks %q:\n%s", want, metrics)
+		}
+	}
+	cancel()
+	select {
+	case err := <-runErr:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not stop after cancel")
+	}
+}
+
+func get(t *testing.T, h http.Handler, path string) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	return rec
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	good := Config{NodeName: "n", WatcherURL: "http://x", TokenFile: "/t", SampleInterval: time.Second, ReportInterval: time.Second}
+	for name, mut := range map[string]func(*Config){
+		"no node":       func(c *Config) { c.NodeName = "" },
+		"no watcher":    func(c *Config) { c.WatcherURL = "" },
+		"zero interval": func(c *Config) { c.ReportInterval = 0 },
+	} {
+		c := good
+		mut(&c)
+		if _, err := New(c); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := New(good); err != nil {
+		t.Fatal(err)
+	}
+}
