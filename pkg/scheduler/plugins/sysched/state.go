@@ -40,6 +40,9 @@ type podSet struct {
 	refs     []profiles.Key
 	missing  []string
 	usesFull bool
+	// gen is state.gen when the set was computed; a set carried from PreScore to Reserve is
+	// recomputed if any profile or binding changed in between, or the pod would keep a stale set.
+	gen uint64
 }
 
 type podEntry struct {
@@ -116,6 +119,7 @@ type state struct {
 	bindings map[string]map[string]*profiles.Binding // namespace → name → binding
 
 	full bitset
+	gen  uint64
 
 	pods     map[types.UID]*podEntry
 	nodes    map[string]*nodeState
@@ -191,6 +195,7 @@ func (s *state) deleteProfile(k profiles.Key) {
 // profileChangedLocked re-resolves k and every profile whose base chain passes through k, then
 // recomputes the pods that use any of them, and all full-profile pods if the full set moved.
 func (s *state) profileChangedLocked(k profiles.Key) {
+	s.gen++
 	affected := map[profiles.Key]struct{}{k: {}}
 	for key, e := range s.profiles {
 		if key != k && s.chainReaches(e, k) {
@@ -313,6 +318,7 @@ func (s *state) deleteBinding(namespace, name string) {
 }
 
 func (s *state) recomputeNamespaceLocked(ns string) {
+	s.gen++
 	for _, pe := range s.pods {
 		if pe.namespace == ns {
 			s.recomputePodLocked(pe)
@@ -381,7 +387,7 @@ func (s *state) addPod(pod *v1.Pod, node string, assumed bool, ps *podSet) {
 		s.removePodLocked(pe)
 	}
 	pe := &podEntry{uid: pod.UID, namespace: pod.Namespace, name: pod.Name, node: node, assumed: assumed, pod: pod}
-	if ps != nil {
+	if ps != nil && ps.gen == s.gen {
 		pe.podSet = *ps
 	} else {
 		pe.podSet = s.computePodSetLocked(pod)
@@ -621,5 +627,6 @@ func (s *state) computePodSetLocked(pod *v1.Pod) podSet {
 	}
 	ps.set = set
 	ps.size = set.count()
+	ps.gen = s.gen
 	return ps
 }
