@@ -19,9 +19,15 @@ K8S_LDFLAGS := -s -w \
 K8S_TOOLS := kube-apiserver kube-controller-manager kube-scheduler kubectl
 TOOLS := $(addprefix $(BIN)/,etcd kwok $(K8S_TOOLS))
 BERTH_BINS := $(addprefix $(BIN)/,berth-scheduler)
+HARNESS_BINS := $(addprefix $(BIN)/,berth-local schedbench)
 BERTH_SRC := $(shell find api pkg cmd -name '*.go' -o -name go.mod -o -name go.sum 2>/dev/null)
+E2E_SRC := $(shell find e2e -name '*.go' -o -name go.mod -o -name go.sum 2>/dev/null)
+# Packages whose tests need no cluster; the e2e module's tests run the real binaries.
+UNIT_PKGS := ./api/... ./pkg/... ./cmd/...
+E2E_PKGS := ./e2e/...
+GO_TEST_FLAGS ?=
 
-.PHONY: all tools build test test-unit test-e2e bench demo up down fmt vet clean
+.PHONY: all tools build test test-unit test-e2e verify bench demo up down fmt clean
 
 all: build
 
@@ -46,3 +52,51 @@ build: $(BERTH_BINS)
 $(BIN)/berth-scheduler: $(BERTH_SRC)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(K8S_LDFLAGS)" -o $@ ./cmd/scheduler
+
+$(BIN)/berth-local: $(E2E_SRC) $(BERTH_SRC)
+	@mkdir -p $(BIN)
+	$(GO) build -o $@ ./e2e/cmd/berth-local
+
+$(BIN)/schedbench: $(E2E_SRC) $(BERTH_SRC)
+	@mkdir -p $(BIN)
+	$(GO) build -o $@ ./e2e/bench/cmd/schedbench
+
+## demo: start the local cluster, run every scenario, print where pods went, stop
+demo: tools build $(HARNESS_BINS)
+	$(BIN)/berth-local demo
+
+## up / down: keep a local cluster running (kubeconfig printed by up)
+up: tools build $(HARNESS_BINS)
+	$(BIN)/berth-local up
+
+down: $(BIN)/berth-local
+	$(BIN)/berth-local down
+
+## test: formatting, unit tests (race detector), then end-to-end tests on the local cluster
+test: verify tools build
+	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
+	$(GO) test -race -count=1 -timeout 40m $(GO_TEST_FLAGS) $(E2E_PKGS)
+
+test-unit:
+	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
+
+test-e2e: tools build
+	$(GO) test -race -count=1 -timeout 40m $(GO_TEST_FLAGS) $(E2E_PKGS)
+
+## verify: gofmt and go vet
+verify:
+	@out=$$(gofmt -l api pkg cmd e2e tools); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(UNIT_PKGS) $(E2E_PKGS)
+
+## bench: scheduling throughput, berth-scheduler vs stock kube-scheduler (NODES, PODS, ROUNDS)
+NODES ?= 500
+PODS ?= 2000
+ROUNDS ?= 3
+bench: tools build $(BIN)/schedbench
+	$(BIN)/schedbench -nodes $(NODES) -pods $(PODS) -rounds $(ROUNDS) -v
+
+fmt:
+	gofmt -w api pkg cmd e2e tools
+
+clean:
+	rm -rf $(BIN) .cache

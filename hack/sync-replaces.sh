@@ -7,6 +7,9 @@ block() {
   echo "// BEGIN k8s pins (hack/sync-replaces.sh)"
   echo "replace ("
   for m in $(cat hack/k8s-replaces.txt); do printf '\t%s => %s v0.37.1\n' "$m" "$m"; done
+  # load-watcher requires a 2019 genproto that still holds googleapis/{api,rpc}; those now live
+  # in their own modules, and both copies in one build are an "ambiguous import".
+  printf '\tgoogle.golang.org/genproto => google.golang.org/genproto v0.0.0-20260526163538-3dc84a4a5aaa\n'
   echo ")"
   echo "// END k8s pins"
 }

@@ -127,6 +127,7 @@ replace github.com/berth-sched/berth/pkg => ../../pkg
 
 // BEGIN k8s pins (hack/sync-replaces.sh)
 replace (
+	google.golang.org/genproto => google.golang.org/genproto v0.0.0-20260526163538-3dc84a4a5aaa
 	k8s.io/api => k8s.io/api v0.37.1
 	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.37.1
 	k8s.io/apimachinery => k8s.io/apimachinery v0.37.1

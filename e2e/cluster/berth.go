@@ -12,34 +12,59 @@ import (
 	"github.com/berth-sched/berth/pkg/scheduler/rbac"
 )
 
-// BerthSchedulerOptions start berth-scheduler as a process of the cluster.
-type BerthSchedulerOptions struct {
-	// Config is a KubeSchedulerConfiguration; its clientConnection.kubeconfig is filled in.
-	// Empty: the scheduler's built-in default (profile and Lease berth-scheduler).
-	Config string
-	// Name of the process (log and pid file); default berth-scheduler.
+// SchedulerOptions start a scheduler binary as a process of the cluster.
+type SchedulerOptions struct {
+	// Binary in BinDir: berth-scheduler (default) or kube-scheduler (the stock one, for comparisons).
+	Binary string
+	// Name of the process (log and pid file); default the binary's name.
 	Name string
+	// Identity the scheduler authenticates as; default berth-scheduler's own user, which
+	// is granted the RBAC a second scheduler needs first.
+	Identity *Identity
+	// Config is a KubeSchedulerConfiguration; its clientConnection.kubeconfig is filled in.
+	// Empty: the scheduler's built-in default (for berth-scheduler: profile and Lease
+	// berth-scheduler).
+	Config string
 	// Args are extra flags.
 	Args []string
 }
 
-// BerthSchedulerProcess is a running berth-scheduler.
-type BerthSchedulerProcess struct {
+// BerthSchedulerOptions is kept as the name the suites use for berth-scheduler's options.
+type BerthSchedulerOptions = SchedulerOptions
+
+// SchedulerProcess is a running scheduler.
+type SchedulerProcess struct {
 	*Process
 	// Port of its secure serving (/healthz, /readyz, /metrics).
 	Port int
 }
 
-// StartBerthScheduler grants berth-scheduler's identity the RBAC a second scheduler needs (the
-// objects the chart and operator install too), then runs bin/berth-scheduler as that identity.
-func (c *Cluster) StartBerthScheduler(ctx context.Context, o BerthSchedulerOptions) (*BerthSchedulerProcess, error) {
+// StartBerthScheduler runs bin/berth-scheduler (see StartScheduler).
+func (c *Cluster) StartBerthScheduler(ctx context.Context, o SchedulerOptions) (*SchedulerProcess, error) {
+	o.Binary = BerthScheduler
+	return c.StartScheduler(ctx, o)
+}
+
+// StartScheduler runs a scheduler binary and waits until it is ready. For berth-scheduler's
+// identity it first applies the RBAC the chart and operator install too, so the suites test
+// what users get.
+func (c *Cluster) StartScheduler(ctx context.Context, o SchedulerOptions) (*SchedulerProcess, error) {
+	if o.Binary == "" {
+		o.Binary = BerthScheduler
+	}
 	if o.Name == "" {
-		o.Name = BerthScheduler
+		o.Name = o.Binary
 	}
-	if err := rbac.Apply(ctx, c.Client, rbac.SchedulerRBAC(rbac.UserSubject(BerthSchedulerIdentity.User), "berth-scheduler", "kube-system")); err != nil {
-		return nil, fmt.Errorf("%s: granting RBAC: %w", o.Name, err)
+	id := BerthSchedulerIdentity
+	if o.Identity != nil {
+		id = *o.Identity
 	}
-	kc, err := c.WriteKubeconfig(o.Name, BerthSchedulerIdentity)
+	if id.User == BerthSchedulerIdentity.User {
+		if err := rbac.Apply(ctx, c.Client, rbac.SchedulerRBAC(rbac.UserSubject(id.User), "berth-scheduler", "kube-system")); err != nil {
+			return nil, fmt.Errorf("%s: granting RBAC: %w", o.Name, err)
+		}
+	}
+	kc, err := c.WriteKubeconfig(o.Name, id)
 	if err != nil {
 		return nil, err
 	}
@@ -61,12 +86,12 @@ func (c *Cluster) StartBerthScheduler(ctx context.Context, o BerthSchedulerOptio
 		args = append(args, "--config="+path)
 	}
 	args = append(args, o.Args...)
-	p, err := c.StartComponent(ctx, ProcessSpec{Name: o.Name, Binary: filepath.Join(c.BinDir, BerthScheduler), Args: args},
+	p, err := c.StartComponent(ctx, ProcessSpec{Name: o.Name, Binary: filepath.Join(c.BinDir, o.Binary), Args: args},
 		HTTPCheck(fmt.Sprintf("https://127.0.0.1:%d/readyz", port)))
 	if err != nil {
 		return nil, err
 	}
-	return &BerthSchedulerProcess{Process: p, Port: port}, nil
+	return &SchedulerProcess{Process: p, Port: port}, nil
 }
 
 // WithKubeconfig sets clientConnection.kubeconfig in a KubeSchedulerConfiguration document.

@@ -57,6 +57,9 @@ type Config struct {
 	Detach bool
 	// Logf reports progress; nil is silent.
 	Logf func(format string, args ...any)
+	// OnProcess is called for every process the cluster starts (tests use it to check that
+	// nothing outlives a failed start).
+	OnProcess func(*Process)
 }
 
 // Cluster is a running local cluster.
@@ -205,6 +208,9 @@ func (c *Cluster) StartComponent(ctx context.Context, spec ProcessSpec, check fu
 	c.mu.Lock()
 	c.procs = append(c.procs, p)
 	c.mu.Unlock()
+	if c.cfg.OnProcess != nil {
+		c.cfg.OnProcess(p)
+	}
 	if check == nil {
 		return p, nil
 	}

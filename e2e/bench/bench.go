@@ -1,0 +1,305 @@
+// Package bench measures scheduling throughput of scheduler profiles side by side on the same
+// local cluster. Following upstream scheduler_perf, nodes and pods are bare API objects (no
+// kubelet, no KWOK): the figure is the scheduler's, not the node simulator's.
+//
+// Pod creation through the API server is slower than scheduling on these machines, so every
+// pod is created while the scheduler under test is stopped; then the scheduler starts and the
+// clock runs from its first binding to its last. Profiles alternate within each round.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/framework"
+)
+
+// SchedulerName is the profile name every benchmarked scheduler runs, so pods are identical.
+const SchedulerName = "bench-scheduler"
+
+// Profile is one scheduler configuration under test.
+type Profile struct {
+	Name string
+	// Binary in bin/: kube-scheduler (stock) or berth-scheduler.
+	Binary string
+	// Profiles is the YAML list under `profiles:` (schedulerName must be SchedulerName).
+	Profiles string
+	// Setup runs once before the first round (e.g. start a load watcher); optional.
+	Setup func(ctx context.Context, c *cluster.Cluster) error
+}
+
+// StockProfile is the upstream kube-scheduler with its default plugins.
+func StockProfile() Profile {
+	return Profile{Name: "kube-scheduler (stock)", Binary: cluster.DefaultScheduler, Profiles: "- schedulerName: " + SchedulerName + "\n"}
+}
+
+// BerthDefaultProfile is berth-scheduler with the upstream default plugins only.
+func BerthDefaultProfile() Profile {
+	return Profile{Name: "berth-scheduler (default plugins)", Binary: cluster.BerthScheduler, Profiles: "- schedulerName: " + SchedulerName + "\n"}
+}
+
+// Options size the benchmark.
+type Options struct {
+	Nodes, Pods, Rounds int
+	NodeCPU, NodeMemory string
+	PodCPU, PodMemory   string
+	Profiles            []Profile
+	Logf                func(string, ...any)
+}
+
+// Run is one profile's measurement in one round.
+type Run struct {
+	Profile  string
+	Round    int
+	Pods     int
+	Duration time.Duration // first to last binding
+	PodsPerS float64
+}
+
+// Result holds every run.
+type Result struct {
+	Options Options
+	Runs    []Run
+}
+
+// Execute starts a cluster, creates the nodes, and measures every profile Rounds times.
+func Execute(ctx context.Context, o Options) (*Result, error) {
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	if o.NodeCPU == "" {
+		o.NodeCPU, o.NodeMemory = "4", "32Gi"
+	}
+	if o.PodCPU == "" {
+		o.PodCPU, o.PodMemory = "100m", "128Mi"
+	}
+	c, err := cluster.Start(ctx, cluster.Config{WithoutKWOK: true, WithoutDefaultScheduler: true, WithoutControllerManager: true, Logf: o.Logf})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Stop()
+	o.Logf("creating %d nodes", o.Nodes)
+	if err := createNodes(ctx, c, o); err != nil {
+		return nil, err
+	}
+	const ns = "bench"
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	for _, p := range o.Profiles {
+		if p.Setup != nil {
+			if err := p.Setup(ctx, c); err != nil {
+				return nil, fmt.Errorf("%s: setup: %w", p.Name, err)
+			}
+		}
+	}
+	res := &Result{Options: o}
+	for round := 1; round <= o.Rounds; round++ {
+		for _, p := range o.Profiles {
+			run, err := measure(ctx, c, ns, p, o)
+			if err != nil {
+				return nil, fmt.Errorf("%s, round %d: %w", p.Name, round, err)
+			}
+			run.Round = round
+			o.Logf("%s round %d: %d pods in %s = %.1f pods/s", p.Name, round, run.Pods, run.Duration, run.PodsPerS)
+			res.Runs = append(res.Runs, run)
+		}
+	}
+	return res, nil
+}
+
+func createNodes(ctx context.Context, c *cluster.Cluster, o Options) error {
+	specs := make([]cluster.NodeSpec, o.Nodes)
+	for i := range specs {
+		specs[i] = cluster.NodeSpec{Name: fmt.Sprintf("bench-node-%04d", i), CPU: o.NodeCPU, Memory: o.NodeMemory}
+	}
+	return parallel(ctx, 16, len(specs), func(i int) error { return c.AddNodes(ctx, specs[i]) })
+}
+
+func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Options) (Run, error) {
+	o.Logf("%s: creating %d pods", p.Name, o.Pods)
+	spec := framework.PodSpec(SchedulerName, o.PodCPU, o.PodMemory)
+	err := parallel(ctx, 16, o.Pods, func(i int) error {
+		pod := framework.Pod(ns, fmt.Sprintf("pod-%05d", i), map[string]string{"bench": "yes"}, spec)
+		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	w, err := c.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "bench=yes"})
+	if err != nil {
+		return Run{}, err
+	}
+	defer w.Stop()
+
+	config := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" +
+		"clientConnection: {qps: 5000, burst: 5000}\nleaderElection: {leaderElect: false}\nprofiles:\n" + p.Profiles
+	id := cluster.SchedulerIdentity
+	sched, err := c.StartScheduler(ctx, cluster.SchedulerOptions{Binary: p.Binary, Name: "bench-" + p.Binary, Identity: &id, Config: config})
+	if err != nil {
+		return Run{}, err
+	}
+	defer c.StopComponent(sched.Process)
+
+	bound := map[string]bool{}
+	var first, last time.Time
+	timeout := time.After(time.Duration(o.Pods)*50*time.Millisecond + time.Minute)
+	for len(bound) < o.Pods {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return Run{}, fmt.Errorf("pod watch closed after %d bindings", len(bound))
+			}
+			pod, isPod := ev.Object.(*corev1.Pod)
+			if !isPod || ev.Type == watch.Deleted || pod.Spec.NodeName == "" || bound[pod.Name] {
+				continue
+			}
+			now := time.Now()
+			if first.IsZero() {
+				first = now
+			}
+			last = now
+			bound[pod.Name] = true
+		case <-sched.Done():
+			return Run{}, fmt.Errorf("%s exited after %d bindings:\n%s", p.Binary, len(bound), sched.Tail(20))
+		case <-timeout:
+			return Run{}, fmt.Errorf("only %d of %d pods bound", len(bound), o.Pods)
+		case <-ctx.Done():
+			return Run{}, ctx.Err()
+		}
+	}
+	run := Run{Profile: p.Name, Pods: o.Pods, Duration: last.Sub(first)}
+	if run.Duration > 0 {
+		run.PodsPerS = float64(o.Pods-1) / run.Duration.Seconds()
+	}
+	c.StopComponent(sched.Process)
+	// Force-delete: no kubelet will ever confirm these pods' termination.
+	zero := int64(0)
+	if err := c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
+		metav1.ListOptions{LabelSelector: "bench=yes"}); err != nil {
+		return Run{}, err
+	}
+	return run, waitNoPods(ctx, c.Client, ns)
+}
+
+func waitNoPods(ctx context.Context, client kubernetes.Interface, ns string) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.Everything().String(), Limit: 1})
+		if err == nil && len(list.Items) == 0 {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("pods of the previous run still present")
+}
+
+func parallel(ctx context.Context, workers, n int, f func(int) error) error {
+	var wg sync.WaitGroup
+	idx := make(chan int)
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range idx {
+				if err := f(i); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+loop:
+	for i := 0; i < n; i++ {
+		select {
+		case idx <- i:
+		case err := <-errs:
+			close(idx)
+			wg.Wait()
+			return err
+		case <-ctx.Done():
+			break loop
+		}
+	}
+	close(idx)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return ctx.Err()
+	}
+}
+
+// Summary is a profile's figures over all rounds.
+type Summary struct {
+	Profile          string
+	Median, Min, Max float64
+}
+
+// Summaries returns each profile's median, min and max pods/s, in profile order.
+func (r *Result) Summaries() []Summary {
+	var out []Summary
+	for _, p := range r.Options.Profiles {
+		var v []float64
+		for _, run := range r.Runs {
+			if run.Profile == p.Name {
+				v = append(v, run.PodsPerS)
+			}
+		}
+		if len(v) == 0 {
+			continue
+		}
+		sort.Float64s(v)
+		out = append(out, Summary{Profile: p.Name, Median: median(v), Min: v[0], Max: v[len(v)-1]})
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// Print writes the table: every run, then each profile's median and its ratio to the first.
+func (r *Result) Print(w io.Writer) {
+	o := r.Options
+	fmt.Fprintf(w, "Scheduling throughput: %d nodes, %d pods per run, %d rounds (profiles alternate)\n\n", o.Nodes, o.Pods, o.Rounds)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "profile\tround\tpods\tfirst→last binding\tpods/s\t")
+	for _, run := range r.Runs {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.1f\t\n", run.Profile, run.Round, run.Pods, run.Duration.Round(time.Millisecond), run.PodsPerS)
+	}
+	tw.Flush()
+	sums := r.Summaries()
+	if len(sums) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "profile\tmedian pods/s\tmin\tmax\tratio to %s\t\n", strings.TrimSpace(sums[0].Profile))
+	for _, s := range sums {
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.2f\t\n", s.Profile, s.Median, s.Min, s.Max, s.Median/sums[0].Median)
+	}
+	tw.Flush()
+}

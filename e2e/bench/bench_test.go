@@ -1,0 +1,54 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The harness itself at a small size: every profile binds every pod in every round, and the
+// table names each profile with a ratio. Throughput is printed, never asserted.
+func TestHarnessMeasuresEveryProfile(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	o := Options{Nodes: 10, Pods: 60, Rounds: 2, Profiles: []Profile{StockProfile(), BerthDefaultProfile()}, Logf: t.Logf}
+	res, err := Execute(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Runs) != 4 {
+		t.Fatalf("want 4 runs (2 profiles × 2 rounds), got %d", len(res.Runs))
+	}
+	for _, r := range res.Runs {
+		if r.Pods != 60 || r.Duration <= 0 || r.PodsPerS <= 0 {
+			t.Errorf("run %+v did not measure all pods", r)
+		}
+	}
+	var out bytes.Buffer
+	res.Print(&out)
+	t.Log("\n" + out.String())
+	for _, name := range []string{"kube-scheduler (stock)", "berth-scheduler (default plugins)", "ratio to"} {
+		if !strings.Contains(out.String(), name) {
+			t.Errorf("table lacks %q", name)
+		}
+	}
+}
+
+func TestSummariesMedianAndOrder(t *testing.T) {
+	r := &Result{Options: Options{Profiles: []Profile{{Name: "a"}, {Name: "b"}}}, Runs: []Run{
+		{Profile: "b", PodsPerS: 10}, {Profile: "a", PodsPerS: 3}, {Profile: "a", PodsPerS: 1},
+		{Profile: "a", PodsPerS: 2}, {Profile: "b", PodsPerS: 20},
+	}}
+	got := r.Summaries()
+	want := []Summary{{"a", 2, 1, 3}, {"b", 15, 10, 20}}
+	if len(got) != len(want) {
+		t.Fatalf("got %v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("summary %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

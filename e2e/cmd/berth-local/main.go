@@ -1,0 +1,128 @@
+// Command berth-local runs Berth on a local cluster built from source.
+//
+//	berth-local demo   start the cluster, run every scenario, print the placements, stop
+//	berth-local up     start the cluster with berth-scheduler and leave it running
+//	berth-local down   stop the cluster `up` started
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/demo"
+)
+
+func main() {
+	fs := flag.NewFlagSet("berth-local", flag.ExitOnError)
+	dir := fs.String("dir", ".cache/local-cluster", "state directory of the cluster `up` keeps running")
+	verbose := fs.Bool("v", false, "print progress")
+	if len(os.Args) < 2 {
+		usage()
+	}
+	cmd := os.Args[1]
+	_ = fs.Parse(os.Args[2:])
+	if abs, err := filepath.Abs(*dir); err == nil {
+		*dir = abs
+	}
+	logf := func(string, ...any) {}
+	if *verbose || cmd == "up" {
+		logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "berth-local: "+format+"\n", args...) }
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch cmd {
+	case "demo":
+		err = runDemo(ctx, logf)
+	case "up":
+		err = up(ctx, *dir, logf)
+	case "down":
+		err = down(*dir)
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "berth-local %s: %v\n", cmd, err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: berth-local demo|up|down [-dir DIR] [-v]")
+	os.Exit(2)
+}
+
+func runDemo(ctx context.Context, logf func(string, ...any)) error {
+	start := time.Now()
+	fmt.Println("Starting a local cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK) with berth-scheduler; nodes are simulated by KWOK.")
+	c, err := cluster.Start(ctx, cluster.Config{Logf: logf})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Println("Stopping the local cluster.")
+		c.Stop()
+	}()
+	if _, err := c.StartBerthScheduler(ctx, cluster.BerthSchedulerOptions{}); err != nil {
+		return err
+	}
+	env := &demo.Env{Cluster: c, Client: c.Client, Out: os.Stdout}
+	for i, s := range demo.Scenarios() {
+		fmt.Printf("\n== %d. %s\n", i+1, s.Name)
+		if err := s.Run(ctx, env); err != nil {
+			return fmt.Errorf("scenario %q: %w", s.Name, err)
+		}
+	}
+	fmt.Printf("\nDemo finished in %s.\n", time.Since(start).Round(time.Second))
+	return nil
+}
+
+func up(ctx context.Context, dir string, logf func(string, ...any)) error {
+	if pids, _ := filepath.Glob(filepath.Join(dir, "logs", "*.pid")); len(pids) > 0 {
+		return errors.New("a local cluster is already running in " + dir + ": run `make down` first")
+	}
+	_ = os.RemoveAll(dir)
+	c, err := cluster.Start(ctx, cluster.Config{Dir: dir, Detach: true, Logf: logf})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return err
+	}
+	if _, err := c.StartBerthScheduler(ctx, cluster.BerthSchedulerOptions{}); err != nil {
+		c.Stop()
+		_ = os.RemoveAll(dir)
+		return err
+	}
+	if err := c.AddNodes(ctx,
+		cluster.NodeSpec{Name: "node-1", CPU: "8", Memory: "32Gi"},
+		cluster.NodeSpec{Name: "node-2", CPU: "8", Memory: "32Gi"},
+		cluster.NodeSpec{Name: "node-3", CPU: "8", Memory: "32Gi"}); err != nil {
+		c.Stop()
+		_ = os.RemoveAll(dir)
+		return err
+	}
+	kubectl := filepath.Join(c.BinDir, "kubectl")
+	fmt.Printf("Local cluster up (3 simulated nodes, berth-scheduler running). Logs: %s\n", filepath.Join(c.Dir, "logs"))
+	fmt.Printf("kubeconfig: %s\n", c.Kubeconfig)
+	fmt.Printf("try: %s --kubeconfig %s get nodes,pods -A   (stop with: make down)\n", kubectl, c.Kubeconfig)
+	return nil
+}
+
+func down(dir string) error {
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		fmt.Println("no local cluster running")
+		return nil
+	}
+	if err := cluster.Down(dir); err != nil {
+		return err
+	}
+	fmt.Println("local cluster stopped")
+	return os.RemoveAll(dir)
+}

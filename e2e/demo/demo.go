@@ -1,0 +1,81 @@
+// Package demo runs Berth's scenarios on the local cluster and prints where every pod went.
+// Each capability adds a Scenario; `make demo` runs them all in order.
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/framework"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Env is what a scenario gets: the running cluster with berth-scheduler, and where to print.
+type Env struct {
+	Cluster *cluster.Cluster
+	Client  kubernetes.Interface
+	Out     io.Writer
+}
+
+// Scenario is one demonstration.
+type Scenario struct {
+	Name string
+	Run  func(ctx context.Context, env *Env) error
+}
+
+// Scenarios lists the demonstrations in the order `make demo` runs them.
+func Scenarios() []Scenario {
+	return []Scenario{
+		{Name: "opt-in: berth-scheduler beside the default scheduler", Run: optIn},
+	}
+}
+
+func optIn(ctx context.Context, env *Env) error {
+	const ns = "demo-opt-in"
+	if err := framework.EnsureNamespace(ctx, env.Client, ns); err != nil {
+		return err
+	}
+	specs := []cluster.NodeSpec{
+		{Name: "demo-node-1", CPU: "4", Memory: "16Gi"},
+		{Name: "demo-node-2", CPU: "4", Memory: "16Gi"},
+		{Name: "demo-node-3", CPU: "4", Memory: "16Gi"},
+	}
+	if err := env.Cluster.AddNodes(ctx, specs...); err != nil {
+		return err
+	}
+	for _, d := range []struct{ name, scheduler string }{{"with-berth", "berth-scheduler"}, {"with-default", ""}} {
+		dep := framework.Deployment(ns, d.name, 3, framework.PodSpec(d.scheduler, "100m", "64Mi"))
+		if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, dep, createOpts); err != nil {
+			return err
+		}
+	}
+	pods, err := framework.WaitPods(ctx, env.Client, ns, "app in (with-berth,with-default)", 6, 90*time.Second, framework.Running)
+	if err != nil {
+		return err
+	}
+	// Events are written asynchronously after the binding.
+	time.Sleep(time.Second)
+	events, err := framework.SchedulingEvents(ctx, env.Client, ns)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POD\tSCHEDULER\tNODE\tPHASE")
+	for _, p := range pods {
+		scheduler := "?"
+		for _, e := range events[p.UID] {
+			if e.Reason == "Scheduled" {
+				scheduler = e.Scheduler
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, scheduler, p.Spec.NodeName, p.Status.Phase)
+	}
+	return tw.Flush()
+}
+
+var createOpts = metav1.CreateOptions{}
