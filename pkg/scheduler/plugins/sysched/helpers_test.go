@@ -37,7 +37,7 @@ type fakeHandle struct {
 }
 
 func (h *fakeHandle) SharedInformerFactory() informers.SharedInformerFactory { return h.factory }
-func (h *fakeHandle) EventRecorder() events.EventRecorderLogger            { return h.recorder }
+func (h *fakeHandle) EventRecorder() events.EventRecorderLogger              { return h.recorder }
 
 type shape struct {
 	version    string
