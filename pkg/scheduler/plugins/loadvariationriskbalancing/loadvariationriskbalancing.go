@@ -29,9 +29,10 @@ type LoadVariationRiskBalancing struct {
 }
 
 var (
-	_ fwk.ScorePlugin   = &LoadVariationRiskBalancing{}
-	_ fwk.FilterPlugin  = &LoadVariationRiskBalancing{}
-	_ fwk.ReservePlugin = &LoadVariationRiskBalancing{}
+	_ fwk.ScorePlugin    = &LoadVariationRiskBalancing{}
+	_ fwk.PreScorePlugin = &LoadVariationRiskBalancing{}
+	_ fwk.FilterPlugin   = &LoadVariationRiskBalancing{}
+	_ fwk.ReservePlugin  = &LoadVariationRiskBalancing{}
 )
 
 // New is the scheduler framework factory; the refresh loop stops when ctx ends.
@@ -104,8 +105,34 @@ func ComputeScore(margin, sensitivity float64, s ResourceStats) float64 {
 	return 100 * (1 - (mu+sigma)/2)
 }
 
+const stateKey fwk.StateKey = Name + ".podRequests"
+
+type podRequests loadaware.Estimate
+
+func (p *podRequests) Clone() fwk.StateData { return p }
+
+// PreScore computes the pod's requests once per cycle: PodRequests allocates, and Score runs
+// for every node.
+func (pl *LoadVariationRiskBalancing) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	r := podRequests(estimate(pod))
+	state.Write(stateKey, &r)
+	return nil
+}
+
+func requestsFromState(state fwk.CycleState, pod *v1.Pod) loadaware.Estimate {
+	if state != nil {
+		if d, err := state.Read(stateKey); err == nil {
+			if r, ok := d.(*podRequests); ok {
+				return loadaware.Estimate(*r)
+			}
+		}
+	}
+	// PreScore not enabled (score-only configuration): compute here.
+	return estimate(pod)
+}
+
 // Score implements fwk.ScorePlugin. It reads memory only.
-func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	node := nodeInfo.Node()
 	if node == nil {
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
@@ -114,7 +141,7 @@ func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, _ fwk.CycleStat
 	if st.Freshness != loadaware.Fresh || (!st.Metrics.CPU.Valid && !st.Metrics.Memory.Valid) {
 		return pl.engine.NeutralScore(), nil
 	}
-	req := estimate(pod)
+	req := requestsFromState(state, pod)
 	score, found := 0.0, false
 	consider := func(rd loadaware.ResourceData, capacity, request float64) {
 		if !rd.Valid {

@@ -319,3 +319,25 @@ func TestArgs(t *testing.T) {
 		}
 	}
 }
+
+// PreScore's cached requests and Score's own computation (score-only configs) must agree.
+func TestPreScoreMatchesFallback(t *testing.T) {
+	m := lat.Metric
+	w := lat.NewWatcher()
+	defer w.Close()
+	w.Set(lat.Doc(time.Now(), map[string][]watcher.Metric{"n": {m(watcher.CPU, watcher.Average, 40), m(watcher.Memory, watcher.Average, 30)}}))
+	pl := newPlugin(t, w, "", time.Now)
+	ni := framework.NewNodeInfo()
+	ni.SetNode(lat.Node("n", 1000, 1<<30))
+	pod := podWith("p", 400, 300<<20)
+	state := framework.NewCycleState()
+	if st := pl.PreScore(context.Background(), state, pod, nil); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	with, _ := pl.Score(context.Background(), state, pod, ni)
+	without, _ := pl.Score(context.Background(), framework.NewCycleState(), pod, ni)
+	// cpu: μ = 0.4 + 0.4 = 0.8 → 60; memory: 0.3 + 300/1024 → 64.6; min → 60.
+	if with != without || with != 60 {
+		t.Errorf("with PreScore %d, without %d, want 60", with, without)
+	}
+}
