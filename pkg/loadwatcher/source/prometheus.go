@@ -46,7 +46,7 @@ func NewPrometheus(url string) (*Prometheus, error) {
 		NodeLabel: DefaultNodeLabel, Scale: 1}, nil
 }
 
-type resource struct {
+type promResource struct {
 	typ, metric string
 }
 
@@ -64,7 +64,7 @@ func (p *Prometheus) Poll(ctx context.Context, now time.Time) (map[string]loadwa
 		sec, frac := math.Modf(ts)
 		out[node] = loadwatcher.NodeLoad{Updated: time.Unix(int64(sec), int64(frac*1e9)), Metrics: map[string][]watcher.Metric{}}
 	}
-	for _, res := range []resource{{watcher.CPU, p.CPUMetric}, {watcher.Memory, p.MemoryMetric}} {
+	for _, res := range []promResource{{watcher.CPU, p.CPUMetric}, {watcher.Memory, p.MemoryMetric}} {
 		latest, err := p.vector(ctx, fmt.Sprintf("avg by (%s) (%s)", p.NodeLabel, res.metric), now)
 		if err != nil {
 			return nil, err
