@@ -1,6 +1,7 @@
 package sysched
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -65,5 +66,38 @@ func TestParseArgs(t *testing.T) {
 				t.Fatalf("got %s/%s, want %s/%s", got.DefaultProfileNamespace, got.DefaultProfileName, tc.wantNS, tc.wantName)
 			}
 		})
+	}
+}
+
+// TestExampleSchedulerConfig keeps examples/sysched/scheduler-config.yaml valid for ParseArgs.
+func TestExampleSchedulerConfig(t *testing.T) {
+	docs := loadExample(t, "scheduler-config.yaml")
+	var cfg struct {
+		Profiles []struct {
+			PluginConfig []struct {
+				Name string                 `json:"name"`
+				Args map[string]interface{} `json:"args"`
+			} `json:"pluginConfig"`
+		} `json:"profiles"`
+	}
+	raw, _ := json.Marshal(docs[0])
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range cfg.Profiles {
+		for _, pc := range p.PluginConfig {
+			if pc.Name != Name {
+				continue
+			}
+			a, _ := json.Marshal(pc.Args)
+			if _, err := ParseArgs(&runtime.Unknown{Raw: a}); err != nil {
+				t.Fatal(err)
+			}
+			found = true
+		}
+	}
+	if !found {
+		t.Fatal("no SySched pluginConfig in the example")
 	}
 }
