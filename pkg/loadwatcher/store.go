@@ -143,7 +143,10 @@ func (s *Store) Response(q Query, now time.Time) (resp Response, found bool) {
 		n = 1
 	}
 	resp.Data.NodeMetricsMap = make(watcher.NodeMetricsMap, n)
-	resp.Nodes = make(map[string]NodeStatus, max(n, len(s.known)))
+	if q.Node == "" {
+		n = max(n, len(s.known))
+	}
+	resp.Nodes = make(map[string]NodeStatus, n)
 	add := func(name string, l *NodeLoad) {
 		st := NodeStatus{Updated: l.Updated.Unix(), Stale: s.isStale(l, now)}
 		if q.Pods {
