@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
+	fwkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 )
 
 // Name is the plugin name used in KubeSchedulerConfiguration; it matches upstream so existing
@@ -40,6 +41,9 @@ var (
 	_ fwk.ScorePlugin     = &SySched{}
 	_ fwk.ScoreExtensions = &SySched{}
 	_ fwk.ReservePlugin   = &SySched{}
+
+	// New must stay usable as a registry entry.
+	_ fwkruntime.PluginFactory = New
 )
 
 // New is the registry factory. It connects to the API server with the handle's kubeconfig and
