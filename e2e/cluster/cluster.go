@@ -222,7 +222,7 @@ func (c *Cluster) StartComponent(ctx context.Context, spec ProcessSpec, check fu
 
 // StopComponent stops one process the cluster started (e.g. to kill a Berth binary mid-test).
 func (c *Cluster) StopComponent(p *Process) {
-	p.Stop(5 * time.Second)
+	p.Stop(stopGrace)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, q := range c.procs {
@@ -240,6 +240,10 @@ func (c *Cluster) Processes() []*Process {
 	return append([]*Process(nil), c.procs...)
 }
 
+// stopGrace is how long a component gets after each SIGTERM: kube-apiserver exits at once on
+// the second, and the others well within it.
+const stopGrace = 2 * time.Second
+
 // Stop ends every process in reverse start order and removes a temporary Dir. It is safe to
 // call more than once.
 func (c *Cluster) Stop() {
@@ -253,7 +257,7 @@ func (c *Cluster) Stop() {
 	c.procs = nil
 	c.mu.Unlock()
 	for i := len(procs) - 1; i >= 0; i-- {
-		procs[i].Stop(5 * time.Second)
+		procs[i].Stop(stopGrace)
 	}
 	if c.ownsDir {
 		_ = os.RemoveAll(c.Dir)
@@ -275,7 +279,7 @@ func Down(dir string) error {
 	for _, r := range []int{2, 1, 0} {
 		for _, p := range pids {
 			if rank(p) == r {
-				if err := StopPIDFile(p, 5*time.Second); err != nil {
+				if err := StopPIDFile(p, stopGrace); err != nil {
 					errs = append(errs, err)
 				}
 			}

@@ -5,12 +5,20 @@ package registry
 import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	fwkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadvariationriskbalancing"
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/sysched"
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/targetloadpacking"
 )
 
 // Plugins maps plugin names to factories. Names match upstream scheduler-plugins where a
 // plugin exists there, so an existing KubeSchedulerConfiguration keeps working.
 func Plugins() fwkruntime.Registry {
-	return fwkruntime.Registry{}
+	return fwkruntime.Registry{
+		targetloadpacking.Name:          targetloadpacking.New,
+		loadvariationriskbalancing.Name: loadvariationriskbalancing.New,
+		sysched.Name:                    sysched.New,
+	}
 }
 
 // Options turns Plugins into the upstream command's registry options.
