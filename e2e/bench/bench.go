@@ -57,7 +57,9 @@ type Options struct {
 	NodeCPU, NodeMemory string
 	PodCPU, PodMemory   string
 	Profiles            []Profile
-	Logf                func(string, ...any)
+	// Dir keeps the cluster's state and logs (default: a temporary directory removed at the end).
+	Dir  string
+	Logf func(string, ...any)
 }
 
 // Run is one profile's measurement in one round.
@@ -86,7 +88,7 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 	if o.PodCPU == "" {
 		o.PodCPU, o.PodMemory = "100m", "128Mi"
 	}
-	c, err := cluster.Start(ctx, cluster.Config{WithoutKWOK: true, WithoutDefaultScheduler: true, WithoutControllerManager: true, Logf: o.Logf})
+	c, err := cluster.Start(ctx, cluster.Config{Dir: o.Dir, WithoutKWOK: true, WithoutDefaultScheduler: true, WithoutControllerManager: true, Logf: o.Logf})
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +99,10 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 	}
 	const ns = "bench"
 	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	// No controller-manager runs here to create it, and admission refuses pods without it.
+	if _, err := c.Client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
 	for _, p := range o.Profiles {
@@ -145,6 +151,26 @@ func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Op
 		return Run{}, err
 	}
 	defer w.Stop()
+	// Bindings are timestamped as they arrive, from before the scheduler starts: a scheduler
+	// can bind many pods before its readiness probe passes.
+	type binding struct {
+		pod string
+		at  time.Time
+	}
+	bindings := make(chan binding, o.Pods)
+	watchDone := make(chan error, 1)
+	go func() {
+		seen := map[string]bool{}
+		for ev := range w.ResultChan() {
+			pod, isPod := ev.Object.(*corev1.Pod)
+			if !isPod || ev.Type == watch.Deleted || pod.Spec.NodeName == "" || seen[pod.Name] {
+				continue
+			}
+			seen[pod.Name] = true
+			bindings <- binding{pod.Name, time.Now()}
+		}
+		watchDone <- fmt.Errorf("pod watch closed after %d bindings", len(seen))
+	}()
 
 	config := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" +
 		"clientConnection: {qps: 5000, burst: 5000}\nleaderElection: {leaderElect: false}\nprofiles:\n" + p.Profiles
@@ -155,29 +181,21 @@ func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Op
 	}
 	defer c.StopComponent(sched.Process)
 
-	bound := map[string]bool{}
 	var first, last time.Time
 	timeout := time.After(time.Duration(o.Pods)*50*time.Millisecond + time.Minute)
-	for len(bound) < o.Pods {
+	for n := 0; n < o.Pods; n++ {
 		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return Run{}, fmt.Errorf("pod watch closed after %d bindings", len(bound))
-			}
-			pod, isPod := ev.Object.(*corev1.Pod)
-			if !isPod || ev.Type == watch.Deleted || pod.Spec.NodeName == "" || bound[pod.Name] {
-				continue
-			}
-			now := time.Now()
+		case b := <-bindings:
 			if first.IsZero() {
-				first = now
+				first = b.at
 			}
-			last = now
-			bound[pod.Name] = true
+			last = b.at
+		case err := <-watchDone:
+			return Run{}, err
 		case <-sched.Done():
-			return Run{}, fmt.Errorf("%s exited after %d bindings:\n%s", p.Binary, len(bound), sched.Tail(20))
+			return Run{}, fmt.Errorf("%s exited after %d bindings:\n%s", p.Binary, n, sched.Tail(20))
 		case <-timeout:
-			return Run{}, fmt.Errorf("only %d of %d pods bound", len(bound), o.Pods)
+			return Run{}, fmt.Errorf("only %d of %d pods bound", n, o.Pods)
 		case <-ctx.Done():
 			return Run{}, ctx.Err()
 		}

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +15,16 @@ func TestHarnessMeasuresEveryProfile(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	o := Options{Nodes: 10, Pods: 60, Rounds: 2, Profiles: []Profile{StockProfile(), BerthDefaultProfile()}, Logf: t.Logf}
+	dir := t.TempDir()
+	if d := os.Getenv("BERTH_BENCH_KEEP"); d != "" {
+		dir = d
+	}
+	o.Dir = dir
 	res, err := Execute(ctx, o)
 	if err != nil {
+		for _, f := range []string{"bench-kube-scheduler.log", "kube-apiserver.log"} {
+			t.Logf("%s:\n%s", f, tailLog(dir+"/logs/"+f))
+		}
 		t.Fatal(err)
 	}
 	if len(res.Runs) != 4 {
@@ -51,4 +60,12 @@ func TestSummariesMedianAndOrder(t *testing.T) {
 			t.Errorf("summary %d = %+v, want %+v", i, got[i], want[i])
 		}
 	}
+}
+
+func tailLog(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
 }

@@ -82,8 +82,15 @@ func (c *Cluster) AddNodes(ctx context.Context, specs ...NodeSpec) error {
 		if !withKWOK {
 			// Status is a subresource: Create drops it.
 			created.Status = n.Status
-			if _, err := c.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			updated, err := c.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+			if err != nil {
 				return fmt.Errorf("marking node %s ready: %w", s.Name, err)
+			}
+			// Admission taints new nodes not-ready; without a controller-manager nothing
+			// would lift it once the node reports Ready.
+			updated.Spec.Taints = s.Taints
+			if _, err := c.Client.CoreV1().Nodes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("untainting node %s: %w", s.Name, err)
 			}
 		}
 	}
