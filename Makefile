@@ -18,12 +18,12 @@ K8S_LDFLAGS := -s -w \
 
 K8S_TOOLS := kube-apiserver kube-controller-manager kube-scheduler kubectl
 TOOLS := $(addprefix $(BIN)/,etcd kwok $(K8S_TOOLS))
-BERTH_BINS := $(addprefix $(BIN)/,berth-scheduler)
+BERTH_BINS := $(addprefix $(BIN)/,berth-scheduler berth-agent berth-loadwatcher)
 HARNESS_BINS := $(addprefix $(BIN)/,berth-local schedbench)
 BERTH_SRC := $(shell find api pkg cmd -name '*.go' -o -name go.mod -o -name go.sum 2>/dev/null)
 E2E_SRC := $(shell find e2e -name '*.go' -o -name go.mod -o -name go.sum 2>/dev/null)
 # Packages whose tests need no cluster; the e2e module's tests run the real binaries.
-UNIT_PKGS := ./api/... ./pkg/... ./cmd/...
+UNIT_PKGS := ./pkg/... $(patsubst %,./%/...,$(wildcard cmd/*))
 E2E_PKGS := ./e2e/...
 GO_TEST_FLAGS ?=
 
@@ -52,6 +52,14 @@ build: $(BERTH_BINS)
 $(BIN)/berth-scheduler: $(BERTH_SRC)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(K8S_LDFLAGS)" -o $@ ./cmd/scheduler
+
+$(BIN)/berth-agent: $(BERTH_SRC)
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/agent
+
+$(BIN)/berth-loadwatcher: $(BERTH_SRC)
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/loadwatcher
 
 $(BIN)/berth-local: $(E2E_SRC) $(BERTH_SRC)
 	@mkdir -p $(BIN)
@@ -85,7 +93,7 @@ test-e2e: tools build
 
 ## verify: gofmt and go vet
 verify:
-	@out=$$(gofmt -l api pkg cmd e2e tools); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l pkg cmd e2e tools api); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(UNIT_PKGS) $(E2E_PKGS)
 
 ## bench: scheduling throughput, berth-scheduler vs stock kube-scheduler (NODES, PODS, ROUNDS)

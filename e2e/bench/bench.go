@@ -51,6 +51,22 @@ func BerthDefaultProfile() Profile {
 	return Profile{Name: "berth-scheduler (default plugins)", Binary: cluster.BerthScheduler, Profiles: "- schedulerName: " + SchedulerName + "\n"}
 }
 
+var extraProfiles []func() Profile
+
+// RegisterProfile adds a profile that schedbench measures after the stock and default ones
+// (each plugin issue registers its own from its own file).
+func RegisterProfile(p func() Profile) { extraProfiles = append(extraProfiles, p) }
+
+// AllProfiles is the stock profile, berth-scheduler with default plugins, then every
+// registered one.
+func AllProfiles() []Profile {
+	out := []Profile{StockProfile(), BerthDefaultProfile()}
+	for _, p := range extraProfiles {
+		out = append(out, p())
+	}
+	return out
+}
+
 // Options size the benchmark.
 type Options struct {
 	Nodes, Pods, Rounds int

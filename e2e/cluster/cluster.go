@@ -21,10 +21,16 @@ import (
 	"sync"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	spocrds "github.com/berth-sched/berth/pkg/scheduler/plugins/sysched/crds"
 )
 
 // Component names, as they appear in errors, log files and pid files.
@@ -47,6 +53,9 @@ type Config struct {
 	WithoutControllerManager bool
 	WithoutDefaultScheduler  bool
 	WithoutKWOK              bool
+	// WithoutBerthCRDs skips installing the CRDs Berth reads but does not own (SPO's
+	// SeccompProfile and ProfileBinding, where SPO is absent).
+	WithoutBerthCRDs bool
 	// APIServerPort fixes kube-apiserver's port; 0 picks a free one.
 	APIServerPort int
 	// ExtraArgs are appended to a component's command line, by component name.
@@ -131,6 +140,11 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	if err := c.startAPIServer(ctx); err != nil {
 		return nil, err
+	}
+	if !cfg.WithoutBerthCRDs {
+		if err := c.installCRDs(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if !cfg.WithoutControllerManager {
 		if err := c.startControllerManager(ctx); err != nil {
@@ -487,4 +501,35 @@ func HTTPCheck(url string) func(context.Context) error {
 		return httpCheck(insecureLoopback(), url)
 	}
 	return httpCheck(nil, url)
+}
+
+// installCRDs installs the Security Profiles Operator CRDs that SySched reads (only where
+// absent, as the chart does) and waits until the API serves them.
+func (c *Cluster) installCRDs(ctx context.Context) error {
+	ext, err := apiextensionsclient.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return err
+	}
+	names, err := spocrds.InstallIfAbsent(ctx, ext)
+	if err != nil {
+		return &ComponentError{Component: APIServer, Err: fmt.Errorf("installing SPO CRDs: %w", err)}
+	}
+	for _, name := range names {
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, c.cfg.ReadyTimeout, true, func(ctx context.Context) (bool, error) {
+			crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, cond := range crd.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return &ComponentError{Component: APIServer, Err: fmt.Errorf("CRD %s not established: %w", name, err)}
+		}
+	}
+	return nil
 }

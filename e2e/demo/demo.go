@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"text/tabwriter"
 	"time"
 
@@ -28,11 +29,33 @@ type Scenario struct {
 	Run  func(ctx context.Context, env *Env) error
 }
 
+var registered = map[int]Scenario{}
+
+// register adds a scenario; each capability registers its own from an init function in its
+// own file, with the order it runs in (opt-in is 10, then load-aware 20, SySched 30, ...).
+func register(order int, s Scenario) {
+	if _, dup := registered[order]; dup {
+		panic(fmt.Sprintf("demo: two scenarios with order %d", order))
+	}
+	registered[order] = s
+}
+
+func init() {
+	register(10, Scenario{Name: "opt-in: berth-scheduler beside the default scheduler", Run: optIn})
+}
+
 // Scenarios lists the demonstrations in the order `make demo` runs them.
 func Scenarios() []Scenario {
-	return []Scenario{
-		{Name: "opt-in: berth-scheduler beside the default scheduler", Run: optIn},
+	orders := make([]int, 0, len(registered))
+	for o := range registered {
+		orders = append(orders, o)
 	}
+	sort.Ints(orders)
+	out := make([]Scenario, 0, len(orders))
+	for _, o := range orders {
+		out = append(out, registered[o])
+	}
+	return out
 }
 
 func optIn(ctx context.Context, env *Env) error {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/berth-sched/berth/e2e/bench"
@@ -18,11 +19,12 @@ func main() {
 	pods := flag.Int("pods", 2000, "pods per run")
 	rounds := flag.Int("rounds", 3, "runs per profile; profiles alternate")
 	verbose := flag.Bool("v", false, "print progress")
+	only := flag.String("profiles", "", "comma-separated substrings of profile names to run (default: all)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	o := bench.Options{Nodes: *nodes, Pods: *pods, Rounds: *rounds,
-		Profiles: []bench.Profile{bench.StockProfile(), bench.BerthDefaultProfile()}}
+		Profiles: selectProfiles(bench.AllProfiles(), *only)}
 	if *verbose {
 		o.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "schedbench: "+f+"\n", a...) }
 	}
@@ -32,4 +34,20 @@ func main() {
 		os.Exit(1)
 	}
 	res.Print(os.Stdout)
+}
+
+func selectProfiles(all []bench.Profile, only string) []bench.Profile {
+	if only == "" {
+		return all
+	}
+	var out []bench.Profile
+	for _, p := range all {
+		for _, want := range strings.Split(only, ",") {
+			if want != "" && strings.Contains(p.Name, want) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
 }
