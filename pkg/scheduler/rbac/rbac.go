@@ -14,6 +14,7 @@ import (
 
 // Objects is the RBAC for one scheduler identity.
 type Objects struct {
+	ClusterRoles        []*rbacv1.ClusterRole
 	ClusterRoleBindings []*rbacv1.ClusterRoleBinding
 	Roles               []*rbacv1.Role
 	RoleBindings        []*rbacv1.RoleBinding
@@ -41,7 +42,18 @@ func SchedulerRBAC(subject rbacv1.Subject, name, leaseNamespace string) Objects 
 		}
 	}
 	return Objects{
+		ClusterRoles: []*rbacv1.ClusterRole{{
+			// What Berth's plugins read beyond the built-in roles: SySched's seccomp profiles
+			// and bindings (Security Profiles Operator's API, or Berth's copy of its CRDs).
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-plugins"},
+			Rules: []rbacv1.PolicyRule{{
+				APIGroups: []string{"security-profiles-operator.x-k8s.io"},
+				Resources: []string{"seccompprofiles", "profilebindings"},
+				Verbs:     []string{"get", "list", "watch"},
+			}},
+		}},
 		ClusterRoleBindings: []*rbacv1.ClusterRoleBinding{
+			binding("plugins", name+"-plugins"),
 			binding("as-kube-scheduler", "system:kube-scheduler"),
 			binding("as-volume-scheduler", "system:volume-scheduler"),
 			binding("auth-delegator", "system:auth-delegator"),
@@ -72,6 +84,16 @@ func SchedulerRBAC(subject rbacv1.Subject, name, leaseNamespace string) Objects 
 
 // Apply creates the objects, or updates them where they exist.
 func Apply(ctx context.Context, c kubernetes.Interface, o Objects) error {
+	for _, r := range o.ClusterRoles {
+		api := c.RbacV1().ClusterRoles()
+		if _, err := api.Create(ctx, r, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+			if _, err = api.Update(ctx, r, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("ClusterRole %s: %w", r.Name, err)
+			}
+		} else if err != nil {
+			return fmt.Errorf("ClusterRole %s: %w", r.Name, err)
+		}
+	}
 	for _, b := range o.ClusterRoleBindings {
 		api := c.RbacV1().ClusterRoleBindings()
 		if _, err := api.Create(ctx, b, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
