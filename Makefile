@@ -16,9 +16,9 @@ K8S_LDFLAGS := -s -w \
   -X k8s.io/client-go/pkg/version.gitVersion=$(K8S_VERSION) \
   -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=37
 
-K8S_TOOLS := kube-apiserver kube-controller-manager kube-scheduler kubectl
+K8S_TOOLS := kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy
 TOOLS := $(addprefix $(BIN)/,etcd kwok $(K8S_TOOLS))
-BERTH_BINS := $(addprefix $(BIN)/,berth-scheduler berth-agent berth-loadwatcher)
+BERTH_BINS := $(addprefix $(BIN)/,berth-scheduler berth-agent berth-loadwatcher $(if $(wildcard cmd/operator/*.go),berth-operator))
 HARNESS_BINS := $(addprefix $(BIN)/,berth-local schedbench)
 BERTH_SRC := $(shell find api pkg cmd -name '*.go' -o -name go.mod -o -name go.sum 2>/dev/null)
 E2E_SRC := $(shell find e2e -name '*.go' -o -name go.mod -o -name go.sum 2>/dev/null)
@@ -60,6 +60,10 @@ $(BIN)/berth-agent: $(BERTH_SRC)
 $(BIN)/berth-loadwatcher: $(BERTH_SRC)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/loadwatcher
+
+$(BIN)/berth-operator: $(BERTH_SRC)
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/operator
 
 $(BIN)/berth-local: $(E2E_SRC) $(BERTH_SRC)
 	@mkdir -p $(BIN)
