@@ -90,6 +90,9 @@ func EnsureServiceAccount(ctx context.Context, c *cluster.Cluster, ns, sa string
 // uses: create tokenreviews and read nodes cluster-wide, read pods only in the agent namespace
 // (its pod informer is namespaced and filtered to the agent account).
 func WatcherKubeconfig(ctx context.Context, c *cluster.Cluster, name, agentNS string) (string, error) {
+	if err := framework.EnsureNamespace(ctx, c.Client, agentNS); err != nil {
+		return "", err
+	}
 	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: watcherRole},
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
