@@ -34,6 +34,13 @@ func ServiceAccountSubject(namespace, name string) rbacv1.Subject {
 // (which only cover the kube-scheduler Lease), its own Lease in leaseNamespace, delegated
 // authentication and authorization for /metrics, and the authentication ConfigMap reader.
 func SchedulerRBAC(subject rbacv1.Subject, name, leaseNamespace string) Objects {
+	return SchedulerRBACNamed(subject, name, name, leaseNamespace)
+}
+
+// SchedulerRBACNamed is SchedulerRBAC with the objects' name prefix apart from the Lease name:
+// the operator prefixes objects with the owning resource's namespace and name (two
+// SecondarySchedulers in different namespaces may share a schedulerName and Lease name).
+func SchedulerRBACNamed(subject rbacv1.Subject, name, leaseName, leaseNamespace string) Objects {
 	binding := func(suffix, role string) *rbacv1.ClusterRoleBinding {
 		return &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: name + "-" + suffix},
@@ -62,7 +69,7 @@ func SchedulerRBAC(subject rbacv1.Subject, name, leaseNamespace string) Objects 
 			ObjectMeta: metav1.ObjectMeta{Name: name + "-leader-election", Namespace: leaseNamespace},
 			Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
-				{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{name},
+				{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{leaseName},
 					Verbs: []string{"get", "update", "patch"}},
 			},
 		}},
@@ -125,4 +132,21 @@ func Apply(ctx context.Context, c kubernetes.Interface, o Objects) error {
 		}
 	}
 	return nil
+}
+
+// Each calls f for every object, in the order Apply creates them (cluster roles first, so a
+// binding never names a role that is not there yet).
+func (o Objects) Each(f func(obj metav1.Object)) {
+	for _, r := range o.ClusterRoles {
+		f(r)
+	}
+	for _, b := range o.ClusterRoleBindings {
+		f(b)
+	}
+	for _, r := range o.Roles {
+		f(r)
+	}
+	for _, b := range o.RoleBindings {
+		f(b)
+	}
 }

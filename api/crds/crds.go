@@ -1,0 +1,33 @@
+// Package crds embeds the CustomResourceDefinitions generated from Berth's API (hack/generate.sh),
+// so tests, the operator and the chart install exactly what controller-gen produced.
+package crds
+
+import (
+	"embed"
+	"fmt"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+)
+
+//go:embed *.yaml
+var files embed.FS
+
+// SecondarySchedulerFile is the generated CRD's file name.
+const SecondarySchedulerFile = "berth.dev_secondaryschedulers.yaml"
+
+// YAML returns a generated CRD file.
+func YAML(name string) ([]byte, error) { return files.ReadFile(name) }
+
+// SecondaryScheduler returns the SecondaryScheduler CRD.
+func SecondaryScheduler() (*apiextensionsv1.CustomResourceDefinition, error) {
+	data, err := files.ReadFile(SecondarySchedulerFile)
+	if err != nil {
+		return nil, err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(data, crd); err != nil {
+		return nil, fmt.Errorf("%s: %w", SecondarySchedulerFile, err)
+	}
+	return crd, nil
+}

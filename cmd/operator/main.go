@@ -1,0 +1,50 @@
+// Command berth-operator reconciles SecondarySchedulers into berth-scheduler Deployments:
+// leader-elected, with /healthz and /readyz on --health-probe-bind-address and /metrics on
+// --metrics-bind-address; SIGTERM stops it gracefully (and releases the Lease).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/berth-sched/berth/pkg/operator"
+)
+
+func main() {
+	var o operator.Options
+	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics (0 disables it)")
+	flag.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	flag.BoolVar(&o.LeaderElection, "leader-elect", true, "elect a leader so only one replica reconciles")
+	flag.StringVar(&o.LeaderElectionID, "leader-election-id", "berth-operator", "name of the leader-election Lease")
+	flag.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "",
+		"namespace of the leader-election Lease (default: the pod's namespace; required outside a cluster)")
+	flag.DurationVar(&o.GracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "how long to wait for reconciles to finish on shutdown")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	// --kubeconfig is registered by controller-runtime's config package.
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	log := ctrl.Log.WithName("berth-operator")
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "berth-operator: no API server configuration (use --kubeconfig or run in a pod):", err)
+		os.Exit(1)
+	}
+	mgr, err := operator.NewManager(cfg, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "berth-operator:", err)
+		os.Exit(1)
+	}
+	log.Info("starting", "metrics", o.MetricsAddr, "health", o.HealthAddr, "leaderElect", o.LeaderElection)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		fmt.Fprintln(os.Stderr, "berth-operator:", err)
+		os.Exit(1)
+	}
+	log.Info("stopped")
+}

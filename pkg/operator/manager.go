@@ -1,0 +1,74 @@
+package operator
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// Options configure the operator's manager.
+type Options struct {
+	// MetricsAddr serves /metrics ("0" disables it).
+	MetricsAddr string
+	// HealthAddr serves /healthz and /readyz.
+	HealthAddr string
+	// LeaderElection on a Lease named LeaderElectionID in LeaderElectionNamespace (required
+	// outside a cluster; in a pod it defaults to the pod's namespace).
+	LeaderElection          bool
+	LeaderElectionID        string
+	LeaderElectionNamespace string
+	// GracefulShutdown bounds how long runnables get to stop after the context ends.
+	GracefulShutdown time.Duration
+}
+
+// NewManager builds a manager running the SecondaryScheduler controller.
+func NewManager(cfg *rest.Config, o Options) (manager.Manager, error) {
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	if o.LeaderElectionID == "" {
+		o.LeaderElectionID = "berth-operator"
+	}
+	grace := o.GracefulShutdown
+	if grace == 0 {
+		grace = 30 * time.Second
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        o.HealthAddr,
+		LeaderElection:                o.LeaderElection,
+		LeaderElectionID:              o.LeaderElectionID,
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &grace,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	r := &Reconciler{Client: mgr.GetClient(), Scheme: scheme}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	// Ready once the informer caches have synced: before that the operator would act on
+	// an empty view of the cluster.
+	if err := mgr.AddReadyzCheck("caches", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return fmt.Errorf("informer caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}

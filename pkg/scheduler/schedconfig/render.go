@@ -1,0 +1,213 @@
+package schedconfig
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadvariationriskbalancing"
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/sysched"
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/targetloadpacking"
+)
+
+// DefaultSchedulerName is the profile name when spec.schedulerName is empty.
+const DefaultSchedulerName = "berth-scheduler"
+
+// Rendered is a validated configuration ready for the scheduler's ConfigMap.
+type Rendered struct {
+	YAML []byte
+	Hash string
+}
+
+// Render builds the KubeSchedulerConfiguration a SecondaryScheduler asks for and validates it
+// (Validate). raw is the ConfigMap content when spec.configMapRef is set. Errors name the field
+// the user has to change: spec.plugins.… for structured plugins, the ConfigMap and the path
+// inside the configuration for a raw one.
+func Render(ss *berthv1alpha1.SecondaryScheduler, raw []byte) (*Rendered, error) {
+	spec := &ss.Spec
+	name := spec.SchedulerName
+	if name == "" {
+		name = DefaultSchedulerName
+	}
+	var (
+		doc         map[string]any
+		argsFields  []string // CR field of each rendered pluginConfig entry, by index
+		rawSource   string
+		errPrefixer = func(err error) error { return err }
+	)
+	switch {
+	case spec.Plugins != nil && spec.ConfigMapRef != nil:
+		return nil, errors.New("spec: set exactly one of plugins and configMapRef")
+	case spec.Plugins != nil:
+		var err error
+		doc, argsFields, err = fromPlugins(name, spec.Plugins)
+		if err != nil {
+			return nil, err
+		}
+	case spec.ConfigMapRef != nil:
+		key := spec.ConfigMapRef.Key
+		if key == "" {
+			key = "config.yaml"
+		}
+		rawSource = fmt.Sprintf("spec.configMapRef: ConfigMap %s/%s key %s", ss.Namespace, spec.ConfigMapRef.Name, key)
+		errPrefixer = func(err error) error { return fmt.Errorf("%s: %w", rawSource, err) }
+		if err := yaml.Unmarshal(raw, &doc); err != nil || doc == nil {
+			if err == nil {
+				err = errors.New("empty document")
+			}
+			return nil, errPrefixer(&NotConfigError{Err: err})
+		}
+		if doc["apiVersion"] != APIVersion || doc["kind"] != "KubeSchedulerConfiguration" {
+			return nil, errPrefixer(&NotConfigError{Err: fmt.Errorf("found apiVersion %v, kind %v", doc["apiVersion"], doc["kind"])})
+		}
+	default:
+		return nil, errors.New("spec: set one of plugins and configMapRef")
+	}
+
+	// The operator owns how the scheduler reaches the API server (in-cluster) and which Lease
+	// it elects on: its RBAC grants exactly that Lease.
+	le, _ := doc["leaderElection"].(map[string]any)
+	if le == nil {
+		le = map[string]any{}
+	}
+	le["leaderElect"] = true
+	le["resourceLock"] = "leases"
+	le["resourceName"] = name
+	le["resourceNamespace"] = ss.Namespace
+	doc["leaderElection"] = le
+	if cc, ok := doc["clientConnection"].(map[string]any); ok {
+		delete(cc, "kubeconfig")
+	}
+
+	data, err := marshal(doc)
+	if err != nil {
+		return nil, errPrefixer(err)
+	}
+	cfg, err := Validate(data)
+	if err != nil {
+		return nil, errPrefixer(mapArgsErrors(err, argsFields))
+	}
+	found := false
+	for _, p := range cfg.Profiles {
+		found = found || p.SchedulerName == name
+	}
+	if !found {
+		return nil, errPrefixer(fmt.Errorf("profiles: no profile has schedulerName %q (spec.schedulerName)", name))
+	}
+	return &Rendered{YAML: data, Hash: Hash(data)}, nil
+}
+
+// mapArgsErrors replaces profiles[0].pluginConfig[i].args with the CR field that produced it.
+func mapArgsErrors(err error, argsFields []string) error {
+	if len(argsFields) == 0 {
+		return err
+	}
+	var out []error
+	for _, e := range unjoin(err) {
+		var ae *ArgsError
+		if errors.As(e, &ae) {
+			for i, f := range argsFields {
+				if ae.Path == fmt.Sprintf("profiles[0].pluginConfig[%d].args", i) {
+					e = fmt.Errorf("%s: %w", f, ae.Err)
+				}
+			}
+		}
+		out = append(out, e)
+	}
+	return errors.Join(out...)
+}
+
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// fromPlugins renders one profile with Berth's plugins enabled at every extension point they
+// implement (multiPoint), on top of upstream's default plugins.
+func fromPlugins(name string, ps *berthv1alpha1.PluginSet) (map[string]any, []string, error) {
+	var (
+		enabled      []any
+		pluginConfig []any
+		fields       []string
+	)
+	add := func(plugin, crField string, weight *int32, args any, fix func(map[string]any) error) error {
+		e := map[string]any{"name": plugin}
+		if weight != nil {
+			e["weight"] = *weight
+		}
+		enabled = append(enabled, e)
+		j, err := json.Marshal(args)
+		if err != nil {
+			return err
+		}
+		var m map[string]any
+		if err := json.Unmarshal(j, &m); err != nil {
+			return err
+		}
+		if fix != nil {
+			if err := fix(m); err != nil {
+				return fmt.Errorf("%s.%w", crField, err)
+			}
+		}
+		pluginConfig = append(pluginConfig, map[string]any{"name": plugin, "args": m})
+		fields = append(fields, crField)
+		return nil
+	}
+	if p := ps.TargetLoadPacking; p != nil {
+		if err := add(targetloadpacking.Name, "spec.plugins.targetLoadPacking.args", p.Weight.Weight, p.Args, nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	if p := ps.LoadVariationRiskBalancing; p != nil {
+		// The CRD carries the variance knobs as decimal strings; the plugin takes numbers.
+		toFloat := func(m map[string]any) error {
+			for _, k := range []string{"safeVarianceMargin", "safeVarianceSensitivity"} {
+				s, ok := m[k].(string)
+				if !ok {
+					continue
+				}
+				f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+				if err != nil {
+					return fmt.Errorf("%s: invalid value %q: must be a decimal number", k, s)
+				}
+				m[k] = f
+			}
+			return nil
+		}
+		if err := add(loadvariationriskbalancing.Name, "spec.plugins.loadVariationRiskBalancing.args", p.Weight.Weight, p.Args, toFloat); err != nil {
+			return nil, nil, err
+		}
+	}
+	if p := ps.SySched; p != nil {
+		if err := add(sysched.Name, "spec.plugins.sySched.args", p.Weight.Weight, p.Args, nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(enabled) == 0 {
+		return nil, nil, errors.New("spec.plugins: enable at least one plugin")
+	}
+	plugins := map[string]any{"multiPoint": map[string]any{"enabled": enabled}}
+	if ps.DisableDefaultScore {
+		plugins["score"] = map[string]any{"disabled": []any{
+			map[string]any{"name": "NodeResourcesBalancedAllocation"},
+			map[string]any{"name": "NodeResourcesFit"},
+		}}
+	}
+	doc := map[string]any{
+		"apiVersion": APIVersion,
+		"kind":       "KubeSchedulerConfiguration",
+		"profiles": []any{map[string]any{
+			"schedulerName": name,
+			"plugins":       plugins,
+			"pluginConfig":  pluginConfig,
+		}},
+	}
+	return doc, fields, nil
+}
