@@ -410,3 +410,34 @@ func WaitFresh(ctx context.Context, url string, nodes []string, timeout time.Dur
 	}
 	return last, nil
 }
+
+// TLPConfig is a KubeSchedulerConfiguration with one profile, schedulerName, scoring with
+// TargetLoadPacking only (so placements follow its formula alone; the other default plugins
+// still filter) and enabling it at every extension point it implements (Reserve included, so
+// bursts are accounted). Leader election is off: the process runs beside berth-scheduler.
+func TLPConfig(schedulerName, watcherURL string, target, expirySeconds, refreshSeconds int) string {
+	return fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: %s
+  plugins:
+    multiPoint:
+      enabled:
+      - name: TargetLoadPacking
+    score:
+      disabled:
+      - name: "*"
+      enabled:
+      - name: TargetLoadPacking
+  pluginConfig:
+  - name: TargetLoadPacking
+    args:
+      watcherAddress: %s
+      targetUtilization: %d
+      metricsExpirySeconds: %d
+      refreshIntervalSeconds: %d
+      watcherTimeoutSeconds: 2
+`, schedulerName, watcherURL, target, expirySeconds, refreshSeconds)
+}
