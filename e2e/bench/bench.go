@@ -39,6 +39,9 @@ type Profile struct {
 	Profiles string
 	// Setup runs once before the first round (e.g. start a load watcher); optional.
 	Setup func(ctx context.Context, c *cluster.Cluster) error
+	// PodMutator adjusts each pod of this profile's runs before it is created (e.g. to give
+	// it a seccomp profile); optional. The pod's name is pod-NNNNN with its index.
+	PodMutator func(*corev1.Pod)
 }
 
 // StockProfile is the upstream kube-scheduler with its default plugins.
@@ -156,6 +159,9 @@ func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Op
 	spec := framework.PodSpec(SchedulerName, o.PodCPU, o.PodMemory)
 	err := parallel(ctx, 16, o.Pods, func(i int) error {
 		pod := framework.Pod(ns, fmt.Sprintf("pod-%05d", i), map[string]string{"bench": "yes"}, spec)
+		if p.PodMutator != nil {
+			p.PodMutator(pod)
+		}
 		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 		return err
 	})

@@ -1,0 +1,286 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/sysched"
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/sysched/profiles"
+)
+
+func init() {
+	register(30, Scenario{Name: "SySched: pods with similar system calls share a node (seed 000)", Run: syschedDemo})
+}
+
+const (
+	syschedDemoNS        = "demo-sysched"
+	syschedDemoScheduler = "berth-sysched"
+	syschedDemoLabel     = "berth-demo"
+	syschedDemoLabelVal  = "sysched"
+)
+
+// syschedDemoConfig is examples/sysched/scheduler-config.yaml under its own profile name, for a
+// second berth-scheduler process that runs beside the demo's default one (no leader election,
+// so it needs no Lease of its own).
+const syschedDemoConfig = `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: ` + syschedDemoScheduler + `
+  plugins:
+    preScore:
+      enabled:
+      - name: SySched
+    score:
+      enabled:
+      - name: SySched
+    reserve:
+      enabled:
+      - name: SySched
+  pluginConfig:
+  - name: SySched
+    args:
+      defaultProfileNamespace: default
+      defaultProfileName: all-syscalls
+`
+
+// syschedDemo replays seed 000: the example SeccompProfiles and ProfileBindings, then nginx1,
+// redis1, nginx2 and memcached1, each bound before the next, on two fresh nodes only these pods
+// may use. It prints where each pod went and each node's syscall count and ExS.
+func syschedDemo(ctx context.Context, env *Env) error {
+	dir, err := syschedExamplesDir(env.Cluster)
+	if err != nil {
+		return err
+	}
+	if err := framework.EnsureNamespace(ctx, env.Client, syschedDemoNS); err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(env.Cluster.RESTConfig)
+	if err != nil {
+		return err
+	}
+	// Profile name → syscalls, and image → profile, read from the same files the cluster gets.
+	sets := map[string][]string{}
+	imageProfile := map[string]string{}
+	for _, f := range []string{"full.profile.yaml", "nginx.profile.yaml", "redis.profile.yaml", "memcached.profile.yaml",
+		"nginx.binding.yaml", "redis.binding.yaml", "memcached.binding.yaml"} {
+		docs, err := syschedDocs(filepath.Join(dir, f))
+		if err != nil {
+			return err
+		}
+		for _, m := range docs {
+			obj := &unstructured.Unstructured{Object: m}
+			switch obj.GetKind() {
+			case "SeccompProfile":
+				p, errs := profiles.ParseProfile(m)
+				if p == nil || len(errs) > 0 {
+					return fmt.Errorf("%s: %v", f, errs)
+				}
+				sets[p.Key.Name] = p.Syscalls
+			case "ProfileBinding":
+				b, err := profiles.ParseBinding(m)
+				if err != nil || b == nil {
+					return fmt.Errorf("%s: not a SeccompProfile binding (%v)", f, err)
+				}
+				imageProfile[b.Image] = b.ProfileName
+				obj.SetNamespace(syschedDemoNS)
+			}
+			if err := syschedCreate(ctx, dyn, obj); err != nil {
+				return fmt.Errorf("%s: %w", f, err)
+			}
+		}
+	}
+
+	nodes := []string{"sysched-node-1", "sysched-node-2"}
+	for _, n := range nodes {
+		if err := env.Cluster.AddNodes(ctx, cluster.NodeSpec{Name: n, CPU: "4", Memory: "16Gi",
+			Labels: map[string]string{syschedDemoLabel: syschedDemoLabelVal}}); err != nil {
+			return err
+		}
+	}
+	// Ready is not enough: the controller-manager lifts the not-ready taint a moment later, and
+	// a pod scheduled before that would see only one of the two nodes.
+	for _, n := range nodes {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			node, err := env.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, t := range node.Spec.Taints {
+				if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			return fmt.Errorf("node %s still tainted: %w", n, err)
+		}
+	}
+	sched, err := env.Cluster.StartScheduler(ctx, cluster.SchedulerOptions{Name: "berth-scheduler-sysched", Config: syschedDemoConfig})
+	if err != nil {
+		return err
+	}
+	defer env.Cluster.StopComponent(sched.Process)
+
+	type placed struct{ pod, profile, node string }
+	var rows []placed
+	for _, app := range []string{"nginx1", "redis1", "nginx2", "memcached1"} {
+		dep, err := syschedDeployment(filepath.Join(dir, app+".yaml"))
+		if err != nil {
+			return err
+		}
+		dep.Namespace = syschedDemoNS
+		dep.Spec.Template.Spec.SchedulerName = syschedDemoScheduler
+		dep.Spec.Template.Spec.NodeSelector = map[string]string{syschedDemoLabel: syschedDemoLabelVal}
+		if _, err := env.Client.AppsV1().Deployments(syschedDemoNS).Create(ctx, dep, createOpts); err != nil {
+			return err
+		}
+		pods, err := framework.WaitPods(ctx, env.Client, syschedDemoNS, "app="+app, 1, 2*time.Minute, framework.Bound)
+		if err != nil {
+			return err
+		}
+		prof := imageProfile[pods[0].Spec.Containers[0].Image]
+		if prof == "" {
+			prof = "all-syscalls" // no binding: counted as the full profile
+		}
+		rows = append(rows, placed{pods[0].Name, prof, pods[0].Spec.NodeName})
+	}
+
+	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POD\tPROFILE (via ProfileBinding)\tNODE")
+	perNode := map[string][][]string{}
+	names := map[string][]string{}
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.pod, r.profile, r.node)
+		perNode[r.node] = append(perNode[r.node], sets[r.profile])
+		names[r.node] = append(names[r.node], strings.SplitN(r.pod, "-", 2)[0])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Out)
+	tw = tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tPODS\tSYSCALLS EXPOSED\tExS")
+	sort.Strings(nodes)
+	for _, n := range nodes {
+		union := map[string]struct{}{}
+		for _, s := range perNode[n] {
+			for _, c := range s {
+				union[c] = struct{}{}
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", n, strings.Join(names[n], ", "), len(union), sysched.NodeExS(perNode[n]))
+	}
+	fmt.Fprintf(tw, "cluster\t\t\t%d\n", sysched.ClusterExS(perNode))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	byApp := map[string]string{}
+	for _, r := range rows {
+		byApp[strings.SplitN(r.pod, "-", 2)[0]] = r.node
+	}
+	ok := byApp["nginx1"] == byApp["nginx2"] && byApp["redis1"] == byApp["memcached1"] && byApp["nginx1"] != byApp["redis1"]
+	fmt.Fprintf(env.Out, "nginx1+nginx2 on one node, redis1+memcached1 on the other: %v\n", ok)
+	return nil
+}
+
+// syschedExamplesDir finds examples/sysched: beside the cluster's bin/ directory, else above
+// the working directory.
+func syschedExamplesDir(c *cluster.Cluster) (string, error) {
+	var cands []string
+	if c.BinDir != "" {
+		cands = append(cands, filepath.Join(filepath.Dir(c.BinDir), "examples", "sysched"))
+	}
+	if wd, err := os.Getwd(); err == nil {
+		for d := wd; ; d = filepath.Dir(d) {
+			cands = append(cands, filepath.Join(d, "examples", "sysched"))
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	for _, d := range cands {
+		if st, err := os.Stat(filepath.Join(d, "nginx.profile.yaml")); err == nil && !st.IsDir() {
+			return d, nil
+		}
+	}
+	return "", errors.New("examples/sysched not found beside bin/ or above the working directory")
+}
+
+func syschedDocs(path string) ([]map[string]any, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []map[string]any
+	for _, doc := range bytes.Split(raw, []byte("\n---")) {
+		var m map[string]any
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if m != nil {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+func syschedDeployment(path string) (*appsv1.Deployment, error) {
+	docs, err := syschedDocs(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range docs {
+		if m["kind"] != "Deployment" {
+			continue
+		}
+		raw, _ := yaml.Marshal(m)
+		dep := &appsv1.Deployment{}
+		if err := yaml.UnmarshalStrict(raw, dep); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return dep, nil
+	}
+	return nil, fmt.Errorf("%s: no Deployment", path)
+}
+
+// syschedCreate creates an SPO object, leaving one that already exists (the demo may share
+// the cluster-scoped profiles with other scenarios).
+func syschedCreate(ctx context.Context, dyn dynamic.Interface, obj *unstructured.Unstructured) error {
+	gv, err := schema.ParseGroupVersion(obj.GetAPIVersion())
+	if err != nil {
+		return err
+	}
+	ri := dyn.Resource(gv.WithResource(strings.ToLower(obj.GetKind()) + "s"))
+	if ns := obj.GetNamespace(); ns != "" {
+		_, err = ri.Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
+	} else {
+		_, err = ri.Create(ctx, obj, metav1.CreateOptions{})
+	}
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
