@@ -2,12 +2,8 @@ package loadaware
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net/http"
 	"sort"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -57,11 +53,14 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	metrics := schedulerMetrics(ctx, t, c, sched.Port)
+	metrics, err := stack.SchedulerMetrics(ctx, c, sched.Port)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Scheduling before the plugin's first fetch would give every node the neutral score:
 	// wait until the scheduler itself says it has a snapshot.
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		return fetches(metrics(), "success") > 0, nil
+		return stack.Fetches(metrics(), "TargetLoadPacking", "success") > 0, nil
 	}); err != nil {
 		t.Fatalf("berth-scheduler never fetched the load watcher: %v\n%s", err, sched.Tail(20))
 	}
@@ -145,7 +144,7 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	t.Run("with the load watcher killed, pods are still scheduled", func(t *testing.T) {
-		failedBefore := fetches(metrics(), "")
+		failedBefore := stack.Fetches(metrics(), "TargetLoadPacking", "")
 		c.StopComponent(st.Watcher.Process)
 		if got := schedule(ctx, t, c, ns, "probe-no-watcher", probeCPU); got == "" {
 			t.Fatal("pod not scheduled with the load watcher down")
@@ -153,7 +152,7 @@ func TestEndToEnd(t *testing.T) {
 		// Prove the watcher really was unreachable for the scheduler, then let every node's
 		// metrics expire (the no-signal path) and schedule again.
 		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			return fetches(metrics(), "") > failedBefore, nil
+			return stack.Fetches(metrics(), "TargetLoadPacking", "") > failedBefore, nil
 		}); err != nil {
 			t.Errorf("no failed fetch counted after killing the load watcher")
 		}
@@ -220,49 +219,4 @@ func schedule(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name st
 		t.Fatal(err)
 	}
 	return pods[0].Spec.NodeName
-}
-
-// schedulerMetrics returns a function reading the scheduler's /metrics as the admin.
-func schedulerMetrics(ctx context.Context, t *testing.T, c *cluster.Cluster, port int) func() string {
-	cert, key, err := c.PKI.ClientCert(cluster.AdminIdentity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pair, err := tls.LoadX509KeyPair(cert, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		Certificates: []tls.Certificate{pair}, RootCAs: c.PKI.CAPool(), ServerName: "127.0.0.1",
-		// The scheduler serves a self-signed loopback certificate of its own.
-		InsecureSkipVerify: true, //nolint:gosec
-	}}}
-	return func() string {
-		_, body, err := getText(ctx, client, "https://127.0.0.1:"+strconv.Itoa(port)+"/metrics")
-		if err != nil {
-			return ""
-		}
-		return body
-	}
-}
-
-// fetches sums berth_loadaware_watcher_fetch_total of TargetLoadPacking with result want, or
-// every result but success when want is "".
-func fetches(page, want string) float64 {
-	var sum float64
-	for _, l := range strings.Split(page, "\n") {
-		if !strings.HasPrefix(l, "berth_loadaware_watcher_fetch_total{") || !strings.Contains(l, `plugin="TargetLoadPacking"`) {
-			continue
-		}
-		isSuccess := strings.Contains(l, `result="success"`)
-		if (want == "success") != isSuccess {
-			continue
-		}
-		f := strings.Fields(l)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err == nil {
-			sum += v
-		}
-	}
-	return sum
 }

@@ -7,6 +7,7 @@ package stack
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -440,4 +442,63 @@ profiles:
       refreshIntervalSeconds: %d
       watcherTimeoutSeconds: 2
 `, schedulerName, watcherURL, target, expirySeconds, refreshSeconds)
+}
+
+// SchedulerMetrics returns a function reading a scheduler's /metrics (on 127.0.0.1:port) as the
+// cluster admin; it returns "" when the page cannot be read.
+func SchedulerMetrics(ctx context.Context, c *cluster.Cluster, port int) (func() string, error) {
+	cert, key, err := c.PKI.ClientCert(cluster.AdminIdentity)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.LoadX509KeyPair(cert, key)
+	if err != nil {
+		return nil, err
+	}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		Certificates: []tls.Certificate{pair},
+		// The scheduler serves a self-signed loopback certificate of its own.
+		InsecureSkipVerify: true, //nolint:gosec
+	}}}
+	url := "https://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
+	return func() string {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return ""
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}, nil
+}
+
+// Fetches sums berth_loadaware_watcher_fetch_total of plugin with result want, or of every
+// result but success when want is "".
+func Fetches(page, plugin, want string) float64 {
+	var sum float64
+	for _, l := range strings.Split(page, "\n") {
+		if !strings.HasPrefix(l, "berth_loadaware_watcher_fetch_total{") || !strings.Contains(l, `plugin="`+plugin+`"`) {
+			continue
+		}
+		if (want == "success") != strings.Contains(l, `result="success"`) {
+			continue
+		}
+		f := strings.Fields(l)
+		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// WaitFetched waits until a scheduler has fetched the load watcher successfully for plugin (a
+// pod scheduled before that would see every node neutral).
+func WaitFetched(ctx context.Context, metrics func() string, plugin string, timeout time.Duration) error {
+	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return Fetches(metrics(), plugin, "success") > 0, nil
+	})
 }
