@@ -69,6 +69,9 @@ type Config struct {
 	// OnProcess is called for every process the cluster starts (tests use it to check that
 	// nothing outlives a failed start).
 	OnProcess func(*Process)
+	// RealNode adds a real node (containerd, kubelet, kube-proxy) and runs the whole cluster
+	// in a network namespace of its own (see realnode.go). Needs root.
+	RealNode *RealNodeConfig
 }
 
 // Cluster is a running local cluster.
@@ -131,8 +134,14 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			c.Stop()
 		}
 	}()
+	if err := c.realNodePreflight(); err != nil {
+		return nil, err
+	}
+	if err := c.realNodeNetwork(); err != nil {
+		return nil, err
+	}
 
-	if c.PKI, err = NewPKI(filepath.Join(c.Dir, "pki"), []net.IP{net.ParseIP("10.96.0.1")}, nil); err != nil {
+	if c.PKI, err = NewPKI(filepath.Join(c.Dir, "pki"), append([]net.IP{net.ParseIP("10.96.0.1")}, c.realNodeIPs()...), nil); err != nil {
 		return nil, fmt.Errorf("generating certificates: %w", err)
 	}
 	if err := c.startEtcd(ctx); err != nil {
@@ -160,6 +169,9 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		if err := c.startKWOK(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if err := c.startRealNode(ctx); err != nil {
+		return nil, err
 	}
 	cfg.Logf("cluster ready at %s (kubeconfig %s)", c.Host, c.Kubeconfig)
 	return c, nil
@@ -213,6 +225,7 @@ func (c *Cluster) start(ctx context.Context, name string, args []string, check f
 // check passes. Berth's own binaries are started through it by the suites.
 func (c *Cluster) StartComponent(ctx context.Context, spec ProcessSpec, check func(context.Context) error) (*Process, error) {
 	spec.Args = append(spec.Args, c.cfg.ExtraArgs[spec.Name]...)
+	spec = c.inClusterNetNS(spec)
 	spec.Detach = c.cfg.Detach
 	c.cfg.Logf("starting %s", spec.Name)
 	p, err := StartProcess(spec, c.logDir())
@@ -261,6 +274,7 @@ const stopGrace = 2 * time.Second
 // Stop ends every process in reverse start order and removes a temporary Dir. It is safe to
 // call more than once.
 func (c *Cluster) Stop() {
+	c.realNodeBeforeStop()
 	c.mu.Lock()
 	if c.stopped {
 		c.mu.Unlock()
@@ -272,6 +286,9 @@ func (c *Cluster) Stop() {
 	c.mu.Unlock()
 	for i := len(procs) - 1; i >= 0; i-- {
 		procs[i].Stop(stopGrace)
+	}
+	if err := c.realNodeTeardown(); err != nil {
+		c.cfg.Logf("real node teardown: %v", err)
 	}
 	if c.ownsDir {
 		_ = os.RemoveAll(c.Dir)

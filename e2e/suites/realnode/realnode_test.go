@@ -1,0 +1,406 @@
+// Package realnode runs the local cluster with one real node (containerd, kubelet, kube-proxy
+// and a CNI bridge, all inside the cluster's own network namespace) beside a KWOK node, runs
+// real pods on it from the offline-built images, and checks that Stop leaves nothing behind.
+// It needs root and `make tools images`; see cluster.RealNodePackages for the host packages.
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/framework"
+)
+
+const realNodeName = "berth-real"
+
+// hostState is what the real node must not change in the machine's root namespace.
+type hostState struct {
+	iptables string
+	links    []string
+	sysctls  map[string]string
+	// files lists the host paths the kubelet and containerd write regardless of their
+	// configuration (device-plugin socket, log links, CNI cache, shim sockets).
+	files []string
+}
+
+var countersRe = regexp.MustCompile(`\[\d+:\d+\]`)
+
+func snapshot(t *testing.T) hostState {
+	t.Helper()
+	var s hostState
+	out, err := exec.Command("iptables-save").CombinedOutput()
+	if err != nil {
+		t.Fatalf("iptables-save: %v: %s", err, out)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		// Comments carry timestamps and counters change with traffic; the rules are the rest.
+		if strings.HasPrefix(l, "#") {
+			continue
+		}
+		lines = append(lines, countersRe.ReplaceAllString(l, "[]"))
+	}
+	s.iptables = strings.Join(lines, "\n")
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range ifs {
+		s.links = append(s.links, i.Name)
+	}
+	sort.Strings(s.links)
+	for _, d := range []string{"/var/lib/kubelet", "/var/lib/kubelet/device-plugins", "/var/log/containers",
+		"/var/lib/cni", "/var/lib/cni/results", "/run/containerd", "/run/containerd/s"} {
+		if _, err := os.Lstat(d); err != nil {
+			continue
+		}
+		s.files = append(s.files, d)
+		ents, _ := os.ReadDir(d)
+		for _, e := range ents {
+			s.files = append(s.files, filepath.Join(d, e.Name()))
+		}
+	}
+	s.sysctls = map[string]string{}
+	for _, k := range []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops", "net/ipv4/ip_forward"} {
+		b, _ := os.ReadFile("/proc/sys/" + k)
+		s.sysctls[k] = strings.TrimSpace(string(b))
+	}
+	return s
+}
+
+func TestRealNodeRunsPodsAndLeavesNothing(t *testing.T) {
+	before := snapshot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	c, err := cluster.Start(ctx, cluster.Config{
+		RealNode: &cluster.RealNodeConfig{NodeName: realNodeName, Labels: map[string]string{"berth.io/real": "true"}},
+		Logf:     t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			c.Stop()
+		}
+	})
+	rn := c.RealNode()
+	if rn == nil {
+		t.Fatal("cluster started without its real node")
+	}
+	if _, err := c.StartBerthScheduler(ctx, cluster.SchedulerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddNodes(ctx, cluster.NodeSpec{Name: "kwok-1", CPU: "4", Memory: "8Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	const ns = "realnode"
+	if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("the real node is Ready beside the KWOK node, addressed only inside the namespace", func(t *testing.T) {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, realNodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, kwok := n.Annotations[cluster.KWOKNodeAnnotation]; kwok {
+			t.Errorf("node %s carries the KWOK annotation; it should be the kubelet's", realNodeName)
+		}
+		if n.Labels["berth.io/real"] != "true" {
+			t.Errorf("node labels %v lack berth.io/real=true", n.Labels)
+		}
+		if v := n.Status.NodeInfo.KubeletVersion; v != "v1.37.1" {
+			t.Errorf("kubelet version %q, want v1.37.1", v)
+		}
+		if !strings.HasPrefix(n.Status.NodeInfo.ContainerRuntimeVersion, "containerd://") {
+			t.Errorf("runtime %q, want containerd", n.Status.NodeInfo.ContainerRuntimeVersion)
+		}
+		var ip string
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				ip = a.Address
+			}
+		}
+		if ip != cluster.RealNodeIP {
+			t.Errorf("node InternalIP %q, want %s", ip, cluster.RealNodeIP)
+		}
+		// The node IP exists inside the namespace and not in the root one.
+		out, err := rn.InNetNS(ctx, "ip", "-o", "addr", "show", "dev", cluster.RealNodeBridge)
+		if err != nil || !strings.Contains(out, cluster.RealNodeIP+"/24") {
+			t.Errorf("bridge inside the namespace: %v %s", err, out)
+		}
+		if hostHasAddr(t, cluster.RealNodeIP) {
+			t.Errorf("%s is assigned in the root namespace", cluster.RealNodeIP)
+		}
+		if err := c.WaitNodeReady(ctx, "kwok-1", time.Minute); err != nil {
+			t.Error(err)
+		}
+	})
+
+	cases := []struct {
+		name, scheduler, image string
+	}{
+		// The stock scheduler and berth-scheduler both place pods on the real node.
+		{"pause-default", "", cluster.PauseImage},
+		{"pause-berth", "berth-scheduler", cluster.PauseImage},
+	}
+	for _, tc := range cases {
+		t.Run("pod "+tc.name+" runs for real", func(t *testing.T) {
+			spec := framework.PodSpec(tc.scheduler, "10m", "16Mi")
+			spec.NodeSelector = map[string]string{"kubernetes.io/hostname": realNodeName}
+			spec.Containers[0].Image = tc.image
+			spec.Containers[0].ImagePullPolicy = corev1.PullNever
+			pod := framework.Pod(ns, tc.name, map[string]string{"case": tc.name}, spec)
+			created, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pods, err := framework.WaitPods(ctx, c.Client, ns, "case="+tc.name, 1, 2*time.Minute, framework.Running)
+			if err != nil {
+				t.Fatal(describe(ctx, c, ns, tc.name, err))
+			}
+			p := pods[0]
+			if p.Spec.NodeName != realNodeName {
+				t.Fatalf("pod ran on %s, want %s", p.Spec.NodeName, realNodeName)
+			}
+			if ip := net.ParseIP(p.Status.PodIP); ip == nil || !mustCIDR(cluster.RealNodeSubnet).Contains(ip) {
+				t.Errorf("pod IP %q is not on the bridge subnet %s", p.Status.PodIP, cluster.RealNodeSubnet)
+			}
+			if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil {
+				t.Fatalf("container not running: %+v", p.Status.ContainerStatuses)
+			}
+			id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+			out, err := rn.Ctr(ctx, "tasks", "ls")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !regexp.MustCompile(regexp.QuoteMeta(id) + `\s+\d+\s+RUNNING`).MatchString(out) {
+				t.Errorf("containerd has no running task %s:\n%s", id, out)
+			}
+			wantScheduler := tc.scheduler
+			if wantScheduler == "" {
+				wantScheduler = "default-scheduler"
+			}
+			ev, err := framework.WaitSchedulingEvent(ctx, c.Client, created, "Scheduled", 30*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Scheduler != wantScheduler {
+				t.Errorf("bound by %q, want %q", ev.Scheduler, wantScheduler)
+			}
+		})
+	}
+
+	t.Run("a pod on the KWOK node is simulated, not run", func(t *testing.T) {
+		spec := framework.PodSpec("berth-scheduler", "10m", "16Mi")
+		spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "kwok-1"}
+		pod := framework.Pod(ns, "on-kwok", map[string]string{"case": "on-kwok"}, spec)
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := framework.WaitPods(ctx, c.Client, ns, "case=on-kwok", 1, time.Minute, framework.Running); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// Teardown: record what the cluster owns, stop it, and look for every kind of leftover.
+	var pids []int
+	for _, p := range c.Processes() {
+		pids = append(pids, p.PID())
+	}
+	shims := cluster.PIDsWithArg(rn.ContainerdSocket)
+	if len(shims) == 0 {
+		t.Errorf("expected containerd shims naming %s before Stop", rn.ContainerdSocket)
+	}
+	dir, binDir, inode, cg := c.Dir, c.BinDir, rn.NetNSInode, rn.CgroupName
+	start := time.Now()
+	c.Stop()
+	stopped = true
+	t.Logf("Stop took %s", time.Since(start).Round(time.Millisecond))
+
+	for _, pid := range append(pids, shims...) {
+		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+			t.Errorf("process %d (%s) survived Stop", pid, cmdline(pid))
+		}
+	}
+	for _, pid := range cluster.PIDsWithArg(dir) {
+		t.Errorf("process %d still names the cluster dir: %s", pid, cmdline(pid))
+	}
+	for _, pid := range pidsRunningFrom(binDir, dir) {
+		t.Errorf("process %d runs a cluster binary for this cluster: %s", pid, cmdline(pid))
+	}
+	if ms, err := cluster.MountsUnder(dir); err != nil || len(ms) > 0 {
+		t.Errorf("mounts left under %s: %v %v", dir, ms, err)
+	}
+	for _, pid := range pidsInNetNS(inode) {
+		t.Errorf("process %d is still in the cluster's network namespace: %s", pid, cmdline(pid))
+	}
+	cms, err := cluster.CgroupMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range cms {
+		if _, err := os.Stat(filepath.Join(m.Point, cg)); err == nil {
+			t.Errorf("cgroup %s left behind", filepath.Join(m.Point, cg))
+		}
+	}
+	after := snapshot(t)
+	if after.iptables != before.iptables {
+		t.Errorf("root namespace iptables changed:\nbefore:\n%s\nafter:\n%s", before.iptables, after.iptables)
+	}
+	if strings.Join(after.links, ",") != strings.Join(before.links, ",") {
+		t.Errorf("root namespace links changed: before %v, after %v", before.links, after.links)
+	}
+	if strings.Join(after.files, ",") != strings.Join(before.files, ",") {
+		t.Errorf("host paths changed: before %v, after %v", before.files, after.files)
+	}
+	for k, v := range before.sysctls {
+		if after.sysctls[k] != v {
+			t.Errorf("sysctl %s: %s before, %s after", k, v, after.sysctls[k])
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("cluster dir %s not removed: %v", dir, err)
+	}
+}
+
+func TestRealNodeLeavesNothingWhenStartFails(t *testing.T) {
+	// A kubelet that cannot start: everything before it (namespace, containerd, cgroups,
+	// mounts) must still be undone by the failed Start.
+	before := snapshot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var dir string
+	_, err := cluster.Start(ctx, cluster.Config{
+		RealNode:                &cluster.RealNodeConfig{},
+		WithoutDefaultScheduler: true,
+		ExtraArgs:               map[string][]string{cluster.Kubelet: {"--no-such-flag"}},
+		OnProcess: func(p *cluster.Process) {
+			dir = filepath.Dir(filepath.Dir(p.LogPath))
+		},
+	})
+	if err == nil || !strings.Contains(err.Error(), cluster.Kubelet) || !strings.Contains(err.Error(), "no-such-flag") {
+		t.Fatalf("want a kubelet error naming the bad flag, got %v", err)
+	}
+	if dir == "" {
+		t.Fatal("no process started")
+	}
+	for _, pid := range cluster.PIDsWithArg(dir) {
+		t.Errorf("process %d survived: %s", pid, cmdline(pid))
+	}
+	if ms, _ := cluster.MountsUnder(dir); len(ms) > 0 {
+		t.Errorf("mounts left: %v", ms)
+	}
+	after := snapshot(t)
+	if after.iptables != before.iptables || strings.Join(after.links, ",") != strings.Join(before.links, ",") {
+		t.Errorf("root namespace changed: links %v -> %v", before.links, after.links)
+	}
+	cms, _ := cluster.CgroupMounts()
+	for _, m := range cms {
+		ents, _ := filepath.Glob(filepath.Join(m.Point, "berth-*"))
+		for _, e := range ents {
+			t.Errorf("cgroup %s left behind", e)
+		}
+	}
+}
+
+func describe(ctx context.Context, c *cluster.Cluster, ns, name string, err error) error {
+	p, gerr := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if gerr != nil {
+		return err
+	}
+	evs, _ := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v\nphase %s on %q; conditions %+v; statuses %+v\n", err, p.Status.Phase, p.Spec.NodeName, p.Status.Conditions, p.Status.ContainerStatuses)
+	for _, e := range evs.Items {
+		fmt.Fprintf(&b, "event %s %s: %s\n", e.Type, e.Reason, e.Message)
+	}
+	return fmt.Errorf("%s", b.String())
+}
+
+func mustCIDR(s string) *net.IPNet {
+	_, n, err := net.ParseCIDR(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+func hostHasAddr(t *testing.T, ip string) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.String() == ip {
+			return true
+		}
+	}
+	return false
+}
+
+func cmdline(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
+}
+
+func zombie(pid int) bool {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if i := strings.LastIndexByte(string(b), ')'); i > 0 && i+2 < len(b) {
+		return b[i+2] == 'Z'
+	}
+	return false
+}
+
+// pidsRunningFrom lists processes whose executable is in binDir and whose arguments name dir.
+func pidsRunningFrom(binDir, dir string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
+		if err != nil || !strings.HasPrefix(exe, binDir+"/") {
+			continue
+		}
+		if strings.Contains(cmdline(pid), dir) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// pidsInNetNS lists processes in the network namespace with this inode.
+func pidsInNetNS(inode uint64) []int {
+	want := fmt.Sprintf("net:[%d]", inode)
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		if l, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns", "net")); err == nil && l == want {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
