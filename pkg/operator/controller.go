@@ -129,7 +129,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	if controllerutil.AddFinalizer(ss, Finalizer) {
-		if err := r.Client.Update(ctx, ss); err != nil {
+		if err := r.Client.Update(ctx, ss); apierrors.IsConflict(err) {
+			return reconcile.Result{Requeue: true}, nil
+		} else if err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -158,6 +160,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if err := r.Client.Status().Update(ctx, &berthv1alpha1.SecondaryScheduler{
 		TypeMeta: ss.TypeMeta, ObjectMeta: ss.ObjectMeta, Spec: ss.Spec, Status: *status}); err != nil {
+		if apierrors.IsConflict(err) && reconcileErr == nil {
+			// The resource changed while we worked (a spec edit): its event requeues us.
+			return reconcile.Result{Requeue: true}, nil
+		}
 		return reconcile.Result{}, errors.Join(reconcileErr, err)
 	}
 	return reconcile.Result{}, reconcileErr

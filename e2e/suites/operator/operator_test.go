@@ -1,0 +1,530 @@
+// Package operator runs the real berth-operator binary against the local cluster's real API
+// server, controller manager and KWOK nodes: the SecondaryScheduler CRD with its CEL rules,
+// owned objects, rollouts on configuration changes, refusal of invalid configurations,
+// management states and the finalizer's cleanup of cluster-scoped RBAC.
+package operator
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-sched/berth/api/crds"
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/operator"
+	"github.com/berth-sched/berth/pkg/scheduler/schedconfig"
+)
+
+const (
+	ns    = "berth-system"
+	image = "berth-scheduler:e2e"
+)
+
+type env struct {
+	c   *cluster.Cluster
+	cl  client.Client
+	ctx context.Context
+}
+
+func TestOperator(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	c, err := cluster.Start(ctx, cluster.Config{Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	// KWOK nodes: the scheduler Deployment's pods are bound and "run" there, so the
+	// Deployment's status (and the resource's Available condition) comes from the real kcm.
+	if err := c.AddNodes(ctx, cluster.NodeSpec{Name: "n1", CPU: "4", Memory: "8Gi"}, cluster.NodeSpec{Name: "n2", CPU: "4", Memory: "8Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
+		t.Fatal(err)
+	}
+	installCRD(ctx, t, c)
+	scheme, err := operator.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	healthPort, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsPort, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := c.StartComponent(ctx, cluster.ProcessSpec{
+		Name:   "berth-operator",
+		Binary: filepath.Join(c.BinDir, "berth-operator"),
+		Args: []string{"--kubeconfig=" + c.Kubeconfig, "--leader-election-namespace=kube-system",
+			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", healthPort),
+			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort)},
+	}, cluster.HTTPCheck(fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("berth-operator log tail:\n%s", op.Tail(60))
+		}
+	})
+	e := &env{c: c, cl: cl, ctx: ctx}
+
+	t.Run("serves healthz and metrics", func(t *testing.T) {
+		for _, u := range []string{fmt.Sprintf("http://127.0.0.1:%d/healthz", healthPort), fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)} {
+			if err := cluster.HTTPCheck(u)(ctx); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+
+	t.Run("API server refuses invalid resources with the CRD's message", func(t *testing.T) {
+		cases := []struct {
+			name    string
+			mutate  func(*berthv1alpha1.SecondarySchedulerSpec)
+			wantMsg string
+		}{
+			{"default-scheduler name", func(s *berthv1alpha1.SecondarySchedulerSpec) { s.SchedulerName = "default-scheduler" }, "default-scheduler is the cluster's default scheduler"},
+			{"name not DNS-1123", func(s *berthv1alpha1.SecondarySchedulerSpec) { s.SchedulerName = "Berth_Sched" }, "spec.schedulerName"},
+			{"both plugins and configMapRef", func(s *berthv1alpha1.SecondarySchedulerSpec) {
+				s.ConfigMapRef = &berthv1alpha1.ConfigMapKeyReference{Name: "x"}
+			}, "set exactly one of plugins and configMapRef"},
+			{"neither plugins nor configMapRef", func(s *berthv1alpha1.SecondarySchedulerSpec) { s.Plugins = nil }, "set exactly one of plugins and configMapRef"},
+			{"zero replicas", func(s *berthv1alpha1.SecondarySchedulerSpec) { s.Replicas = ptr.To[int32](0) }, "spec.replicas"},
+			{"empty plugin set", func(s *berthv1alpha1.SecondarySchedulerSpec) { s.Plugins = &berthv1alpha1.PluginSet{} }, "spec.plugins"},
+			{"usage threshold on gpu", func(s *berthv1alpha1.SecondarySchedulerSpec) {
+				s.Plugins.TargetLoadPacking.Args.UsageThresholds = map[string]int64{"nvidia.com/gpu": 80}
+			}, "keys must be cpu or memory"},
+			{"target utilisation over 100", func(s *berthv1alpha1.SecondarySchedulerSpec) {
+				s.Plugins.TargetLoadPacking.Args.TargetUtilization = ptr.To[int64](150)
+			}, "targetUtilization"},
+			{"unknown log level", func(s *berthv1alpha1.SecondarySchedulerSpec) { s.LogLevel = "Loud" }, "spec.logLevel"},
+			{"unknown management state", func(s *berthv1alpha1.SecondarySchedulerSpec) { s.ManagementState = "Paused" }, "spec.managementState"},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				ss := newTLP("refused", 40)
+				tc.mutate(&ss.Spec)
+				err := cl.Create(ctx, ss)
+				if err == nil {
+					_ = cl.Delete(ctx, ss)
+					t.Fatalf("created; want refusal naming %q", tc.wantMsg)
+				}
+				if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.wantMsg) {
+					t.Errorf("error %q; want Invalid containing %q", err, tc.wantMsg)
+				}
+			})
+		}
+	})
+
+	ss := newTLP("sched", 40)
+	var firstHash string
+	t.Run("create: owned objects appear and the scheduler becomes available", func(t *testing.T) {
+		if err := cl.Create(ctx, ss); err != nil {
+			t.Fatal(err)
+		}
+		got := e.waitStatus(t, "sched", "Available and not Degraded", func(s *berthv1alpha1.SecondaryScheduler) bool {
+			return cond(s, "Degraded") == metav1.ConditionFalse && cond(s, "Available") == metav1.ConditionTrue &&
+				s.Status.ConfigHash != "" && s.Status.ObservedGeneration == s.Generation && s.Status.ReadyReplicas == 1
+		})
+		firstHash = got.Status.ConfigHash
+		if !contains(got.Finalizers, operator.Finalizer) {
+			t.Errorf("finalizers %v lack %s", got.Finalizers, operator.Finalizer)
+		}
+		d := e.deployment(t, "sched")
+		if h := d.Spec.Template.Annotations[operator.AnnotationConfigHash]; h != firstHash {
+			t.Errorf("pod template config hash %q, status %q", h, firstHash)
+		}
+		ctr := d.Spec.Template.Spec.Containers[0]
+		if ctr.Image != image || !contains(ctr.Args, "--config=/etc/berth/config.yaml") || d.Spec.Template.Spec.ServiceAccountName != "sched" {
+			t.Errorf("deployment container %s args %v sa %s", ctr.Image, ctr.Args, d.Spec.Template.Spec.ServiceAccountName)
+		}
+		if ctr.SecurityContext == nil || ctr.SecurityContext.AllowPrivilegeEscalation == nil || *ctr.SecurityContext.AllowPrivilegeEscalation {
+			t.Errorf("container security context not restricted: %+v", ctr.SecurityContext)
+		}
+		// The ConfigMap holds exactly what the scheduler will load, and it validates.
+		cm := &corev1.ConfigMap{}
+		if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: "sched-config"}, cm); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := schedconfig.Validate([]byte(cm.Data["config.yaml"])); err != nil {
+			t.Errorf("ConfigMap config does not validate: %v", err)
+		}
+		if schedconfig.Hash([]byte(cm.Data["config.yaml"])) != firstHash {
+			t.Errorf("ConfigMap content hash differs from status.configHash %s", firstHash)
+		}
+		if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: "sched"}, &corev1.ServiceAccount{}); err != nil {
+			t.Error(err)
+		}
+		lease := &rbacv1.Role{}
+		if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: "berth:berth-system:sched-leader-election"}, lease); err != nil {
+			t.Error(err)
+		} else if !strings.Contains(fmt.Sprint(lease.Rules), "berth-e2e") {
+			t.Errorf("lease role does not name the scheduler's Lease berth-e2e: %v", lease.Rules)
+		}
+		crs, crbs, rbs := e.clusterScoped(t, "sched")
+		if crs != 1 || crbs != 4 || rbs != 1 {
+			t.Errorf("cluster-scoped objects: %d ClusterRoles, %d ClusterRoleBindings, %d kube-system RoleBindings; want 1, 4, 1", crs, crbs, rbs)
+		}
+	})
+
+	t.Run("args change: new hash and a rollout", func(t *testing.T) {
+		before := e.deployment(t, "sched")
+		e.updateSpec(t, "sched", func(s *berthv1alpha1.SecondarySchedulerSpec) {
+			s.Plugins.TargetLoadPacking.Args.TargetUtilization = ptr.To[int64](70)
+		})
+		got := e.waitStatus(t, "sched", "new hash rolled out", func(s *berthv1alpha1.SecondaryScheduler) bool {
+			return s.Status.ConfigHash != firstHash && s.Status.ObservedGeneration == s.Generation &&
+				cond(s, "Progressing") == metav1.ConditionFalse && cond(s, "Available") == metav1.ConditionTrue
+		})
+		after := e.deployment(t, "sched")
+		if after.Generation == before.Generation || after.Spec.Template.Annotations[operator.AnnotationConfigHash] != got.Status.ConfigHash {
+			t.Errorf("deployment generation %d→%d, template hash %q, status %q", before.Generation, after.Generation,
+				after.Spec.Template.Annotations[operator.AnnotationConfigHash], got.Status.ConfigHash)
+		}
+		// A new ReplicaSet (new pod-template-hash) carries the new template.
+		var rsl appsv1.ReplicaSetList
+		if err := cl.List(ctx, &rsl, client.InNamespace(ns), client.MatchingLabels{operator.LabelInstance: "sched"}); err != nil {
+			t.Fatal(err)
+		}
+		hashes := map[string]bool{}
+		for _, rs := range rsl.Items {
+			hashes[rs.Labels["pod-template-hash"]] = true
+		}
+		if len(hashes) < 2 {
+			t.Errorf("want a second ReplicaSet after the rollout, got pod-template-hashes %v", hashes)
+		}
+		firstHash = got.Status.ConfigHash
+	})
+
+	t.Run("invalid args: Degraded names the field, running scheduler untouched", func(t *testing.T) {
+		before := e.deployment(t, "sched")
+		cmBefore := &corev1.ConfigMap{}
+		if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: "sched-config"}, cmBefore); err != nil {
+			t.Fatal(err)
+		}
+		// Passes the CRD (a non-empty string) but not the plugin's own validation.
+		e.updateSpec(t, "sched", func(s *berthv1alpha1.SecondarySchedulerSpec) {
+			s.Plugins.TargetLoadPacking.Args.WatcherAddress = "berth-loadwatcher:2020"
+		})
+		got := e.waitStatus(t, "sched", "Degraded", func(s *berthv1alpha1.SecondaryScheduler) bool {
+			return s.Status.ObservedGeneration == s.Generation && cond(s, "Degraded") == metav1.ConditionTrue
+		})
+		c := meta.FindStatusCondition(got.Status.Conditions, "Degraded")
+		if c.Reason != operator.ReasonInvalidConfiguration || !strings.Contains(c.Message, "spec.plugins.targetLoadPacking.args") ||
+			!strings.Contains(c.Message, "watcherAddress") {
+			t.Errorf("Degraded %s: %q; want InvalidConfiguration naming spec.plugins.targetLoadPacking.args watcherAddress", c.Reason, c.Message)
+		}
+		if got.Status.ConfigHash != firstHash {
+			t.Errorf("configHash moved to %s while the configuration is invalid", got.Status.ConfigHash)
+		}
+		after := e.deployment(t, "sched")
+		if after.Generation != before.Generation || after.Spec.Template.Annotations[operator.AnnotationConfigHash] != firstHash {
+			t.Errorf("deployment changed: generation %d→%d, template hash %s (want %s)", before.Generation, after.Generation,
+				after.Spec.Template.Annotations[operator.AnnotationConfigHash], firstHash)
+		}
+		cmAfter := &corev1.ConfigMap{}
+		if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: "sched-config"}, cmAfter); err != nil {
+			t.Fatal(err)
+		}
+		if cmAfter.Data["config.yaml"] != cmBefore.Data["config.yaml"] {
+			t.Errorf("ConfigMap changed although the configuration is invalid")
+		}
+		if cond(got, "Available") != metav1.ConditionTrue {
+			t.Errorf("the running scheduler should still be Available: %v", got.Status.Conditions)
+		}
+		// Fixing the field clears Degraded.
+		e.updateSpec(t, "sched", func(s *berthv1alpha1.SecondarySchedulerSpec) {
+			s.Plugins.TargetLoadPacking.Args.WatcherAddress = "http://berth-loadwatcher:2020"
+		})
+		e.waitStatus(t, "sched", "recovered", func(s *berthv1alpha1.SecondaryScheduler) bool {
+			return s.Status.ObservedGeneration == s.Generation && cond(s, "Degraded") == metav1.ConditionFalse
+		})
+	})
+
+	t.Run("raw ConfigMap: missing, not a KubeSchedulerConfiguration, then valid", func(t *testing.T) {
+		raw := &berthv1alpha1.SecondaryScheduler{
+			ObjectMeta: metav1.ObjectMeta{Name: "raw", Namespace: ns},
+			Spec: berthv1alpha1.SecondarySchedulerSpec{SchedulerName: "berth-raw", Image: image,
+				ConfigMapRef: &berthv1alpha1.ConfigMapKeyReference{Name: "raw-config"}},
+		}
+		if err := cl.Create(ctx, raw); err != nil {
+			t.Fatal(err)
+		}
+		e.waitCondition(t, "raw", "Degraded", metav1.ConditionTrue, operator.ReasonConfigMapMissing, "raw-config")
+		// Created after the resource: the operator must notice (OSSO only watched updates).
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "raw-config", Namespace: ns},
+			Data: map[string]string{"config.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: oops\n"}}
+		if err := cl.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		e.waitCondition(t, "raw", "Degraded", metav1.ConditionTrue, operator.ReasonInvalidConfiguration, "ConfigMap berth-system/raw-config key config.yaml: not a KubeSchedulerConfiguration")
+		if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: "raw"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a Deployment exists for an invalid configuration: %v", err)
+		}
+		e.setConfigMap(t, "raw-config", "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: berth-raw\n  plugins:\n    multiPoint:\n      enabled:\n      - name: SySched\n")
+		e.waitCondition(t, "raw", "Degraded", metav1.ConditionFalse, operator.ReasonAsExpected, "")
+		d := e.deployment(t, "raw")
+		// A later broken edit of the ConfigMap leaves that Deployment alone.
+		e.setConfigMap(t, "raw-config", "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: berth-raw\n  plugins:\n    score:\n      enabled:\n      - name: NoSuchPlugin\n")
+		e.waitCondition(t, "raw", "Degraded", metav1.ConditionTrue, operator.ReasonInvalidConfiguration, "NoSuchPlugin")
+		if after := e.deployment(t, "raw"); after.Generation != d.Generation {
+			t.Errorf("deployment rolled (generation %d→%d) for an invalid ConfigMap", d.Generation, after.Generation)
+		}
+	})
+
+	t.Run("Unmanaged: hands off, manual edits persist", func(t *testing.T) {
+		e.updateSpec(t, "sched", func(s *berthv1alpha1.SecondarySchedulerSpec) { s.ManagementState = berthv1alpha1.Unmanaged })
+		e.waitCondition(t, "sched", "Progressing", metav1.ConditionFalse, operator.ReasonUnmanaged, "")
+		d := e.deployment(t, "sched")
+		d.Spec.Replicas = ptr.To[int32](2)
+		if err := cl.Update(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		// A spec change the operator would roll out if it managed the scheduler; once the
+		// status reports this generation, the operator has seen it and must have done nothing.
+		e.updateSpec(t, "sched", func(s *berthv1alpha1.SecondarySchedulerSpec) {
+			s.Plugins.TargetLoadPacking.Args.TargetUtilization = ptr.To[int64](20)
+		})
+		got := e.waitStatus(t, "sched", "observed", func(s *berthv1alpha1.SecondaryScheduler) bool {
+			return s.Status.ObservedGeneration == s.Generation
+		})
+		after := e.deployment(t, "sched")
+		if *after.Spec.Replicas != 2 || after.Spec.Template.Annotations[operator.AnnotationConfigHash] != firstHash || got.Status.ConfigHash != firstHash {
+			t.Errorf("operator touched an Unmanaged scheduler: replicas %d, template hash %s, status hash %s, want 2, %s",
+				*after.Spec.Replicas, after.Spec.Template.Annotations[operator.AnnotationConfigHash], got.Status.ConfigHash, firstHash)
+		}
+	})
+
+	t.Run("Removed: owned objects deleted, resource kept", func(t *testing.T) {
+		e.updateSpec(t, "sched", func(s *berthv1alpha1.SecondarySchedulerSpec) { s.ManagementState = berthv1alpha1.Removed })
+		e.waitCondition(t, "sched", "Available", metav1.ConditionFalse, operator.ReasonRemoved, "")
+		e.waitGone(t, "deployment, config, service account and RBAC of sched", func() (bool, error) {
+			for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.ServiceAccount{}} {
+				if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: "sched"}, o); !apierrors.IsNotFound(err) {
+					return false, nil
+				}
+			}
+			if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: "sched-config"}, &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			crs, crbs, rbs := e.clusterScoped(t, "sched")
+			return crs+crbs+rbs == 0, nil
+		})
+		if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: "sched"}, &berthv1alpha1.SecondaryScheduler{}); err != nil {
+			t.Errorf("the resource itself should stay: %v", err)
+		}
+	})
+
+	t.Run("delete: finalizer removes cluster-scoped RBAC", func(t *testing.T) {
+		if crs, crbs, rbs := e.clusterScoped(t, "raw"); crs+crbs+rbs == 0 {
+			t.Fatal("precondition: raw has no cluster-scoped objects")
+		}
+		for _, name := range []string{"raw", "sched"} {
+			if err := cl.Delete(ctx, &berthv1alpha1.SecondaryScheduler{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.waitGone(t, "resources and their cluster-scoped RBAC", func() (bool, error) {
+			for _, name := range []string{"raw", "sched"} {
+				if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &berthv1alpha1.SecondaryScheduler{}); !apierrors.IsNotFound(err) {
+					return false, nil
+				}
+				if crs, crbs, rbs := e.clusterScoped(t, name); crs+crbs+rbs > 0 {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+	})
+}
+
+func newTLP(name string, target int64) *berthv1alpha1.SecondaryScheduler {
+	return &berthv1alpha1.SecondaryScheduler{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: berthv1alpha1.SecondarySchedulerSpec{
+			SchedulerName: "berth-e2e",
+			Image:         image,
+			Plugins: &berthv1alpha1.PluginSet{TargetLoadPacking: &berthv1alpha1.TargetLoadPackingPlugin{
+				Weight: berthv1alpha1.Weight{Weight: ptr.To[int32](2)},
+				Args: berthv1alpha1.TargetLoadPackingArgs{
+					LoadAwareArgs:     berthv1alpha1.LoadAwareArgs{WatcherAddress: "http://berth-loadwatcher:2020"},
+					TargetUtilization: ptr.To(target),
+				},
+			}},
+		},
+	}
+}
+
+func installCRD(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	crd, err := crds.SecondaryScheduler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, err := apiextensionsclient.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, cd := range got.Status.Conditions {
+			if cd.Type == apiextensionsv1.Established && cd.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("CRD %s not established: %v", crd.Name, err)
+	}
+}
+
+func cond(s *berthv1alpha1.SecondaryScheduler, t string) metav1.ConditionStatus {
+	if c := meta.FindStatusCondition(s.Status.Conditions, t); c != nil {
+		return c.Status
+	}
+	return metav1.ConditionUnknown
+}
+
+func (e *env) waitStatus(t *testing.T, name, what string, ok func(*berthv1alpha1.SecondaryScheduler) bool) *berthv1alpha1.SecondaryScheduler {
+	t.Helper()
+	var last *berthv1alpha1.SecondaryScheduler
+	err := wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		s := &berthv1alpha1.SecondaryScheduler{}
+		if err := e.cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
+			return false, nil
+		}
+		last = s
+		return ok(s), nil
+	})
+	if err != nil {
+		var st any
+		if last != nil {
+			st = last.Status
+		}
+		t.Fatalf("%s: waiting for %s: %v; last status %+v", name, what, err, st)
+	}
+	return last
+}
+
+func (e *env) waitCondition(t *testing.T, name, typ string, status metav1.ConditionStatus, reason, msgPart string) {
+	t.Helper()
+	e.waitStatus(t, name, fmt.Sprintf("%s=%s reason %s message containing %q", typ, status, reason, msgPart), func(s *berthv1alpha1.SecondaryScheduler) bool {
+		c := meta.FindStatusCondition(s.Status.Conditions, typ)
+		return s.Status.ObservedGeneration == s.Generation && c != nil && c.Status == status && c.Reason == reason && strings.Contains(c.Message, msgPart)
+	})
+}
+
+func (e *env) waitGone(t *testing.T, what string, gone func() (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) { return gone() }); err != nil {
+		t.Fatalf("%s still there: %v", what, err)
+	}
+}
+
+func (e *env) updateSpec(t *testing.T, name string, mutate func(*berthv1alpha1.SecondarySchedulerSpec)) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		s := &berthv1alpha1.SecondaryScheduler{}
+		if err := e.cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
+			return false, err
+		}
+		mutate(&s.Spec)
+		if err := e.cl.Update(ctx, s); apierrors.IsConflict(err) {
+			return false, nil // the operator wrote status or a finalizer meanwhile
+		} else if err != nil {
+			return false, err
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) setConfigMap(t *testing.T, name, config string) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		cm := &corev1.ConfigMap{}
+		if err := e.cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cm); err != nil {
+			return false, err
+		}
+		cm.Data = map[string]string{"config.yaml": config}
+		if err := e.cl.Update(ctx, cm); apierrors.IsConflict(err) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) deployment(t *testing.T, name string) *appsv1.Deployment {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := e.cl.Get(e.ctx, types.NamespacedName{Namespace: ns, Name: name}, d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// clusterScoped counts the objects owner references cannot collect for one resource.
+func (e *env) clusterScoped(t *testing.T, name string) (crs, crbs, kubeSystemRBs int) {
+	t.Helper()
+	sel := client.MatchingLabels{operator.LabelOwnerNamespace: ns, operator.LabelOwnerName: name}
+	var a rbacv1.ClusterRoleList
+	var b rbacv1.ClusterRoleBindingList
+	var c rbacv1.RoleBindingList
+	for _, l := range []client.ObjectList{&a, &b} {
+		if err := e.cl.List(e.ctx, l, sel); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.cl.List(e.ctx, &c, sel, client.InNamespace("kube-system")); err != nil {
+		t.Fatal(err)
+	}
+	return len(a.Items), len(b.Items), len(c.Items)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
