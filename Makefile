@@ -27,7 +27,7 @@ UNIT_PKGS := ./pkg/... $(patsubst %,./%/...,$(wildcard cmd/*))
 E2E_PKGS := ./e2e/...
 GO_TEST_FLAGS ?=
 
-.PHONY: all tools build test test-unit test-e2e verify bench demo up down fmt clean
+.PHONY: all tools build images generate test test-unit test-e2e verify bench bench-exs bench-agent demo up down fmt clean
 
 all: build
 
@@ -73,6 +73,17 @@ $(BIN)/schedbench: $(E2E_SRC) $(BERTH_SRC)
 	@mkdir -p $(BIN)
 	$(GO) build -o $@ ./e2e/bench/cmd/schedbench
 
+## images: Berth's binaries as OCI image tarballs in bin/images/ (no Docker, no registry)
+images: $(BIN)/images/.stamp
+
+$(BIN)/images/.stamp: $(BERTH_SRC) $(shell find e2e/images e2e/cmd/images -name '*.go')
+	$(GO) run ./e2e/cmd/images -v
+	@touch $@
+
+## generate: API deepcopy functions and CRD YAML (api/crds) with controller-gen
+generate:
+	hack/generate.sh
+
 ## demo: start the local cluster, run every scenario, print where pods went, stop
 demo: tools build $(HARNESS_BINS)
 	$(BIN)/berth-local demo
@@ -85,14 +96,14 @@ down: $(BIN)/berth-local
 	$(BIN)/berth-local down
 
 ## test: formatting, unit tests (race detector), then end-to-end tests on the local cluster
-test: verify tools build
+test: verify tools build images
 	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
 	$(GO) test -race -count=1 -timeout 40m $(GO_TEST_FLAGS) $(E2E_PKGS)
 
 test-unit:
 	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
 
-test-e2e: tools build
+test-e2e: tools build images
 	$(GO) test -race -count=1 -timeout 40m $(GO_TEST_FLAGS) $(E2E_PKGS)
 
 ## verify: gofmt and go vet
@@ -106,6 +117,14 @@ PODS ?= 2000
 ROUNDS ?= 3
 bench: tools build $(BIN)/schedbench
 	$(BIN)/schedbench -nodes $(NODES) -pods $(PODS) -rounds $(ROUNDS) -v
+
+## bench-exs: total cluster ExS of a mixed workload, SySched vs the default plugins
+bench-exs: tools build
+	$(GO) run ./e2e/bench/exs/cmd/exsbench -nodes 20 -pods 200 -profiles 10 -v
+
+## bench-agent: the node agent's RSS and CPU over 60 s at 1 s sampling
+bench-agent: build
+	$(GO) run ./e2e/bench/agentres/cmd/agentbench
 
 fmt:
 	gofmt -w api pkg cmd e2e tools

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
@@ -168,11 +169,10 @@ func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Op
 	if err != nil {
 		return Run{}, err
 	}
-	w, err := c.Client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "bench=yes"})
+	list, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "bench=yes", Limit: 1})
 	if err != nil {
 		return Run{}, err
 	}
-	defer w.Stop()
 	// Bindings are timestamped as they arrive, from before the scheduler starts: a scheduler
 	// can bind many pods before its readiness probe passes.
 	type binding struct {
@@ -181,17 +181,12 @@ func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Op
 	}
 	bindings := make(chan binding, o.Pods)
 	watchDone := make(chan error, 1)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
 	go func() {
-		seen := map[string]bool{}
-		for ev := range w.ResultChan() {
-			pod, isPod := ev.Object.(*corev1.Pod)
-			if !isPod || ev.Type == watch.Deleted || pod.Spec.NodeName == "" || seen[pod.Name] {
-				continue
-			}
-			seen[pod.Name] = true
-			bindings <- binding{pod.Name, time.Now()}
-		}
-		watchDone <- fmt.Errorf("pod watch closed after %d bindings", len(seen))
+		watchDone <- watchBindings(watchCtx, c.Client, ns, list.ResourceVersion, func(pod string) {
+			bindings <- binding{pod, time.Now()}
+		})
 	}()
 
 	config := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" +
@@ -234,6 +229,35 @@ func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Op
 		return Run{}, err
 	}
 	return run, waitNoPods(ctx, c.Client, ns)
+}
+
+// watchBindings reports each pod's first binding once. The API server closes long watches
+// (and slow ones under load), so it resumes from the last resource version it saw.
+func watchBindings(ctx context.Context, client kubernetes.Interface, ns, rv string, bound func(pod string)) error {
+	seen := map[string]bool{}
+	for ctx.Err() == nil {
+		w, err := client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "bench=yes", ResourceVersion: rv, AllowWatchBookmarks: true})
+		if err != nil {
+			return fmt.Errorf("watching pods after %d bindings: %w", len(seen), err)
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				w.Stop()
+				return fmt.Errorf("pod watch failed after %d bindings: %v", len(seen), apierrors.FromObject(ev.Object))
+			}
+			pod, isPod := ev.Object.(*corev1.Pod)
+			if !isPod {
+				continue
+			}
+			rv = pod.ResourceVersion
+			if ev.Type == watch.Deleted || ev.Type == watch.Bookmark || pod.Spec.NodeName == "" || seen[pod.Name] {
+				continue
+			}
+			seen[pod.Name] = true
+			bound(pod.Name)
+		}
+	}
+	return ctx.Err()
 }
 
 func waitNoPods(ctx context.Context, client kubernetes.Interface, ns string) error {

@@ -19,11 +19,12 @@ func main() {
 	pods := flag.Int("pods", 2000, "pods per run")
 	rounds := flag.Int("rounds", 3, "runs per profile; profiles alternate")
 	verbose := flag.Bool("v", false, "print progress")
+	dir := flag.String("dir", "", "keep the cluster's state and logs here (default: a temporary directory, removed)")
 	only := flag.String("profiles", "", "comma-separated substrings of profile names to run (default: all)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o := bench.Options{Nodes: *nodes, Pods: *pods, Rounds: *rounds,
+	o := bench.Options{Dir: *dir, Nodes: *nodes, Pods: *pods, Rounds: *rounds,
 		Profiles: selectProfiles(bench.AllProfiles(), *only)}
 	if *verbose {
 		o.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "schedbench: "+f+"\n", a...) }
