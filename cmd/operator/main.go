@@ -4,12 +4,15 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
 	"time"
 
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/berth-sched/berth/pkg/operator"
@@ -24,6 +27,9 @@ func main() {
 	flag.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "",
 		"namespace of the leader-election Lease (default: the pod's namespace; required outside a cluster)")
 	flag.DurationVar(&o.GracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "how long to wait for reconciles to finish on shutdown")
+	cleanupNS := flag.String("cleanup-namespace", "",
+		"instead of operating: delete every SecondaryScheduler in this namespace, remove their cluster-scoped RBAC, and exit (the chart's pre-delete hook)")
+	cleanupTimeout := flag.Duration("cleanup-timeout", 2*time.Minute, "how long --cleanup-namespace may take")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	// --kubeconfig is registered by controller-runtime's config package.
@@ -36,6 +42,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "berth-operator: no API server configuration (use --kubeconfig or run in a pod):", err)
 		os.Exit(1)
 	}
+	if *cleanupNS != "" {
+		if err := cleanup(cfg, *cleanupNS, *cleanupTimeout); err != nil {
+			fmt.Fprintln(os.Stderr, "berth-operator: cleanup:", err)
+			os.Exit(1)
+		}
+		log.Info("cleaned up", "namespace", *cleanupNS)
+		return
+	}
 	mgr, err := operator.NewManager(cfg, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "berth-operator:", err)
@@ -47,4 +61,18 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("stopped")
+}
+
+func cleanup(cfg *rest.Config, namespace string, timeout time.Duration) error {
+	scheme, err := operator.Scheme()
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctrl.SetupSignalHandler(), timeout)
+	defer cancel()
+	return operator.Cleanup(ctx, c, namespace)
 }

@@ -1,0 +1,62 @@
+{{/* Prefix of every object's name: nameOverride, else the release name. */}}
+{{- define "berth.prefix" -}}
+{{- default .Release.Name .Values.nameOverride | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "berth.operator.name" -}}{{ include "berth.prefix" . }}-operator{{- end -}}
+{{- define "berth.loadwatcher.name" -}}{{ include "berth.prefix" . }}-loadwatcher{{- end -}}
+{{- define "berth.agent.name" -}}{{ include "berth.prefix" . }}-agent{{- end -}}
+{{- define "berth.scheduler.name" -}}{{ default (printf "%s-scheduler" (include "berth.prefix" .)) .Values.scheduler.name }}{{- end -}}
+
+{{/* Labels of every object; component is passed as .component. */}}
+{{- define "berth.labels" -}}
+app.kubernetes.io/name: {{ .component }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/part-of: berth
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels: stable across upgrades (Deployment selectors are immutable). */}}
+{{- define "berth.selector" -}}
+app.kubernetes.io/name: {{ .component }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- end -}}
+
+{{- define "berth.image" -}}{{ .repository }}:{{ .tag }}{{- end -}}
+
+{{/* The load watcher's URL as the scheduler and the agents use it. */}}
+{{- define "berth.watcherURL" -}}
+{{- $lw := .Values.loadWatcher -}}
+{{- if $lw.url -}}
+{{ $lw.url }}
+{{- else if and $lw.service.clusterIP (ne $lw.service.clusterIP "None") -}}
+http://{{ $lw.service.clusterIP }}:{{ $lw.service.port }}
+{{- else -}}
+http://{{ include "berth.loadwatcher.name" . }}.{{ .Release.Namespace }}.svc:{{ $lw.service.port }}
+{{- end -}}
+{{- end -}}
+
+{{/* Restricted container security context (Pod Security "restricted"). */}}
+{{- define "berth.restrictedContainer" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: [ALL]
+{{- end -}}
+
+{{- define "berth.restrictedPod" -}}
+runAsNonRoot: true
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* The plugin ClusterRole the operator creates for a SecondaryScheduler (pkg/operator.RBACPrefix). */}}
+{{- define "berth.scheduler.pluginsRole" -}}
+berth:{{ .Release.Namespace }}:{{ include "berth.scheduler.name" . }}-plugins
+{{- end -}}
