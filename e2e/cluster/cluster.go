@@ -87,12 +87,13 @@ type Cluster struct {
 	RESTConfig *rest.Config
 	Client     kubernetes.Interface
 
-	mu        sync.Mutex
-	procs     []*Process
-	ownsDir   bool
-	stopped   bool
-	KWOKAddr  string
-	nodeCount int
+	mu       sync.Mutex
+	procs    []*Process
+	ownsDir  bool
+	stopped  bool
+	KWOKAddr string
+	// node is the real node's state when Config.RealNode is set.
+	node *RealNode
 }
 
 // Start brings the cluster up and waits until every component is ready. On failure it stops

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -83,14 +82,10 @@ type RealNode struct {
 	shimSockets      []string
 }
 
-// realNodes holds each cluster's node state (Cluster itself has no field for it).
-var realNodes sync.Map // *Cluster -> *RealNode
-
 func (c *Cluster) realNode() *RealNode {
-	if v, ok := realNodes.Load(c); ok {
-		return v.(*RealNode)
-	}
-	return nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.node
 }
 
 // RealNode returns the cluster's real node, or nil when it runs none.
@@ -190,7 +185,9 @@ func (c *Cluster) realNodePreflight() error {
 	extra[APIServer] = append([]string{"--bind-address=0.0.0.0", "--advertise-address=" + RealNodeIP,
 		"--endpoint-reconciler-type=lease"}, extra[APIServer]...)
 	c.cfg.ExtraArgs = extra
-	realNodes.Store(c, &RealNode{NodeName: rc.NodeName, tools: tools})
+	c.mu.Lock()
+	c.node = &RealNode{NodeName: rc.NodeName, tools: tools}
+	c.mu.Unlock()
 	return nil
 }
 

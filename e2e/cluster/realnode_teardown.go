@@ -220,7 +220,11 @@ func (c *Cluster) realNodeTeardown() error {
 	if r == nil {
 		return nil
 	}
-	defer realNodes.Delete(c)
+	defer func() {
+		c.mu.Lock()
+		c.node = nil
+		c.mu.Unlock()
+	}()
 	var errs []error
 	if r.paths.Socket != "" {
 		r.shimSockets = append(r.shimSockets, shimSockets(r.paths.Socket)...)
