@@ -85,7 +85,7 @@ generate:
 	hack/generate.sh
 
 ## demo: start the local cluster, run every scenario, print where pods went, stop
-demo: tools build $(HARNESS_BINS)
+demo: tools build images $(HARNESS_BINS)
 	$(BIN)/berth-local demo
 
 ## up / down: keep a local cluster running (kubeconfig printed by up)

@@ -71,13 +71,18 @@ func optIn(ctx context.Context, env *Env) error {
 	if err := env.Cluster.AddNodes(ctx, specs...); err != nil {
 		return err
 	}
+	// One pod per node for each scheduler, the real node included when there is one.
+	replicas := int32(len(specs))
+	if env.Cluster.RealNode() != nil {
+		replicas++
+	}
 	for _, d := range []struct{ name, scheduler string }{{"with-berth", "berth-scheduler"}, {"with-default", ""}} {
-		dep := framework.Deployment(ns, d.name, 3, framework.PodSpec(d.scheduler, "100m", "64Mi"))
+		dep := framework.Deployment(ns, d.name, replicas, framework.PodSpec(d.scheduler, "100m", "64Mi"))
 		if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, dep, createOpts); err != nil {
 			return err
 		}
 	}
-	pods, err := framework.WaitPods(ctx, env.Client, ns, "app in (with-berth,with-default)", 6, 90*time.Second, framework.Running)
+	pods, err := framework.WaitPods(ctx, env.Client, ns, "app in (with-berth,with-default)", 2*int(replicas), 90*time.Second, framework.Running)
 	if err != nil {
 		return err
 	}
@@ -88,7 +93,7 @@ func optIn(ctx context.Context, env *Env) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "POD\tSCHEDULER\tNODE\tPHASE")
+	fmt.Fprintln(tw, "POD\tSCHEDULER\tNODE\tNODE KIND\tPHASE")
 	for _, p := range pods {
 		scheduler := "?"
 		for _, e := range events[p.UID] {
@@ -96,7 +101,11 @@ func optIn(ctx context.Context, env *Env) error {
 				scheduler = e.Scheduler
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.Name, scheduler, p.Spec.NodeName, p.Status.Phase)
+		kind := "simulated (KWOK)"
+		if rn := env.Cluster.RealNode(); rn != nil && p.Spec.NodeName == rn.NodeName {
+			kind = "real (containerd)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, scheduler, p.Spec.NodeName, kind, p.Status.Phase)
 	}
 	return tw.Flush()
 }

@@ -24,6 +24,7 @@ func main() {
 	fs := flag.NewFlagSet("berth-local", flag.ExitOnError)
 	dir := fs.String("dir", ".cache/local-cluster", "state directory of the cluster `up` keeps running")
 	verbose := fs.Bool("v", false, "print progress")
+	simulated := fs.Bool("simulated", false, "demo: simulated (KWOK) nodes only, even where a real node could run")
 	if len(os.Args) < 2 {
 		usage()
 	}
@@ -41,7 +42,7 @@ func main() {
 	var err error
 	switch cmd {
 	case "demo":
-		err = runDemo(ctx, logf)
+		err = runDemo(ctx, !*simulated, logf)
 	case "up":
 		err = up(ctx, *dir, logf)
 	case "down":
@@ -60,12 +61,27 @@ func usage() {
 	os.Exit(2)
 }
 
-func runDemo(ctx context.Context, logf func(string, ...any)) error {
+func runDemo(ctx context.Context, realNode bool, logf func(string, ...any)) error {
 	start := time.Now()
-	fmt.Println("Starting a local cluster (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK) with berth-scheduler; nodes are simulated by KWOK.")
-	c, err := cluster.Start(ctx, cluster.Config{Logf: logf})
+	fmt.Println("Starting a local cluster built from source (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK) with berth-scheduler.")
+	cfg := cluster.Config{Logf: logf}
+	if realNode {
+		cfg.RealNode = &cluster.RealNodeConfig{}
+	}
+	c, err := cluster.Start(ctx, cfg)
+	if errors.Is(err, cluster.ErrRealNodeUnavailable) {
+		// A real node needs root and containerd; the demo still shows everything else.
+		fmt.Printf("No real node: %v\n", err)
+		cfg.RealNode = nil
+		c, err = cluster.Start(ctx, cfg)
+	}
 	if err != nil {
 		return err
+	}
+	if c.RealNode() != nil {
+		fmt.Printf("Nodes: one REAL node %q (containerd + kubelet + kube-proxy, in the cluster's own network namespace) and KWOK-simulated nodes.\n", c.RealNode().NodeName)
+	} else {
+		fmt.Println("Nodes: KWOK-simulated only (run as root with containerd installed, after `make images`, for a real node).")
 	}
 	defer func() {
 		fmt.Println("Stopping the local cluster.")
