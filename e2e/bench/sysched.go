@@ -11,6 +11,7 @@ import (
 
 	"github.com/berth-sched/berth/e2e/bench/exs"
 	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/framework"
 	"github.com/berth-sched/berth/pkg/scheduler/rbac"
 )
 
@@ -21,24 +22,9 @@ func init() {
 	RegisterProfile(func() Profile {
 		profs := exs.SyntheticProfiles(syschedBenchProfiles, 1)
 		return Profile{
-			Name:   "berth-scheduler + SySched",
-			Binary: cluster.BerthScheduler,
-			Profiles: "- schedulerName: " + SchedulerName + `
-  plugins:
-    preScore:
-      enabled:
-      - name: SySched
-    score:
-      enabled:
-      - name: SySched
-    reserve:
-      enabled:
-      - name: SySched
-  pluginConfig:
-  - name: SySched
-    args:
-      defaultProfileNamespace: default
-      defaultProfileName: ` + exs.FullProfile + "\n",
+			Name:     "berth-scheduler + SySched",
+			Binary:   cluster.BerthScheduler,
+			Profiles: framework.SySchedProfile(SchedulerName, exs.FullProfile),
 			Setup: func(ctx context.Context, c *cluster.Cluster) error {
 				// Bench schedulers run as system:kube-scheduler, whose built-in role cannot
 				// read SPO objects; grant only that, as the chart does for berth-scheduler.

@@ -42,28 +42,7 @@ const (
 // syschedDemoConfig is examples/sysched/scheduler-config.yaml under its own profile name, for a
 // second berth-scheduler process that runs beside the demo's default one (no leader election,
 // so it needs no Lease of its own).
-const syschedDemoConfig = `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-leaderElection:
-  leaderElect: false
-profiles:
-- schedulerName: ` + syschedDemoScheduler + `
-  plugins:
-    preScore:
-      enabled:
-      - name: SySched
-    score:
-      enabled:
-      - name: SySched
-    reserve:
-      enabled:
-      - name: SySched
-  pluginConfig:
-  - name: SySched
-    args:
-      defaultProfileNamespace: default
-      defaultProfileName: all-syscalls
-`
+var syschedDemoConfig = framework.SchedulerConfig(framework.SySchedProfile(syschedDemoScheduler, "all-syscalls"))
 
 // syschedDemo replays seed 000: the example SeccompProfiles and ProfileBindings, then nginx1,
 // redis1, nginx2 and memcached1, each bound before the next, on two fresh nodes only these pods

@@ -86,22 +86,7 @@ type config struct {
 }
 
 var configs = []config{
-	{"berth-scheduler + SySched", "- schedulerName: " + SchedulerName + `
-  plugins:
-    preScore:
-      enabled:
-      - name: SySched
-    score:
-      enabled:
-      - name: SySched
-    reserve:
-      enabled:
-      - name: SySched
-  pluginConfig:
-  - name: SySched
-    args:
-      defaultProfileNamespace: default
-      defaultProfileName: ` + FullProfile + "\n"},
+	{"berth-scheduler + SySched", framework.SySchedProfile(SchedulerName, FullProfile)},
 	{"berth-scheduler (default plugins)", "- schedulerName: " + SchedulerName + "\n"},
 }
 

@@ -31,26 +31,7 @@ const examplesDir = "../../../examples/sysched"
 // Score and Reserve with the default weight, full profile default/all-syscalls) under a
 // profile name of the test's choosing.
 func schedulerConfig(schedulerName string) string {
-	return `apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: ` + schedulerName + `
-  plugins:
-    preScore:
-      enabled:
-      - name: SySched
-    score:
-      enabled:
-      - name: SySched
-    reserve:
-      enabled:
-      - name: SySched
-  pluginConfig:
-  - name: SySched
-    args:
-      defaultProfileNamespace: default
-      defaultProfileName: all-syscalls
-`
+	return framework.SchedulerConfig(framework.SySchedProfile(schedulerName, "all-syscalls"))
 }
 
 // loadDocs reads every YAML document of an example file.

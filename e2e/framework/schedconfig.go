@@ -1,0 +1,35 @@
+package framework
+
+// SchedulerConfig wraps profile entries (YAML list items under `profiles:`) in a
+// KubeSchedulerConfiguration. Leader election is off: the suites, demo and benchmarks run
+// extra schedulers next to berth-scheduler, and none of them must wait for or take its Lease.
+func SchedulerConfig(profiles ...string) string {
+	out := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" +
+		"leaderElection:\n  leaderElect: false\nprofiles:\n"
+	for _, p := range profiles {
+		out += p
+	}
+	return out
+}
+
+// SySchedProfile is a profile entry that enables SySched at PreScore, Score and Reserve with
+// the default weight, counting unconfined pods as default/<fullProfile>; the same setup as
+// examples/sysched/scheduler-config.yaml.
+func SySchedProfile(schedulerName, fullProfile string) string {
+	return "- schedulerName: " + schedulerName + `
+  plugins:
+    preScore:
+      enabled:
+      - name: SySched
+    score:
+      enabled:
+      - name: SySched
+    reserve:
+      enabled:
+      - name: SySched
+  pluginConfig:
+  - name: SySched
+    args:
+      defaultProfileNamespace: default
+      defaultProfileName: ` + fullProfile + "\n"
+}
