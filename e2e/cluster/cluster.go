@@ -396,30 +396,23 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 }
 
 func (c *Cluster) startControllerManager(ctx context.Context) error {
-	kc, err := c.WriteKubeconfig(ControllerManager, ControllerManagerIdentity)
-	if err != nil {
-		return err
-	}
-	port, err := FreePort()
-	if err != nil {
-		return err
-	}
-	args := []string{
-		"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
-		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port), "--leader-elect=false",
-		"--service-account-private-key-file=" + c.PKI.SAKey,
+	return c.startSecureComponent(ctx, ControllerManager, ControllerManagerIdentity,
+		"--service-account-private-key-file="+c.PKI.SAKey,
 		// Without it kube-root-ca.crt has no CA and every projected token volume breaks.
-		"--root-ca-file=" + c.PKI.CACert,
+		"--root-ca-file="+c.PKI.CACert,
 		"--use-service-account-credentials=true",
 		"--cluster-cidr=10.244.0.0/16", "--service-cluster-ip-range=10.96.0.0/16",
-		"--controllers=*",
-	}
-	_, err = c.start(ctx, ControllerManager, args, httpCheck(insecureLoopback(), fmt.Sprintf("https://127.0.0.1:%d/healthz", port)))
-	return err
+		"--controllers=*")
 }
 
 func (c *Cluster) startDefaultScheduler(ctx context.Context) error {
-	kc, err := c.WriteKubeconfig(DefaultScheduler, SchedulerIdentity)
+	return c.startSecureComponent(ctx, DefaultScheduler, SchedulerIdentity)
+}
+
+// startSecureComponent runs a control-plane component that talks to the apiserver as id and
+// serves its health on a loopback secure port (kube-controller-manager, kube-scheduler).
+func (c *Cluster) startSecureComponent(ctx context.Context, name string, id Identity, extra ...string) error {
+	kc, err := c.WriteKubeconfig(name, id)
 	if err != nil {
 		return err
 	}
@@ -427,11 +420,11 @@ func (c *Cluster) startDefaultScheduler(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	args := []string{
+	args := append([]string{
 		"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc,
 		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port), "--leader-elect=false",
-	}
-	_, err = c.start(ctx, DefaultScheduler, args, httpCheck(insecureLoopback(), fmt.Sprintf("https://127.0.0.1:%d/healthz", port)))
+	}, extra...)
+	_, err = c.start(ctx, name, args, httpCheck(insecureLoopback(), fmt.Sprintf("https://127.0.0.1:%d/healthz", port)))
 	return err
 }
 
