@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
@@ -328,9 +329,10 @@ func TestHelmLint(t *testing.T) {
 func TestApplyServerSide(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	// No SPO CRDs preinstalled: the chart's own (spoCRDs.install=auto) are applied.
+	// No SPO CRDs preinstalled: the chart's own (spoCRDs.install=auto) are applied. The
+	// controller manager stays (namespaces get their default ServiceAccount from it).
 	c, err := cluster.Start(ctx, cluster.Config{Logf: t.Logf, WithoutKWOK: true, WithoutDefaultScheduler: true,
-		WithoutControllerManager: true, WithoutBerthCRDs: true})
+		WithoutBerthCRDs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +407,14 @@ func TestApplyServerSide(t *testing.T) {
 				_, err := mapper.RESTMapping(berthv1alpha1.GroupVersion.WithKind("SecondaryScheduler").GroupKind(), "v1alpha1")
 				return err == nil, nil
 			}); err != nil {
-				t.Fatal("SecondaryScheduler CRD not served")
+				list, lerr := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).List(ctx, metav1.ListOptions{})
+				var names []string
+				if lerr == nil {
+					for _, i := range list.Items {
+						names = append(names, i.GetName())
+					}
+				}
+				t.Fatalf("SecondaryScheduler CRD not served (CRDs: %v %v; applied %d)", names, lerr, len(crds))
 			}
 			kinds := map[string]int{}
 			for _, o := range rest {
