@@ -1,0 +1,387 @@
+// Package helm installs charts/berth with the Helm Go SDK into the local cluster with a real
+// node (containerd + kubelet, Berth's images imported from bin/images): the operator, the
+// scheduler it creates, the load watcher and the agent run as real pods; a workload is bound by
+// berth-scheduler; an upgrade rolls the scheduler; an uninstall leaves nothing of Berth behind.
+// It needs root and `make tools images`.
+package helm
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/e2e/chart"
+	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/operator"
+)
+
+const (
+	realNode  = "berth-real"
+	release   = "berth"
+	ns        = "berth-system"
+	watcherIP = "10.96.200.20" // fixed: pods here have no cluster DNS
+	crName    = "berth-scheduler"
+)
+
+// values pins every Berth pod to the real node and uses the imported images only.
+func values(tlpWeight int) map[string]any {
+	pin := map[string]any{"kubernetes.io/hostname": realNode}
+	img := func(repo string) map[string]any {
+		return map[string]any{"repository": repo, "tag": "dev", "pullPolicy": "Never"}
+	}
+	return map[string]any{
+		"operator": map[string]any{"nodeSelector": pin, "image": img("localhost/berth/berth-operator"), "logLevel": "debug"},
+		"scheduler": map[string]any{"nodeSelector": pin, "image": img("localhost/berth/berth-scheduler"),
+			"resources": map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "32Mi"}},
+			"plugins":   map[string]any{"targetLoadPacking": map[string]any{"weight": tlpWeight}},
+			"loadAware": map[string]any{"refreshIntervalSeconds": 2}},
+		"loadWatcher": map[string]any{"nodeSelector": pin, "image": img("localhost/berth/berth-loadwatcher"),
+			"service": map[string]any{"clusterIP": watcherIP}},
+		"agent": map[string]any{"nodeSelector": pin, "image": img("localhost/berth/berth-agent"), "reportInterval": "2s"},
+	}
+}
+
+func TestHelmInstallUpgradeUninstall(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	start := time.Now()
+	c, err := cluster.Start(ctx, cluster.Config{
+		RealNode: &cluster.RealNodeConfig{NodeName: realNode},
+		Logf:     t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	rn := c.RealNode()
+	if err := c.AddNodes(ctx, cluster.NodeSpec{Name: "kwok-1", CPU: "4", Memory: "8Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	scheme, err := operator.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := chart.Config(c.Kubeconfig, ns, func(f string, a ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			dump(t, c)
+		}
+	})
+	t.Logf("cluster with real node up after %s", time.Since(start).Round(time.Second))
+
+	t.Run("helm install: every component Ready on the real node", func(t *testing.T) {
+		rel, err := chart.Install(ctx, cfg, release, ns, values(1), 3*time.Minute)
+		if err != nil {
+			t.Fatalf("helm install: %v", err)
+		}
+		if rel.Info.Status != "deployed" {
+			t.Fatalf("release status %s", rel.Info.Status)
+		}
+		ss := waitCR(ctx, t, cl, "Available", func(ss *berthv1alpha1.SecondaryScheduler) bool {
+			return meta.IsStatusConditionTrue(ss.Status.Conditions, berthv1alpha1.ConditionAvailable) && ss.Status.ConfigHash != ""
+		})
+		t.Logf("SecondaryScheduler available with config %s after %s", ss.Status.ConfigHash, time.Since(start).Round(time.Second))
+		for _, sel := range []string{
+			"app.kubernetes.io/name=berth-operator", "app.kubernetes.io/name=berth-loadwatcher",
+			"app.kubernetes.io/name=berth-agent", "app.kubernetes.io/name=berth-scheduler,app.kubernetes.io/instance=" + crName,
+		} {
+			pods, err := framework.WaitPods(ctx, c.Client, ns, sel, 1, 2*time.Minute, ready)
+			if err != nil {
+				t.Fatalf("%s: %v", sel, err)
+			}
+			for _, p := range pods {
+				if p.Spec.NodeName != realNode {
+					t.Errorf("pod %s on %s, want %s", p.Name, p.Spec.NodeName, realNode)
+				}
+			}
+		}
+	})
+
+	t.Run("the agent's reports reach the load watcher (ClusterIP, projected token, TokenReview)", func(t *testing.T) {
+		// The agent pushes to the Service's fixed ClusterIP; the test reads the watcher at its
+		// pod IP (the cluster's namespace routes only the pod subnet, ClusterIPs are DNAT'ed
+		// for pods). A fresh report therefore proves the agent's whole path.
+		pods, err := framework.WaitPods(ctx, c.Client, ns, "app.kubernetes.io/name=berth-loadwatcher", 1, time.Minute, ready)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: rn.DialContext}}
+		var last string
+		err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+			resp, err := hc.Get(fmt.Sprintf("http://%s/watcher/%s", net.JoinHostPort(pods[0].Status.PodIP, "2020"), realNode))
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
+			// Stale or never-reported nodes appear only in berthNodes, never in NodeMetricsMap.
+			return resp.StatusCode == 200 && strings.Contains(string(b), `"NodeMetricsMap":{"`+realNode+`"`), nil
+		})
+		if err != nil {
+			t.Fatalf("no fresh report for %s at the watcher: %s", realNode, last)
+		}
+		t.Logf("watcher: %s", last)
+	})
+
+	t.Run("a workload with schedulerName berth-scheduler is bound by the scheduler pod", func(t *testing.T) {
+		const app = "helm-app"
+		spec := framework.PodSpec("berth-scheduler", "10m", "16Mi")
+		spec.Containers[0].Image = cluster.PauseImage
+		spec.Containers[0].ImagePullPolicy = corev1.PullNever
+		if err := framework.EnsureNamespace(ctx, c.Client, app); err != nil {
+			t.Fatal(err)
+		}
+		d := framework.Deployment(app, app, 2, spec)
+		if _, err := c.Client.AppsV1().Deployments(app).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pods, err := framework.WaitPods(ctx, c.Client, app, labelSelector(d), 2, 2*time.Minute, framework.Running)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range pods {
+			ev, err := framework.WaitSchedulingEvent(ctx, c.Client, &pods[i], "Scheduled", 30*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Scheduler != "berth-scheduler" {
+				t.Errorf("pod %s bound by %q, want berth-scheduler", pods[i].Name, ev.Scheduler)
+			}
+		}
+		if err := c.Client.CoreV1().Namespaces().Delete(ctx, app, metav1.DeleteOptions{}); err != nil {
+			t.Error(err)
+		}
+	})
+
+	t.Run("helm upgrade with a new weight rolls the scheduler", func(t *testing.T) {
+		before := &berthv1alpha1.SecondaryScheduler{}
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: crName}, before); err != nil {
+			t.Fatal(err)
+		}
+		oldHash := before.Status.ConfigHash
+		if _, err := chart.Upgrade(ctx, cfg, release, ns, values(7), 3*time.Minute); err != nil {
+			t.Fatalf("helm upgrade: %v", err)
+		}
+		ss := waitCR(ctx, t, cl, "a new configHash, rolled out", func(ss *berthv1alpha1.SecondaryScheduler) bool {
+			return ss.Status.ConfigHash != "" && ss.Status.ConfigHash != oldHash &&
+				meta.IsStatusConditionTrue(ss.Status.Conditions, berthv1alpha1.ConditionAvailable) &&
+				meta.IsStatusConditionFalse(ss.Status.Conditions, berthv1alpha1.ConditionProgressing)
+		})
+		if w := ss.Spec.Plugins.TargetLoadPacking.Weight.Weight; w == nil || *w != 7 {
+			t.Errorf("CR weight %v, want 7", w)
+		}
+		cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, crName+"-config", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(cm.Data[operator.ConfigKey], "weight: 7") {
+			t.Errorf("rendered configuration lacks weight 7:\n%s", cm.Data[operator.ConfigKey])
+		}
+		pods, err := framework.WaitPods(ctx, c.Client, ns, "app.kubernetes.io/name=berth-scheduler", 1, 2*time.Minute, func(p *corev1.Pod) bool {
+			return ready(p) && p.Annotations[operator.AnnotationConfigHash] == ss.Status.ConfigHash && p.DeletionTimestamp == nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("config %s -> %s, scheduler pod %s", oldHash, ss.Status.ConfigHash, pods[0].Name)
+	})
+
+	t.Run("helm uninstall leaves nothing of Berth behind", func(t *testing.T) {
+		if err := chart.Uninstall(cfg, release, 3*time.Minute); err != nil {
+			t.Fatalf("helm uninstall: %v", err)
+		}
+		var list berthv1alpha1.SecondarySchedulerList
+		if err := cl.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) != 0 {
+			t.Errorf("SecondarySchedulers left: %d (finalizers %v)", len(list.Items), list.Items[0].Finalizers)
+		}
+		berth := []string{"app.kubernetes.io/part-of=berth", operator.LabelOwnerNamespace + "=" + ns}
+		// Owned objects go through the garbage collector: give it a moment.
+		err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+			return len(leftovers(ctx, t, c, berth)) == 0, nil
+		})
+		if err != nil {
+			t.Errorf("left behind: %v", leftovers(ctx, t, c, berth))
+		}
+		// Leader-election Leases are written by the leader-election libraries, not by the
+		// chart or the operator; report them.
+		if ls, err := c.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{}); err == nil {
+			for _, l := range ls.Items {
+				t.Logf("lease left (leader election record): %s", l.Name)
+			}
+		}
+	})
+	t.Logf("total %s", time.Since(start).Round(time.Second))
+}
+
+func ready(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func labelSelector(d *appsv1.Deployment) string {
+	var parts []string
+	for k, v := range d.Spec.Selector.MatchLabels {
+		parts = append(parts, k+"="+v)
+	}
+	return strings.Join(parts, ",")
+}
+
+func waitCR(ctx context.Context, t *testing.T, cl client.Client, what string, ok func(*berthv1alpha1.SecondaryScheduler) bool) *berthv1alpha1.SecondaryScheduler {
+	t.Helper()
+	ss := &berthv1alpha1.SecondaryScheduler{}
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: crName}, ss); err != nil {
+			return false, nil
+		}
+		return ok(ss), nil
+	})
+	if err != nil {
+		t.Fatalf("SecondaryScheduler %s/%s never %s: status %+v", ns, crName, what, ss.Status)
+	}
+	return ss
+}
+
+// leftovers lists Berth's objects still in the cluster: labelled ones in the namespace,
+// cluster-wide RBAC and kube-system RoleBindings, and any pod in the namespace.
+func leftovers(ctx context.Context, t *testing.T, c *cluster.Cluster, selectors []string) []string {
+	var out []string
+	add := func(kind, ns, name string) { out = append(out, kind+" "+ns+"/"+name) }
+	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return []string{err.Error()}
+	}
+	for _, p := range pods.Items {
+		add("Pod", ns, p.Name)
+	}
+	for _, sel := range selectors {
+		lo := metav1.ListOptions{LabelSelector: sel}
+		if l, err := c.Client.AppsV1().Deployments(ns).List(ctx, lo); err == nil {
+			for _, o := range l.Items {
+				add("Deployment", ns, o.Name)
+			}
+		}
+		if l, err := c.Client.AppsV1().DaemonSets(ns).List(ctx, lo); err == nil {
+			for _, o := range l.Items {
+				add("DaemonSet", ns, o.Name)
+			}
+		}
+		if l, err := c.Client.CoreV1().Services(ns).List(ctx, lo); err == nil {
+			for _, o := range l.Items {
+				add("Service", ns, o.Name)
+			}
+		}
+		if l, err := c.Client.CoreV1().ServiceAccounts(ns).List(ctx, lo); err == nil {
+			for _, o := range l.Items {
+				add("ServiceAccount", ns, o.Name)
+			}
+		}
+		if l, err := c.Client.CoreV1().ConfigMaps(ns).List(ctx, lo); err == nil {
+			for _, o := range l.Items {
+				add("ConfigMap", ns, o.Name)
+			}
+		}
+		if l, err := c.Client.BatchV1().Jobs(ns).List(ctx, lo); err == nil {
+			for _, o := range l.Items {
+				add("Job", ns, o.Name)
+			}
+		}
+		for _, rns := range []string{ns, "kube-system"} {
+			if l, err := c.Client.RbacV1().Roles(rns).List(ctx, lo); err == nil {
+				for _, o := range l.Items {
+					add("Role", rns, o.Name)
+				}
+			}
+			if l, err := c.Client.RbacV1().RoleBindings(rns).List(ctx, lo); err == nil {
+				for _, o := range l.Items {
+					add("RoleBinding", rns, o.Name)
+				}
+			}
+		}
+		if l, err := c.Client.RbacV1().ClusterRoles().List(ctx, lo); err == nil {
+			for _, o := range l.Items {
+				add("ClusterRole", "", o.Name)
+			}
+		}
+		if l, err := c.Client.RbacV1().ClusterRoleBindings().List(ctx, lo); err == nil {
+			for _, o := range l.Items {
+				add("ClusterRoleBinding", "", o.Name)
+			}
+		}
+		if l, err := c.Client.PolicyV1().PodDisruptionBudgets(ns).List(ctx, lo); err == nil {
+			for _, o := range l.Items {
+				add("PodDisruptionBudget", ns, o.Name)
+			}
+		}
+	}
+	// Helm's own release records.
+	if l, err := c.Client.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"}); err == nil {
+		for _, o := range l.Items {
+			add("Secret", ns, o.Name)
+		}
+	}
+	return out
+}
+
+// dump logs what a failure needs: pods, events and the components' logs via the kubelet's files.
+func dump(t *testing.T, c *cluster.Cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, n := range []string{ns, "helm-app"} {
+		pods, err := c.Client.CoreV1().Pods(n).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for _, p := range pods.Items {
+			t.Logf("pod %s/%s node=%s phase=%s conditions=%v", n, p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Conditions)
+			for _, cs := range p.Status.ContainerStatuses {
+				t.Logf("  container %s ready=%v restarts=%d state=%+v last=%+v", cs.Name, cs.Ready, cs.RestartCount, cs.State, cs.LastTerminationState)
+			}
+			for _, cn := range p.Spec.Containers {
+				b, err := c.Client.CoreV1().Pods(n).GetLogs(p.Name, &corev1.PodLogOptions{Container: cn.Name, TailLines: ptr(int64(30))}).DoRaw(ctx)
+				if err == nil {
+					t.Logf("  logs %s:\n%s", cn.Name, b)
+				}
+			}
+		}
+		evs, err := c.Client.CoreV1().Events(n).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			for _, e := range evs.Items {
+				if e.Type != corev1.EventTypeNormal {
+					t.Logf("event %s %s/%s %s: %s", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+				}
+			}
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
