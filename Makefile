@@ -17,7 +17,7 @@ K8S_LDFLAGS := -s -w \
   -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=37
 
 K8S_TOOLS := kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy
-TOOLS := $(addprefix $(BIN)/,etcd kwok $(K8S_TOOLS))
+TOOLS := $(addprefix $(BIN)/,etcd kwok helm $(K8S_TOOLS))
 BERTH_BINS := $(addprefix $(BIN)/,berth-scheduler berth-agent berth-loadwatcher $(if $(wildcard cmd/operator/*.go),berth-operator))
 HARNESS_BINS := $(addprefix $(BIN)/,berth-local schedbench)
 BERTH_SRC := $(shell find api pkg cmd -name '*.go' -o -name go.mod -o -name go.sum 2>/dev/null)
@@ -27,7 +27,7 @@ UNIT_PKGS := ./pkg/... $(patsubst %,./%/...,$(wildcard cmd/*))
 E2E_PKGS := ./e2e/...
 GO_TEST_FLAGS ?=
 
-.PHONY: all tools build images generate test test-unit test-e2e verify bench bench-exs bench-agent demo up down fmt clean
+.PHONY: all tools build images generate lint-chart test test-unit test-e2e verify bench bench-exs bench-agent demo up down fmt clean
 
 all: build
 
@@ -41,6 +41,17 @@ $(addprefix $(BIN)/,$(K8S_TOOLS)): $(BIN)/%: tools/k8s/go.mod tools/k8s/go.sum
 $(BIN)/etcd: tools/k8s/go.mod tools/k8s/go.sum
 	@mkdir -p $(BIN)
 	cd tools/k8s && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $@ go.etcd.io/etcd/server/v3
+
+HELM_VERSION := v3.22.0
+# Without the k8s version, helm assumes Kubernetes v1.20 and refuses the chart's kubeVersion.
+HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+  -X helm.sh/helm/v3/internal/version.gitTreeState=clean \
+  -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37 \
+  -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37
+
+$(BIN)/helm: tools/helm/go.mod tools/helm/go.sum
+	@mkdir -p $(BIN)
+	cd tools/helm && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(HELM_LDFLAGS)" -o $@ helm.sh/helm/v3/cmd/helm
 
 $(BIN)/kwok: tools/kwok/go.mod tools/kwok/go.sum
 	@mkdir -p $(BIN)
@@ -117,6 +128,10 @@ PODS ?= 2000
 ROUNDS ?= 3
 bench: tools build $(BIN)/schedbench
 	$(BIN)/schedbench -nodes $(NODES) -pods $(PODS) -rounds $(ROUNDS) -v
+
+## lint-chart: helm lint of charts/berth
+lint-chart: $(BIN)/helm
+	$(BIN)/helm lint --strict charts/berth
 
 ## bench-exs: total cluster ExS of a mixed workload, SySched vs the default plugins
 bench-exs: tools build
