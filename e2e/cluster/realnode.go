@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -80,6 +81,34 @@ type RealNode struct {
 	// createdHostPaths did not exist before the node started (see hostPaths).
 	createdHostPaths []string
 	shimSockets      []string
+	// hostLock is held from network creation to the end of teardown (see lockHost).
+	hostLock *os.File
+}
+
+// realNodeLockPath serialises real nodes across processes: `go test ./e2e/...` runs suites
+// in parallel, and kubelets share host-global paths (the device-plugin socket, container log
+// links, kernel settings they change and teardown restores) that one cluster's teardown must
+// not take from another's.
+var realNodeLockPath = filepath.Join(os.TempDir(), "berth-realnode.lock")
+
+// lockHost waits (bounded) until no other real node runs on this machine.
+func lockHost(timeout time.Duration) (*os.File, error) {
+	f, err := os.OpenFile(realNodeLockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("%w: another real node holds %s: %v", ErrRealNodeUnavailable, realNodeLockPath, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func (c *Cluster) realNode() *RealNode {
@@ -250,6 +279,11 @@ func (c *Cluster) realNodeNetwork() error {
 	if r == nil {
 		return nil
 	}
+	lock, err := lockHost(10 * time.Minute)
+	if err != nil {
+		return err
+	}
+	r.hostLock = lock
 	id := make([]byte, 4)
 	_, _ = rand.Read(id)
 	suffix := hex.EncodeToString(id)

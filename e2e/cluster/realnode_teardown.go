@@ -224,6 +224,9 @@ func (c *Cluster) realNodeTeardown() error {
 		c.mu.Lock()
 		c.node = nil
 		c.mu.Unlock()
+		if r.hostLock != nil {
+			r.hostLock.Close() // releases the flock
+		}
 	}()
 	var errs []error
 	if r.paths.Socket != "" {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -178,4 +180,26 @@ func TestRealNodeRefusesMissingTools(t *testing.T) {
 	if started != 0 {
 		t.Errorf("%d processes started before refusing", started)
 	}
+}
+
+func TestRealNodeHostLockSerialises(t *testing.T) {
+	old := realNodeLockPath
+	realNodeLockPath = filepath.Join(t.TempDir(), "lock")
+	t.Cleanup(func() { realNodeLockPath = old })
+	first, err := lockHost(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second, err := lockHost(300 * time.Millisecond); err == nil {
+		second.Close()
+		t.Fatal("a second real node got the host while the first held it")
+	} else if !errors.Is(err, ErrRealNodeUnavailable) {
+		t.Fatalf("want ErrRealNodeUnavailable, got %v", err)
+	}
+	first.Close()
+	again, err := lockHost(time.Second)
+	if err != nil {
+		t.Fatalf("lock not released by the first node: %v", err)
+	}
+	again.Close()
 }
