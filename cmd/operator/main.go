@@ -28,7 +28,11 @@ func main() {
 		"namespace of the leader-election Lease (default: the pod's namespace; required outside a cluster)")
 	flag.DurationVar(&o.GracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "how long to wait for reconciles to finish on shutdown")
 	cleanupNS := flag.String("cleanup-namespace", "",
-		"instead of operating: delete every SecondaryScheduler in this namespace, remove their cluster-scoped RBAC, and exit (the chart's pre-delete hook)")
+		"instead of operating: stop the operator (--cleanup-operator-deployment), delete every SecondaryScheduler in this namespace "+
+			"and their cluster-scoped RBAC, wait for their scheduler pods to go, delete the leader-election Leases "+
+			"(--leader-election-id and the schedulers'), and exit (the chart's pre-delete hook)")
+	cleanupDeployment := flag.String("cleanup-operator-deployment", "",
+		"with --cleanup-namespace: the operator's Deployment in that namespace, scaled to 0 before its Lease is deleted (required)")
 	cleanupTimeout := flag.Duration("cleanup-timeout", 2*time.Minute, "how long --cleanup-namespace may take")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -43,7 +47,13 @@ func main() {
 		os.Exit(1)
 	}
 	if *cleanupNS != "" {
-		if err := cleanup(cfg, *cleanupNS, *cleanupTimeout); err != nil {
+		co := operator.CleanupOptions{Namespace: *cleanupNS, OperatorDeployment: *cleanupDeployment,
+			OperatorLease: o.LeaderElectionID, OperatorLeaseNamespace: o.LeaderElectionNamespace}
+		if co.OperatorDeployment == "" {
+			fmt.Fprintln(os.Stderr, "berth-operator: --cleanup-namespace needs --cleanup-operator-deployment (the operator must stop before its Lease is deleted)")
+			os.Exit(2)
+		}
+		if err := cleanup(cfg, co, *cleanupTimeout); err != nil {
 			fmt.Fprintln(os.Stderr, "berth-operator: cleanup:", err)
 			os.Exit(1)
 		}
@@ -63,7 +73,7 @@ func main() {
 	log.Info("stopped")
 }
 
-func cleanup(cfg *rest.Config, namespace string, timeout time.Duration) error {
+func cleanup(cfg *rest.Config, o operator.CleanupOptions, timeout time.Duration) error {
 	scheme, err := operator.Scheme()
 	if err != nil {
 		return err
@@ -74,5 +84,6 @@ func cleanup(cfg *rest.Config, namespace string, timeout time.Duration) error {
 	}
 	ctx, cancel := context.WithTimeout(ctrl.SetupSignalHandler(), timeout)
 	defer cancel()
-	return operator.Cleanup(ctx, c, namespace)
+	ctx = ctrl.LoggerInto(ctx, ctrl.Log.WithName("cleanup"))
+	return operator.Cleanup(ctx, c, o)
 }

@@ -49,6 +49,10 @@ func RBACPrefix(ss *berthv1alpha1.SecondaryScheduler) string {
 	return fmt.Sprintf("berth:%s:%s", ss.Namespace, ss.Name)
 }
 
+// LeaseName is the scheduler's leader-election Lease (in the resource's namespace): the
+// resourceName schedconfig.Render writes into the configuration, which is the schedulerName.
+func LeaseName(ss *berthv1alpha1.SecondaryScheduler) string { return schedulerName(ss) }
+
 func schedulerName(ss *berthv1alpha1.SecondaryScheduler) string {
 	if ss.Spec.SchedulerName == "" {
 		return schedconfig.DefaultSchedulerName
@@ -60,6 +64,9 @@ func schedulerName(ss *berthv1alpha1.SecondaryScheduler) string {
 func OwnerLabels(ss *berthv1alpha1.SecondaryScheduler) map[string]string {
 	return map[string]string{LabelOwnerNamespace: ss.Namespace, LabelOwnerName: ss.Name, LabelManagedBy: ManagerName}
 }
+
+// PodLabels are the labels of the scheduler's pods (the Deployment's selector).
+func PodLabels(ss *berthv1alpha1.SecondaryScheduler) map[string]string { return selectorLabels(ss) }
 
 func selectorLabels(ss *berthv1alpha1.SecondaryScheduler) map[string]string {
 	return map[string]string{LabelName: "berth-scheduler", LabelInstance: ss.Name}
@@ -83,7 +90,7 @@ func objectMeta(ss *berthv1alpha1.SecondaryScheduler, name, namespace string, ow
 // carry an owner reference, the others (cluster-scoped, kube-system) rely on the finalizer.
 func RBAC(ss *berthv1alpha1.SecondaryScheduler) rbac.Objects {
 	o := rbac.SchedulerRBACNamed(rbac.ServiceAccountSubject(ss.Namespace, ServiceAccountName(ss)),
-		RBACPrefix(ss), schedulerName(ss), ss.Namespace)
+		RBACPrefix(ss), LeaseName(ss), ss.Namespace)
 	o.Each(func(obj metav1.Object) {
 		m := objectMeta(ss, obj.GetName(), obj.GetNamespace(), obj.GetNamespace() == ss.Namespace)
 		obj.SetLabels(m.Labels)

@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/pkg/scheduler/schedconfig"
@@ -73,5 +74,32 @@ func TestRBACOwnership(t *testing.T) {
 	}
 	if got := o.Roles[0].Rules[1].ResourceNames; len(got) != 1 || got[0] != "berth-scheduler" {
 		t.Errorf("lease role names %v, want the scheduler's Lease", got)
+	}
+}
+
+// The Lease the cleanup deletes must be the one the scheduler elects on: the resourceName
+// schedconfig.Render writes, with and without an explicit schedulerName.
+func TestLeaseNameIsRenderedResourceName(t *testing.T) {
+	for _, name := range []string{"sched-a", ""} {
+		ss := testCR()
+		ss.Spec.SchedulerName = name
+		ss.Spec.Plugins = &berthv1alpha1.PluginSet{SySched: &berthv1alpha1.SySchedPlugin{}}
+		r, err := schedconfig.Render(ss, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			LeaderElection struct {
+				ResourceName      string `json:"resourceName"`
+				ResourceNamespace string `json:"resourceNamespace"`
+			} `json:"leaderElection"`
+		}
+		if err := yaml.Unmarshal(r.YAML, &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.LeaderElection.ResourceName != LeaseName(ss) || doc.LeaderElection.ResourceNamespace != ss.Namespace {
+			t.Errorf("schedulerName %q: rendered Lease %s/%s, LeaseName %q", name,
+				doc.LeaderElection.ResourceNamespace, doc.LeaderElection.ResourceName, LeaseName(ss))
+		}
 	}
 }

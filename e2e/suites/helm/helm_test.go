@@ -210,6 +210,18 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	})
 
 	t.Run("helm uninstall leaves nothing of Berth behind", func(t *testing.T) {
+		// The leader-election Leases are written by client-go, not by the chart or the
+		// operator: they must exist now, or their absence afterwards would prove nothing.
+		ss := &berthv1alpha1.SecondaryScheduler{}
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: crName}, ss); err != nil {
+			t.Fatal(err)
+		}
+		leases := []string{release + "-operator", operator.LeaseName(ss)}
+		for _, name := range leases {
+			if _, err := c.Client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+				t.Fatalf("leader-election Lease %s/%s before uninstall: %v", ns, name, err)
+			}
+		}
 		if err := chart.Uninstall(cfg, release, 3*time.Minute); err != nil {
 			t.Fatalf("helm uninstall: %v", err)
 		}
@@ -228,12 +240,19 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		if err != nil {
 			t.Errorf("left behind: %v", leftovers(ctx, t, c, berth))
 		}
-		// Leader-election Leases are written by the leader-election libraries, not by the
-		// chart or the operator; report them.
-		if ls, err := c.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{}); err == nil {
-			for _, l := range ls.Items {
-				t.Logf("lease left (leader election record): %s", l.Name)
+		// Checked last, once no pod is left in the namespace (leftovers lists every pod): no
+		// holder remains that could re-create a Lease. Everything in the namespace is Berth's,
+		// so no Lease at all may be left, whatever its name.
+		ls, err := c.Client.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls.Items {
+			holder := ""
+			if l.Spec.HolderIdentity != nil {
+				holder = *l.Spec.HolderIdentity
 			}
+			t.Errorf("Lease %s/%s left after uninstall (holder %q; Berth's are %v)", ns, l.Name, holder, leases)
 		}
 	})
 	t.Logf("total %s", time.Since(start).Round(time.Second))
