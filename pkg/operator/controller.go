@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -47,12 +48,18 @@ const (
 	ReasonDeploymentMissing    = "DeploymentNotFound"
 	ReasonUnmanaged            = "Unmanaged"
 	ReasonRemoved              = "Removed"
+	ReasonImagePullFailed      = "ImagePullFailed"
+	ReasonPodsFailing          = "SchedulerPodsFailing"
 )
 
 // Reconciler reconciles SecondarySchedulers.
 type Reconciler struct {
 	Client client.Client
 	Scheme *runtime.Scheme
+	// APIReader reads the scheduler's pods straight from the API server, namespaced and by
+	// label: caching every pod in the cluster to watch a few would cost more than it saves.
+	// Nil: pods are not inspected.
+	APIReader client.Reader
 }
 
 // Scheme returns a scheme with the built-in types and Berth's API.
@@ -166,8 +173,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, errors.Join(reconcileErr, err)
 	}
+	if reconcileErr == nil && meta.IsStatusConditionTrue(status.Conditions, berthv1alpha1.ConditionProgressing) {
+		// A rollout's pods change state without touching the Deployment (an image pull
+		// failing, a container crashing): look again until the rollout settles.
+		return reconcile.Result{RequeueAfter: rolloutRecheck}, nil
+	}
 	return reconcile.Result{}, reconcileErr
 }
+
+// rolloutRecheck is how often a rolling-out scheduler's pods are inspected.
+const rolloutRecheck = 10 * time.Second
 
 // manage renders and validates, and applies only a valid configuration.
 func (r *Reconciler) manage(ctx context.Context, ss *berthv1alpha1.SecondaryScheduler, status *berthv1alpha1.SecondarySchedulerStatus) error {
@@ -214,7 +229,42 @@ func (r *Reconciler) manage(ctx context.Context, ss *berthv1alpha1.SecondarySche
 	status.ConfigHash = rendered.Hash
 	set(status, berthv1alpha1.ConditionDegraded, false, ReasonAsExpected, "configuration "+rendered.Hash+" is valid and applied")
 	r.observeDeployment(ctx, ss, status, "")
+	if reason, msg := r.podProblem(ctx, ss); reason != "" {
+		set(status, berthv1alpha1.ConditionDegraded, true, reason, msg)
+	}
 	return nil
+}
+
+// podProblem names the first scheduler pod that cannot start and why. A bad image or a
+// crashing binary only shows on the pods; the Deployment keeps the previous replicas running.
+func (r *Reconciler) podProblem(ctx context.Context, ss *berthv1alpha1.SecondaryScheduler) (reason, msg string) {
+	if r.APIReader == nil {
+		return "", ""
+	}
+	var pods corev1.PodList
+	if err := r.APIReader.List(ctx, &pods, client.InNamespace(ss.Namespace), client.MatchingLabels(PodLabels(ss))); err != nil {
+		log.FromContext(ctx).Info("cannot inspect scheduler pods", "error", err.Error())
+		return "", ""
+	}
+	for _, p := range pods.Items {
+		if !p.DeletionTimestamp.IsZero() {
+			continue
+		}
+		for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+			w := cs.State.Waiting
+			if w == nil {
+				continue
+			}
+			switch w.Reason {
+			case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
+				return ReasonImagePullFailed, fmt.Sprintf("scheduler pod %s cannot pull image %q (%s: %s); fix spec.image; running replicas are kept",
+					p.Name, cs.Image, w.Reason, w.Message)
+			case "CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError":
+				return ReasonPodsFailing, fmt.Sprintf("scheduler pod %s container %s: %s: %s", p.Name, cs.Name, w.Reason, w.Message)
+			}
+		}
+	}
+	return "", ""
 }
 
 func (r *Reconciler) apply(ctx context.Context, ss *berthv1alpha1.SecondaryScheduler, rendered *schedconfig.Rendered) error {

@@ -53,7 +53,7 @@ func NewManager(cfg *rest.Config, o Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
 	}
-	r := &Reconciler{Client: mgr.GetClient(), Scheme: scheme}
+	r := &Reconciler{Client: mgr.GetClient(), Scheme: scheme, APIReader: mgr.GetAPIReader()}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up controller: %w", err)
 	}

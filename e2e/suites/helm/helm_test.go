@@ -209,6 +209,40 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		t.Logf("config %s -> %s, scheduler pod %s", oldHash, ss.Status.ConfigHash, pods[0].Name)
 	})
 
+	t.Run("a scheduler image that cannot be pulled: Degraded naming it, the running scheduler kept", func(t *testing.T) {
+		running, err := framework.WaitPods(ctx, c.Client, ns, "app.kubernetes.io/name=berth-scheduler", 1, time.Minute, ready)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := values(7)
+		bad["scheduler"].(map[string]any)["image"] = map[string]any{"repository": "localhost/berth/berth-scheduler", "tag": "missing", "pullPolicy": "Never"}
+		if _, err := chart.Upgrade(ctx, cfg, release, ns, bad, 3*time.Minute); err != nil {
+			t.Fatalf("helm upgrade: %v", err)
+		}
+		ss := waitCR(ctx, t, cl, "Degraded with ImagePullFailed", func(ss *berthv1alpha1.SecondaryScheduler) bool {
+			d := meta.FindStatusCondition(ss.Status.Conditions, berthv1alpha1.ConditionDegraded)
+			return d != nil && d.Status == metav1.ConditionTrue && d.Reason == operator.ReasonImagePullFailed
+		})
+		msg := meta.FindStatusCondition(ss.Status.Conditions, berthv1alpha1.ConditionDegraded).Message
+		if !strings.Contains(msg, "localhost/berth/berth-scheduler:missing") || !strings.Contains(msg, "spec.image") {
+			t.Errorf("Degraded message should name the image and the field: %q", msg)
+		}
+		if !meta.IsStatusConditionTrue(ss.Status.Conditions, berthv1alpha1.ConditionAvailable) {
+			t.Errorf("scheduler not Available while the new image fails: %+v", ss.Status.Conditions)
+		}
+		still, err := c.Client.CoreV1().Pods(ns).Get(ctx, running[0].Name, metav1.GetOptions{})
+		if err != nil || !ready(still) || still.DeletionTimestamp != nil {
+			t.Errorf("the running scheduler pod %s did not keep running: %v", running[0].Name, err)
+		}
+		if _, err := chart.Upgrade(ctx, cfg, release, ns, values(7), 3*time.Minute); err != nil {
+			t.Fatalf("helm upgrade back: %v", err)
+		}
+		waitCR(ctx, t, cl, "healthy again", func(ss *berthv1alpha1.SecondaryScheduler) bool {
+			return meta.IsStatusConditionFalse(ss.Status.Conditions, berthv1alpha1.ConditionDegraded) &&
+				meta.IsStatusConditionFalse(ss.Status.Conditions, berthv1alpha1.ConditionProgressing)
+		})
+	})
+
 	t.Run("helm uninstall leaves nothing of Berth behind", func(t *testing.T) {
 		// The leader-election Leases are written by client-go, not by the chart or the
 		// operator: they must exist now, or their absence afterwards would prove nothing.
