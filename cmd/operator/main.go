@@ -1,6 +1,7 @@
 // Command berth-operator reconciles SecondarySchedulers into berth-scheduler Deployments:
 // leader-elected, with /healthz and /readyz on --health-probe-bind-address and /metrics on
-// --metrics-bind-address; SIGTERM stops it gracefully (and releases the Lease).
+// --metrics-bind-address (HTTPS, bearer tokens allowed to get /metrics, unless
+// --metrics-secure=false); SIGTERM stops it gracefully (and releases the Lease).
 package main
 
 import (
@@ -21,6 +22,9 @@ import (
 func main() {
 	var o operator.Options
 	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics (0 disables it)")
+	metricsSecure := flag.Bool("metrics-secure", true,
+		"serve /metrics over HTTPS (self-signed certificate) to bearer tokens allowed to get /metrics (TokenReview + SubjectAccessReview); "+
+			"false serves plain HTTP to anyone, for local debugging only")
 	flag.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.BoolVar(&o.LeaderElection, "leader-elect", true, "elect a leader so only one replica reconciles")
 	flag.StringVar(&o.LeaderElectionID, "leader-election-id", "berth-operator", "name of the leader-election Lease")
@@ -38,6 +42,7 @@ func main() {
 	zapOpts.BindFlags(flag.CommandLine)
 	// --kubeconfig is registered by controller-runtime's config package.
 	flag.Parse()
+	o.MetricsInsecure = !*metricsSecure
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("berth-operator")
 
@@ -65,7 +70,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "berth-operator:", err)
 		os.Exit(1)
 	}
-	log.Info("starting", "metrics", o.MetricsAddr, "health", o.HealthAddr, "leaderElect", o.LeaderElection)
+	log.Info("starting", "metrics", o.MetricsAddr, "metricsSecure", *metricsSecure, "health", o.HealthAddr, "leaderElect", o.LeaderElection)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		fmt.Fprintln(os.Stderr, "berth-operator:", err)
 		os.Exit(1)

@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -16,6 +17,12 @@ import (
 type Options struct {
 	// MetricsAddr serves /metrics ("0" disables it).
 	MetricsAddr string
+	// MetricsInsecure serves /metrics as plain HTTP to anyone (local debugging only). By
+	// default /metrics is HTTPS (a self-signed certificate) and every request needs a bearer
+	// token the API server accepts (TokenReview) for a user allowed to get the non-resource
+	// URL /metrics (SubjectAccessReview), like the scheduler's own /metrics. Inverted so the
+	// zero value is the secure one.
+	MetricsInsecure bool
 	// HealthAddr serves /healthz and /readyz.
 	HealthAddr string
 	// LeaderElection on a Lease named LeaderElectionID in LeaderElectionNamespace (required
@@ -42,7 +49,7 @@ func NewManager(cfg *rest.Config, o Options) (manager.Manager, error) {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                       metricsOptions(o),
 		HealthProbeBindAddress:        o.HealthAddr,
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              o.LeaderElectionID,
@@ -71,4 +78,18 @@ func NewManager(cfg *rest.Config, o Options) (manager.Manager, error) {
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// metricsOptions serves /metrics over HTTPS behind the API server's authentication and
+// authorization unless o.MetricsInsecure. The filter authenticates bearer tokens only (client
+// certificates are not checked), so scrapers present a ServiceAccount token.
+func metricsOptions(o Options) metricsserver.Options {
+	if o.MetricsInsecure {
+		return metricsserver.Options{BindAddress: o.MetricsAddr}
+	}
+	return metricsserver.Options{
+		BindAddress:    o.MetricsAddr,
+		SecureServing:  true,
+		FilterProvider: filters.WithAuthenticationAndAuthorization,
+	}
 }

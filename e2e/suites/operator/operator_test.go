@@ -1,18 +1,25 @@
 // Package operator runs the real berth-operator binary against the local cluster's real API
 // server, controller manager and KWOK nodes: the SecondaryScheduler CRD with its CEL rules,
 // owned objects, rollouts on configuration changes, refusal of invalid configurations,
-// management states and the finalizer's cleanup of cluster-scoped RBAC.
+// management states, the finalizer's cleanup of cluster-scoped RBAC, and /metrics served over
+// HTTPS only to bearer tokens the API server authenticates and authorises (the chart's
+// metrics-reader ClusterRole).
 package operator
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -20,6 +27,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -27,6 +35,7 @@ import (
 
 	"github.com/berth-sched/berth/api/crds"
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/e2e/chart"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
 	"github.com/berth-sched/berth/pkg/operator"
@@ -94,11 +103,9 @@ func TestOperator(t *testing.T) {
 	})
 	e := &env{c: c, cl: cl, ctx: ctx}
 
-	t.Run("serves healthz and metrics", func(t *testing.T) {
-		for _, u := range []string{fmt.Sprintf("http://127.0.0.1:%d/healthz", healthPort), fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)} {
-			if err := cluster.HTTPCheck(u)(ctx); err != nil {
-				t.Error(err)
-			}
+	t.Run("serves healthz over plain HTTP", func(t *testing.T) {
+		if err := cluster.HTTPCheck(fmt.Sprintf("http://127.0.0.1:%d/healthz", healthPort))(ctx); err != nil {
+			t.Error(err)
 		}
 	})
 
@@ -190,6 +197,11 @@ func TestOperator(t *testing.T) {
 		if crs != 1 || crbs != 4 || rbs != 1 {
 			t.Errorf("cluster-scoped objects: %d ClusterRoles, %d ClusterRoleBindings, %d kube-system RoleBindings; want 1, 4, 1", crs, crbs, rbs)
 		}
+	})
+
+	// After the create subtest, so the controller has reconciled and its counters are non-zero.
+	t.Run("metrics: HTTPS, only for tokens allowed to get /metrics", func(t *testing.T) {
+		e.checkMetrics(t, metricsPort)
 	})
 
 	t.Run("args change: new hash and a rollout", func(t *testing.T) {
@@ -527,4 +539,165 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// checkMetrics proves /metrics is HTTPS behind the API server's TokenReview and
+// SubjectAccessReview: the chart's own <release>-metrics-reader ClusterRole is what admits
+// the scraper's ServiceAccount token.
+func (e *env) checkMetrics(t *testing.T, port int) {
+	t.Helper()
+	ctx, cs := e.ctx, e.c.Client
+	// The chart's ClusterRole, not a hand-written copy: if the chart's rule is wrong, the
+	// scraper below gets 403.
+	r, err := chart.Render("berth", ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := chart.Objects(r.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := &rbacv1.ClusterRole{}
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRole" && o.GetName() == "berth-metrics-reader" {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, reader); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if reader.Name == "" {
+		t.Fatal("the chart renders no ClusterRole berth-metrics-reader")
+	}
+	reader.Name = "e2e-metrics-reader"
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, reader, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.RbacV1().ClusterRoles().Delete(context.Background(), reader.Name, metav1.DeleteOptions{})
+	})
+	token := map[string]string{}
+	for _, sa := range []string{"metrics-scraper", "metrics-nobody"} {
+		if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+			Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		token[sa] = tr.Status.Token
+	}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-metrics-scraper"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reader.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "metrics-scraper"}}}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
+	})
+	// Why: the operator's authorizer caches a denial for 30s; ask the API server first so the
+	// scraper's first request already sees the binding.
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:                  "system:serviceaccount:" + ns + ":metrics-scraper",
+			Groups:                []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"},
+		}}, metav1.CreateOptions{})
+		return err == nil && sar.Status.Allowed, nil
+	})
+	if err != nil {
+		t.Fatalf("the API server never allowed the scraper to get /metrics: %v", err)
+	}
+	adminCert, adminKey, err := e.c.PKI.ClientCert(cluster.AdminIdentity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := tls.LoadX509KeyPair(adminCert, adminKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("https://127.0.0.1:%d/metrics", port)
+	cases := []struct {
+		name       string
+		url        string
+		token      string
+		clientCert *tls.Certificate
+		wantStatus int
+	}{
+		// Go's TLS server answers a plain HTTP request with 400 and no metrics.
+		{name: "plain HTTP", url: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), wantStatus: http.StatusBadRequest},
+		{name: "anonymous", url: url, wantStatus: http.StatusUnauthorized},
+		// controller-runtime v0.25.2's filter reports a token the TokenReview rejects as an
+		// authentication error (500 "Authentication failed"), not 401: refused either way.
+		{name: "token the API server does not accept", url: url, token: "not-a-token", wantStatus: http.StatusInternalServerError},
+		// controller-runtime's filter authenticates bearer tokens only (TokenReview); even a
+		// system:masters client certificate is anonymous to it.
+		{name: "admin client certificate, no token", url: url, clientCert: &admin, wantStatus: http.StatusUnauthorized},
+		{name: "ServiceAccount not bound to metrics-reader", url: url, token: token["metrics-nobody"], wantStatus: http.StatusForbidden},
+		{name: "ServiceAccount bound to metrics-reader", url: url, token: token["metrics-scraper"], wantStatus: http.StatusOK},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// Why InsecureSkipVerify: the operator generates its self-signed serving
+			// certificate in memory at start, so there is no CA to pin; what is checked is
+			// that the connection is TLS and who gets through.
+			tlsCfg := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // self-signed, see above
+			if tc.clientCert != nil {
+				tlsCfg.Certificates = []tls.Certificate{*tc.clientCert}
+			}
+			hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, tc.url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tc.wantStatus {
+				t.Fatalf("status %d, want %d; body %.300s", resp.StatusCode, tc.wantStatus, body)
+			}
+			reconciles := reconcileTotal(string(body))
+			if tc.wantStatus != http.StatusOK {
+				if reconciles >= 0 {
+					t.Errorf("refused request still got metrics: %.300s", body)
+				}
+				return
+			}
+			if resp.TLS == nil {
+				t.Error("metrics served without TLS")
+			}
+			if reconciles <= 0 {
+				t.Errorf("controller_runtime_reconcile_total sums to %v after the operator reconciled; body %.500s", reconciles, body)
+			}
+		})
+	}
+}
+
+// reconcileTotal sums controller_runtime_reconcile_total over its series (-1: no such series).
+func reconcileTotal(exposition string) float64 {
+	sum, found := 0.0, false
+	for _, line := range strings.Split(exposition, "\n") {
+		if !strings.HasPrefix(line, "controller_runtime_reconcile_total{") {
+			continue
+		}
+		fields := strings.Fields(line)
+		var v float64
+		if _, err := fmt.Sscan(fields[len(fields)-1], &v); err == nil {
+			sum, found = sum+v, true
+		}
+	}
+	if !found {
+		return -1
+	}
+	return sum
 }
