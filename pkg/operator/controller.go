@@ -189,6 +189,14 @@ func (r *Reconciler) manage(ctx context.Context, ss *berthv1alpha1.SecondarySche
 	logger := log.FromContext(ctx)
 	var raw []byte
 	if ref := ss.Spec.ConfigMapRef; ref != nil {
+		if ref.Name == ConfigMapName(ss) {
+			// The operator writes the rendered configuration there: reading the user's input
+			// from it would overwrite that input with its own output.
+			set(status, berthv1alpha1.ConditionDegraded, true, ReasonInvalidConfiguration,
+				fmt.Sprintf("spec.configMapRef.name: %q is the ConfigMap the operator writes the rendered configuration to; put the raw configuration in a ConfigMap with another name; the running scheduler is unchanged", ref.Name))
+			r.observeDeployment(ctx, ss, status, "")
+			return nil
+		}
 		key := ref.Key
 		if key == "" {
 			key = ConfigKey
@@ -272,6 +280,11 @@ func (r *Reconciler) apply(ctx context.Context, ss *berthv1alpha1.SecondarySched
 	RBAC(ss).Each(func(o metav1.Object) { objs = append(objs, o.(client.Object)) })
 	objs = append(objs, ConfigMap(ss, rendered), Deployment(ss, rendered))
 	for _, o := range objs {
+		if err := r.checkNotAdopting(ctx, ss, o); err != nil {
+			return err
+		}
+	}
+	for _, o := range objs {
 		if err := r.ssa(ctx, o); err != nil {
 			return err
 		}
@@ -285,6 +298,32 @@ func (r *Reconciler) apply(ctx context.Context, ss *berthv1alpha1.SecondarySched
 
 // ssa server-side applies o as the operator: fields it sets are enforced, fields others set
 // (defaults, other controllers) are left alone, and an unchanged object is not written.
+// checkNotAdopting refuses to take over an object of the same name that this resource does not
+// own: server-side apply with forced ownership would silently overwrite a user's ConfigMap or
+// Deployment, and the owner reference would delete it with the resource.
+func (r *Reconciler) checkNotAdopting(ctx context.Context, ss *berthv1alpha1.SecondaryScheduler, o client.Object) error {
+	if len(o.GetOwnerReferences()) == 0 {
+		return nil // cluster-scoped objects are tracked by label, not owned
+	}
+	existing, ok := o.DeepCopyObject().(client.Object)
+	if !ok {
+		return nil
+	}
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(o), existing)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if ref := metav1.GetControllerOf(existing); ref != nil && ref.UID == ss.UID {
+		return nil
+	}
+	gvk, _ := r.Client.GroupVersionKindFor(o)
+	return fmt.Errorf("%s %s exists and is not managed by SecondaryScheduler %s/%s: rename or delete it (the operator does not take over objects it did not create)",
+		gvk.Kind, client.ObjectKeyFromObject(o), ss.Namespace, ss.Name)
+}
+
 func (r *Reconciler) ssa(ctx context.Context, o client.Object) error {
 	gvk, err := r.Client.GroupVersionKindFor(o)
 	if err != nil {

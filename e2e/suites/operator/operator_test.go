@@ -282,30 +282,39 @@ func TestOperator(t *testing.T) {
 		raw := &berthv1alpha1.SecondaryScheduler{
 			ObjectMeta: metav1.ObjectMeta{Name: "raw", Namespace: ns},
 			Spec: berthv1alpha1.SecondarySchedulerSpec{SchedulerName: "berth-raw", Image: image,
-				ConfigMapRef: &berthv1alpha1.ConfigMapKeyReference{Name: "raw-config"}},
+				ConfigMapRef: &berthv1alpha1.ConfigMapKeyReference{Name: "raw-input"}},
 		}
 		if err := cl.Create(ctx, raw); err != nil {
 			t.Fatal(err)
 		}
-		e.waitCondition(t, "raw", "Degraded", metav1.ConditionTrue, operator.ReasonConfigMapMissing, "raw-config")
+		e.waitCondition(t, "raw", "Degraded", metav1.ConditionTrue, operator.ReasonConfigMapMissing, "raw-input")
 		// Created after the resource: the operator must notice (OSSO only watched updates).
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "raw-config", Namespace: ns},
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "raw-input", Namespace: ns},
 			Data: map[string]string{"config.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: oops\n"}}
 		if err := cl.Create(ctx, cm); err != nil {
 			t.Fatal(err)
 		}
-		e.waitCondition(t, "raw", "Degraded", metav1.ConditionTrue, operator.ReasonInvalidConfiguration, "ConfigMap berth-system/raw-config key config.yaml: not a KubeSchedulerConfiguration")
+		e.waitCondition(t, "raw", "Degraded", metav1.ConditionTrue, operator.ReasonInvalidConfiguration, "ConfigMap berth-system/raw-input key config.yaml: not a KubeSchedulerConfiguration")
 		if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: "raw"}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
 			t.Errorf("a Deployment exists for an invalid configuration: %v", err)
 		}
-		e.setConfigMap(t, "raw-config", "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: berth-raw\n  plugins:\n    multiPoint:\n      enabled:\n      - name: SySched\n")
+		e.setConfigMap(t, "raw-input", "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: berth-raw\n  plugins:\n    multiPoint:\n      enabled:\n      - name: SySched\n")
 		e.waitCondition(t, "raw", "Degraded", metav1.ConditionFalse, operator.ReasonAsExpected, "")
 		d := e.deployment(t, "raw")
 		// A later broken edit of the ConfigMap leaves that Deployment alone.
-		e.setConfigMap(t, "raw-config", "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: berth-raw\n  plugins:\n    score:\n      enabled:\n      - name: NoSuchPlugin\n")
+		e.setConfigMap(t, "raw-input", "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n- schedulerName: berth-raw\n  plugins:\n    score:\n      enabled:\n      - name: NoSuchPlugin\n")
 		e.waitCondition(t, "raw", "Degraded", metav1.ConditionTrue, operator.ReasonInvalidConfiguration, "NoSuchPlugin")
 		if after := e.deployment(t, "raw"); after.Generation != d.Generation {
 			t.Errorf("deployment rolled (generation %d→%d) for an invalid ConfigMap", d.Generation, after.Generation)
+		}
+		// Pointing at the ConfigMap the operator renders into is refused, and nothing of the
+		// user's is overwritten.
+		e.updateSpec(t, "raw", func(s *berthv1alpha1.SecondarySchedulerSpec) {
+			s.ConfigMapRef = &berthv1alpha1.ConfigMapKeyReference{Name: "raw-config"}
+		})
+		e.waitCondition(t, "raw", "Degraded", metav1.ConditionTrue, operator.ReasonInvalidConfiguration, "spec.configMapRef.name")
+		if after := e.deployment(t, "raw"); after.Generation != d.Generation {
+			t.Errorf("deployment rolled (generation %d→%d) for a self-referencing configMapRef", d.Generation, after.Generation)
 		}
 	})
 
