@@ -1,0 +1,269 @@
+// Package app wires the load watcher: flags, the chosen source, node and agent-pod informers,
+// and the HTTP server. cmd/loadwatcher only parses flags and calls Run.
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+
+	"github.com/berth-sched/berth/pkg/loadwatcher"
+	"github.com/berth-sched/berth/pkg/loadwatcher/source"
+)
+
+// Options are the load watcher's settings (one per flag).
+type Options struct {
+	Source, Listen, Kubeconfig, PromURL     string
+	StaleAfter, PollInterval, TokenCacheTTL time.Duration
+	ServiceAccounts, Audiences              string
+	MaxPodUIDs                              int
+	PromCPU, PromMem, PromNodeLabel         string
+	PromScale                               float64
+}
+
+// AddFlags binds o to the command's flags, with their defaults.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Source, "source", "agent", "load source: agent, prometheus or metrics-server")
+	fs.StringVar(&o.Listen, "listen", ":2020", "address for /watcher, /healthz, /readyz and /metrics")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file; empty = in-cluster configuration")
+	fs.StringVar(&o.PromURL, "prometheus-url", "", "Prometheus base URL (source prometheus)")
+	fs.StringVar(&o.PromCPU, "prometheus-cpu-metric", source.DefaultCPUMetric, "PromQL series of node CPU utilisation")
+	fs.StringVar(&o.PromMem, "prometheus-memory-metric", source.DefaultMemoryMetric, "PromQL series of node memory utilisation")
+	fs.StringVar(&o.PromNodeLabel, "prometheus-node-label", source.DefaultNodeLabel, "label holding the node name")
+	fs.Float64Var(&o.PromScale, "prometheus-scale", 1, "factor turning the series into percent (100 for ratios)")
+	fs.DurationVar(&o.StaleAfter, "stale-after", 5*time.Minute, "a node whose newest sample is older is reported stale")
+	fs.DurationVar(&o.PollInterval, "poll-interval", 30*time.Second, "how often the prometheus and metrics-server sources are polled")
+	fs.StringVar(&o.ServiceAccounts, "agent-service-account", "berth-system/berth-agent", "comma-separated namespace/name service accounts allowed to report (source agent)")
+	fs.StringVar(&o.Audiences, "token-audience", "", "comma-separated audiences for TokenReview (empty: the API server's)")
+	fs.DurationVar(&o.TokenCacheTTL, "token-cache-ttl", time.Minute, "how long a successful TokenReview is reused (0 disables)")
+	fs.IntVar(&o.MaxPodUIDs, "max-pod-uids", loadwatcher.DefaultMaxPodUIDs, "largest pod list a report may carry")
+}
+
+// Validate checks the options that need no cluster, so a bad flag fails before connecting.
+func (o *Options) Validate() error {
+	switch o.Source {
+	case "agent", "metrics-server":
+	case "prometheus":
+		if o.PromURL == "" {
+			return errors.New("--prometheus-url is required with --source=prometheus")
+		}
+	default:
+		return fmt.Errorf("--source=%q: want agent, prometheus or metrics-server", o.Source)
+	}
+	if o.Source == "agent" && len(splitList(o.ServiceAccounts)) == 0 {
+		return errors.New("--agent-service-account: at least one namespace/name is required with --source=agent")
+	}
+	for _, sa := range splitList(o.ServiceAccounts) {
+		if ns, name, ok := strings.Cut(sa, "/"); !ok || ns == "" || name == "" {
+			return fmt.Errorf("--agent-service-account: %q is not namespace/name", sa)
+		}
+	}
+	if o.StaleAfter <= 0 {
+		return fmt.Errorf("--stale-after=%s: must be positive", o.StaleAfter)
+	}
+	if o.Source != "agent" && o.PollInterval <= 0 {
+		return fmt.Errorf("--poll-interval=%s: must be positive", o.PollInterval)
+	}
+	return nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return rest.InClusterConfig()
+}
+
+// Run serves until ctx ends, then shuts the HTTP server down gracefully.
+func Run(ctx context.Context, o Options) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	rc, err := restConfig(o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	rc.UserAgent = "berth-loadwatcher"
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+
+	var storeSource string
+	switch o.Source {
+	case "agent":
+		storeSource = loadwatcher.SourceAgent
+	case "prometheus":
+		storeSource = loadwatcher.SourcePrometheus
+	case "metrics-server":
+		storeSource = loadwatcher.SourceMetricsServer
+	default:
+		return fmt.Errorf("--source=%q: want agent, prometheus or metrics-server", o.Source)
+	}
+	store := loadwatcher.NewStore(storeSource, o.StaleAfter)
+	srv := loadwatcher.NewServer(store)
+	srv.Limits = loadwatcher.Limits{MaxPodUIDs: o.MaxPodUIDs, MaxAge: o.StaleAfter}
+
+	// Every source needs the node list: unknown nodes are refused, known nodes without data are
+	// listed as missing, deleted nodes are forgotten.
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	nodeInf := factory.Core().V1().Nodes()
+	nodeLister := nodeInf.Lister()
+	_, _ = nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if n, ok := obj.(*corev1.Node); ok {
+				store.SetKnown(n.Name, true)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if n, ok := obj.(*corev1.Node); ok {
+				store.SetKnown(n.Name, false)
+			}
+		},
+	})
+	srv.NodeExists = func(name string) bool {
+		_, err := nodeLister.Get(name)
+		return err == nil
+	}
+	synced := []cache.InformerSynced{nodeInf.Informer().HasSynced}
+
+	var firstPoll chan struct{}
+	switch o.Source {
+	case "agent":
+		sas := splitList(o.ServiceAccounts)
+		getPod, podSynced := agentPods(ctx, cs, sas)
+		synced = append(synced, podSynced...)
+		auth, err := loadwatcher.NewAuthenticator(cs, sas, splitList(o.Audiences), getPod, o.TokenCacheTTL)
+		if err != nil {
+			return err
+		}
+		srv.Auth = auth
+	case "prometheus":
+		p, err := source.NewPrometheus(o.PromURL)
+		if err != nil {
+			return err
+		}
+		p.CPUMetric, p.MemoryMetric, p.NodeLabel, p.Scale = o.PromCPU, o.PromMem, o.PromNodeLabel, o.PromScale
+		firstPoll = make(chan struct{})
+		go func() {
+			cache.WaitForCacheSync(ctx.Done(), synced...)
+			srv.RunPoller(ctx, p, o.PollInterval, firstPoll)
+		}()
+	case "metrics-server":
+		mc, err := metricsclient.NewForConfig(rc)
+		if err != nil {
+			return err
+		}
+		ms := &source.MetricsServer{Client: mc, Capacity: func(node string) (int64, int64, bool) {
+			n, err := nodeLister.Get(node)
+			if err != nil {
+				return 0, 0, false
+			}
+			return n.Status.Capacity.Cpu().MilliValue(), n.Status.Capacity.Memory().Value(), true
+		}}
+		firstPoll = make(chan struct{})
+		go func() {
+			cache.WaitForCacheSync(ctx.Done(), synced...)
+			srv.RunPoller(ctx, ms, o.PollInterval, firstPoll)
+		}()
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	srv.Ready = func() bool {
+		for _, s := range synced {
+			if !s() {
+				return false
+			}
+		}
+		if firstPoll != nil {
+			select {
+			case <-firstPoll:
+			default:
+				return false
+			}
+		}
+		return true
+	}
+
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	klog.InfoS("Load watcher serving", "listen", ln.Addr().String(), "source", o.Source, "staleAfter", o.StaleAfter)
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return err
+	}
+	klog.InfoS("Load watcher shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return hs.Shutdown(sctx)
+}
+
+// agentPods watches the pods of each allowed agent service account (field selector on
+// spec.serviceAccountName, so the watcher holds a DaemonSet's pods, not the cluster's) for the
+// identity check when tokens carry no node name.
+func agentPods(ctx context.Context, cs kubernetes.Interface, sas []string) (loadwatcher.PodGetter, []cache.InformerSynced) {
+	listers := map[string]corelisters.PodNamespaceLister{}
+	var synced []cache.InformerSynced
+	for _, sa := range sas {
+		ns, name, _ := strings.Cut(sa, "/")
+		f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
+			informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+				lo.FieldSelector = fields.OneTermEqualSelector("spec.serviceAccountName", name).String()
+			}))
+		inf := f.Core().V1().Pods()
+		l := inf.Lister().Pods(ns)
+		synced = append(synced, inf.Informer().HasSynced)
+		f.Start(ctx.Done())
+		listers[sa] = l
+	}
+	return func(_ context.Context, ns, name string) (*corev1.Pod, error) {
+		for sa, l := range listers {
+			if !strings.HasPrefix(sa, ns+"/") {
+				continue
+			}
+			if p, err := l.Get(name); err == nil {
+				return p, nil
+			}
+		}
+		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, name)
+	}, synced
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
