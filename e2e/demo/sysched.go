@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,10 +13,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
@@ -64,7 +61,7 @@ func syschedDemo(ctx context.Context, env *Env) error {
 	imageProfile := map[string]string{}
 	for _, f := range []string{"full.profile.yaml", "nginx.profile.yaml", "redis.profile.yaml", "memcached.profile.yaml",
 		"nginx.binding.yaml", "redis.binding.yaml", "memcached.binding.yaml"} {
-		docs, err := syschedDocs(filepath.Join(dir, f))
+		docs, err := framework.ReadYAMLDocs(filepath.Join(dir, f))
 		if err != nil {
 			return err
 		}
@@ -85,7 +82,7 @@ func syschedDemo(ctx context.Context, env *Env) error {
 				imageProfile[b.Image] = b.ProfileName
 				obj.SetNamespace(syschedDemoNS)
 			}
-			if err := syschedCreate(ctx, dyn, obj); err != nil {
+			if err := framework.CreateUnstructured(ctx, dyn, obj); err != nil {
 				return fmt.Errorf("%s: %w", f, err)
 			}
 		}
@@ -208,26 +205,8 @@ func syschedExamplesDir(c *cluster.Cluster) (string, error) {
 	return "", errors.New("examples/sysched not found beside bin/ or above the working directory")
 }
 
-func syschedDocs(path string) ([]map[string]any, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var out []map[string]any
-	for _, doc := range bytes.Split(raw, []byte("\n---")) {
-		var m map[string]any
-		if err := yaml.Unmarshal(doc, &m); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		if m != nil {
-			out = append(out, m)
-		}
-	}
-	return out, nil
-}
-
 func syschedDeployment(path string) (*appsv1.Deployment, error) {
-	docs, err := syschedDocs(path)
+	docs, err := framework.ReadYAMLDocs(path)
 	if err != nil {
 		return nil, err
 	}
@@ -243,23 +222,4 @@ func syschedDeployment(path string) (*appsv1.Deployment, error) {
 		return dep, nil
 	}
 	return nil, fmt.Errorf("%s: no Deployment", path)
-}
-
-// syschedCreate creates an SPO object, leaving one that already exists (the demo may share
-// the cluster-scoped profiles with other scenarios).
-func syschedCreate(ctx context.Context, dyn dynamic.Interface, obj *unstructured.Unstructured) error {
-	gv, err := schema.ParseGroupVersion(obj.GetAPIVersion())
-	if err != nil {
-		return err
-	}
-	ri := dyn.Resource(gv.WithResource(strings.ToLower(obj.GetKind()) + "s"))
-	if ns := obj.GetNamespace(); ns != "" {
-		_, err = ri.Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
-	} else {
-		_, err = ri.Create(ctx, obj, metav1.CreateOptions{})
-	}
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
-	return err
 }

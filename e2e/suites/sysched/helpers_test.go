@@ -1,10 +1,8 @@
 package sysched
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,7 +10,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -37,21 +34,11 @@ func schedulerConfig(schedulerName string) string {
 // loadDocs reads every YAML document of an example file.
 func loadDocs(t *testing.T, file string) []map[string]any {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(examplesDir, file))
+	docs, err := framework.ReadYAMLDocs(filepath.Join(examplesDir, file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []map[string]any
-	for _, doc := range bytes.Split(raw, []byte("\n---")) {
-		var m map[string]any
-		if err := yaml.Unmarshal(doc, &m); err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		if m != nil {
-			out = append(out, m)
-		}
-	}
-	return out
+	return docs
 }
 
 func gvrOf(obj *unstructured.Unstructured) schema.GroupVersionResource {
@@ -67,14 +54,8 @@ func applySPO(ctx context.Context, t *testing.T, dyn dynamic.Interface, m map[st
 	if namespace != "" {
 		obj.SetNamespace(namespace)
 	}
-	var err error
-	if ns := obj.GetNamespace(); ns != "" {
-		_, err = dyn.Resource(gvrOf(obj)).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
-	} else {
-		_, err = dyn.Resource(gvrOf(obj)).Create(ctx, obj, metav1.CreateOptions{})
-	}
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("creating %s %s: %v", obj.GetKind(), obj.GetName(), err)
+	if err := framework.CreateUnstructured(ctx, dyn, obj); err != nil {
+		t.Fatal(err)
 	}
 }
 
