@@ -103,6 +103,10 @@ func (e *Engine) Filter(ctx context.Context, node *v1.Node) *fwk.Status {
 	if node == nil {
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
+	if len(e.args.UsageThresholds) == 0 && e.args.ExpiredMetricsAction != ExpiredMetricsBlock {
+		// The default: nothing to filter on, so no per-node lookups on the hot path.
+		return nil
+	}
 	st := e.Node(node.Name)
 	if st.Freshness != Fresh {
 		if e.args.ExpiredMetricsAction == ExpiredMetricsBlock && e.Watcher.Snapshot().SignalAlive(e.now(), e.expiry) {
