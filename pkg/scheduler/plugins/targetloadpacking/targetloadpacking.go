@@ -28,9 +28,10 @@ type TargetLoadPacking struct {
 }
 
 var (
-	_ fwk.ScorePlugin   = &TargetLoadPacking{}
-	_ fwk.FilterPlugin  = &TargetLoadPacking{}
-	_ fwk.ReservePlugin = &TargetLoadPacking{}
+	_ fwk.ScorePlugin    = &TargetLoadPacking{}
+	_ fwk.PreScorePlugin = &TargetLoadPacking{}
+	_ fwk.FilterPlugin   = &TargetLoadPacking{}
+	_ fwk.ReservePlugin  = &TargetLoadPacking{}
 )
 
 // New is the scheduler framework factory. The refresh loop stops when ctx (the scheduler's)
@@ -101,8 +102,33 @@ func (pl *TargetLoadPacking) estimate(pod *v1.Pod) loadaware.Estimate {
 	return loadaware.Estimate{MilliCPU: pl.PredictedMilliCPU(pod), MemoryBytes: mem.Value()}
 }
 
+const stateKey fwk.StateKey = Name + ".predictedMilliCPU"
+
+type predictedCPU int64
+
+func (p *predictedCPU) Clone() fwk.StateData { return p }
+
+// PreScore predicts the pod's CPU once per cycle instead of once per node in Score.
+func (pl *TargetLoadPacking) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	p := predictedCPU(pl.PredictedMilliCPU(pod))
+	state.Write(stateKey, &p)
+	return nil
+}
+
+func (pl *TargetLoadPacking) predictedFromState(state fwk.CycleState, pod *v1.Pod) int64 {
+	if state != nil {
+		if d, err := state.Read(stateKey); err == nil {
+			if p, ok := d.(*predictedCPU); ok {
+				return int64(*p)
+			}
+		}
+	}
+	// PreScore not enabled (score-only configuration): compute here.
+	return pl.PredictedMilliCPU(pod)
+}
+
 // Score implements fwk.ScorePlugin. It reads memory only.
-func (pl *TargetLoadPacking) Score(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+func (pl *TargetLoadPacking) Score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	node := nodeInfo.Node()
 	if node == nil {
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
@@ -113,7 +139,7 @@ func (pl *TargetLoadPacking) Score(ctx context.Context, _ fwk.CycleState, pod *v
 		return pl.engine.NeutralScore(), nil
 	}
 	capacity := node.Status.Capacity.Cpu().MilliValue()
-	u := PredictedUtilization(st.Metrics.TLPCPU, capacity, pl.PredictedMilliCPU(pod)+st.Unreported.MilliCPU)
+	u := PredictedUtilization(st.Metrics.TLPCPU, capacity, pl.predictedFromState(state, pod)+st.Unreported.MilliCPU)
 	return loadaware.RoundScore(ScoreForUtilization(float64(pl.target), u)), nil
 }
 

@@ -510,3 +510,23 @@ func TestArgs(t *testing.T) {
 		}
 	}
 }
+
+func TestPreScoreMatchesFallback(t *testing.T) {
+	w := lat.NewWatcher()
+	defer w.Close()
+	w.Set(lat.CPUDoc(time.Now(), map[string]float64{"n": 25}))
+	pl := newPlugin(t, w, "", &clock{t: time.Now()})
+	ni := framework.NewNodeInfo()
+	ni.SetNode(lat.Node("n", 8000, 1<<30))
+	pod := lat.Pod("p", 1000)
+	state := framework.NewCycleState()
+	if st := pl.PreScore(context.Background(), state, pod, nil); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	with, _ := pl.Score(context.Background(), state, pod, ni)
+	without, _ := pl.Score(context.Background(), framework.NewCycleState(), pod, ni)
+	// 25 % of 8 cores + 1000m × 1.5 = 3500m of 8000m = 43.75 % → 40·56.25/60 = 37.5 → 38.
+	if with != without || with != 38 {
+		t.Errorf("with PreScore %d, without %d, want 38", with, without)
+	}
+}
