@@ -471,15 +471,6 @@ func (c *Cluster) WriteKubeconfig(name string, id Identity) (string, error) {
 	return path, clientcmd.WriteToFile(*cfg, path)
 }
 
-// RESTConfigFor returns a client configuration authenticated as id.
-func (c *Cluster) RESTConfigFor(id Identity) (*rest.Config, error) {
-	path, err := c.WriteKubeconfig("client-"+sanitize(id.User), id)
-	if err != nil {
-		return nil, err
-	}
-	return clientcmd.BuildConfigFromFlags("", path)
-}
-
 func insecureLoopback() *tls.Config {
 	// Health probes of components serving self-signed loopback certificates; nothing but
 	// liveness is read over these connections.

@@ -123,11 +123,6 @@ func (p *PKI) ClientCert(id Identity) (certFile, keyFile string, err error) {
 	return p.issue(name, pkix.Name{CommonName: id.User, Organization: id.Groups}, x509.ExtKeyUsageClientAuth, nil, nil)
 }
 
-// ServingCertFor issues a serving certificate for a component listening on the given IPs.
-func (p *PKI) ServingCertFor(name string, ips []net.IP, dnsNames []string) (certFile, keyFile string, err error) {
-	return p.issue("serving-"+sanitize(name), pkix.Name{CommonName: name}, x509.ExtKeyUsageServerAuth, ips, dnsNames)
-}
-
 // CAPool returns a pool holding the cluster CA.
 func (p *PKI) CAPool() *x509.CertPool {
 	pool := x509.NewCertPool()
