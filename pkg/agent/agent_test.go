@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/berth-sched/berth/pkg/agent/load/fixture"
-	"github.com/berth-sched/berth/pkg/loadwatcher"
+	"github.com/berth-sched/berth/pkg/loadapi"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,9 +37,9 @@ func TestAgentRunPushesReportsAndServesMetrics(t *testing.T) {
 	defer func() { cancel(); <-fxDone }()
 
 	var mu sync.Mutex
-	var reports []loadwatcher.Report
+	var reports []loadapi.Report
 	watcher := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var rep loadwatcher.Report
+		var rep loadapi.Report
 		if err := json.NewDecoder(r.Body).Decode(&rep); err != nil {
 			t.Errorf("decode: %v", err)
 		}

@@ -1,27 +1,25 @@
 package loadwatcher
 
-import "github.com/paypal/load-watcher/pkg/watcher"
+import "github.com/berth-sched/berth/pkg/loadapi"
 
-// PodsQuery asks GET /watcher to include each node's PodUIDs (Berth's scheduler does; upstream
-// clients do not, and get a smaller body).
-const PodsQuery = "pods"
+// The wire contract lives in pkg/loadapi, which the agent and the scheduler import without
+// linking this server; these aliases keep the server's own code short.
+type (
+	NodeStatus    = loadapi.NodeStatus
+	Response      = loadapi.Response
+	Report        = loadapi.Report
+	WindowReport  = loadapi.WindowReport
+	ResourceStats = loadapi.ResourceStats
+	Latest        = loadapi.Latest
+)
 
-// NodeStatus is Berth's per-node extension of the load-watcher document.
-type NodeStatus struct {
-	// Updated is the Unix time (seconds) of the newest sample behind this node's numbers.
-	Updated int64 `json:"updated"`
-	// Stale is set when Updated is older than the watcher's staleness limit. A stale node's
-	// metrics are left out of data.NodeMetricsMap: it is reported as unknown, never as idle.
-	Stale bool `json:"stale,omitempty"`
-	// PodUIDs are the pods the node agent saw running when it sampled (only with ?pods=true),
-	// so the scheduler can tell which pods it just bound the numbers do not include yet.
-	PodUIDs []string `json:"podUIDs,omitempty"`
-}
+// Contract constants, re-exported for the server's code.
+const (
+	PodsQuery         = loadapi.PodsQuery
+	ReportPath        = loadapi.ReportPath
+	MaxReportBytes    = loadapi.MaxReportBytes
+	DefaultMaxPodUIDs = loadapi.DefaultMaxPodUIDs
+)
 
-// Response is what GET /watcher serves: the upstream document, whose fields stay at the top
-// level so github.com/paypal/load-watcher clients decode it unchanged, plus Berth's per-node
-// freshness under a key they ignore.
-type Response struct {
-	watcher.WatcherMetrics
-	Nodes map[string]NodeStatus `json:"berthNodes,omitempty"`
-}
+// WindowNames are the windows a report may carry (loadapi.WindowNames).
+var WindowNames = loadapi.WindowNames

@@ -8,53 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// ReportPath is where agents POST their reports (the same path the scheduler GETs; the method
-// tells them apart, so a node may be called anything without clashing with a sub-path).
-const ReportPath = "/watcher"
-
-// MaxReportBytes bounds a report body; a real one with 250 pod UIDs is under 16 KiB.
-const MaxReportBytes = 1 << 20
-
-// DefaultMaxPodUIDs bounds the pod list of a report: far above the kubelet's default of 110 pods
-// per node, far below what would make the scheduler's per-node work noticeable.
-const DefaultMaxPodUIDs = 1000
-
-// ResourceStats is one resource over one window, in percent of the node's capacity.
-type ResourceStats struct {
-	Avg float64 `json:"avg"`
-	Std float64 `json:"std"`
-	P95 float64 `json:"p95"`
-}
-
-// WindowReport is one statistics window of a report.
-type WindowReport struct {
-	// Window is a load-watcher window name: "5m", "10m" or "15m".
-	Window  string        `json:"window"`
-	Samples int           `json:"samples"`
-	CPU     ResourceStats `json:"cpu"`
-	Memory  ResourceStats `json:"memory"`
-}
-
-// Latest is the newest single sample, in percent.
-type Latest struct {
-	CPU    float64 `json:"cpu"`
-	Memory float64 `json:"memory"`
-}
-
-// Report is what a node agent POSTs to ReportPath, authenticated with its service account token.
-type Report struct {
-	Node string `json:"node"`
-	// Time is the Unix time (seconds) of the newest sample behind the numbers, not of the push:
-	// an agent whose sampling stalled must age into "stale" at the watcher.
-	Time    int64          `json:"time"`
-	Latest  Latest         `json:"latest"`
-	Windows []WindowReport `json:"windows"`
-	PodUIDs []string       `json:"podUIDs"`
-}
-
-// WindowNames are the windows a report may carry, as load-watcher names them.
-var WindowNames = []string{"5m", "10m", "15m"}
-
 // Rejection reasons, used as the "reason" label of the rejected-reports counter.
 const (
 	ReasonMethod          = "method"
@@ -99,9 +52,9 @@ type Limits struct {
 // DefaultLimits are the limits used when a field is zero.
 var DefaultLimits = Limits{MaxPodUIDs: DefaultMaxPodUIDs, MaxFuture: time.Minute, MaxAge: 5 * time.Minute}
 
-// Validate checks everything that can be checked without the cluster: identity and node
+// ValidateReport checks everything that can be checked without the cluster: identity and node
 // existence are the server's job.
-func (r *Report) Validate(now time.Time, l Limits) error {
+func ValidateReport(r *Report, now time.Time, l Limits) error {
 	if l.MaxPodUIDs == 0 {
 		l.MaxPodUIDs = DefaultLimits.MaxPodUIDs
 	}

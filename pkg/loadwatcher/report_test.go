@@ -62,7 +62,7 @@ func TestReportValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := validReport()
 			tc.mut(&r)
-			err := r.Validate(testNow, Limits{})
+			err := ValidateReport(&r, testNow, Limits{})
 			if tc.reason == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -77,7 +77,7 @@ func TestReportValidate(t *testing.T) {
 	}
 	r := validReport()
 	r.PodUIDs = uids(11)
-	if err := r.Validate(testNow, Limits{MaxPodUIDs: 10}); err == nil {
+	if err := ValidateReport(&r, testNow, Limits{MaxPodUIDs: 10}); err == nil {
 		t.Fatal("a custom pod limit was ignored")
 	}
 }

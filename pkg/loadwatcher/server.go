@@ -199,7 +199,7 @@ func (s *Server) serveReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.now()
-	if err := rep.Validate(now, s.Limits); err != nil {
+	if err := ValidateReport(&rep, now, s.Limits); err != nil {
 		s.refuse(w, log.WithValues("node", truncate(rep.Node, 80)), err)
 		return
 	}

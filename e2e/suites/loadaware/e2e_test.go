@@ -15,7 +15,7 @@ import (
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
 	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
-	"github.com/berth-sched/berth/pkg/loadwatcher"
+	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/targetloadpacking"
 )
 
@@ -116,7 +116,7 @@ func TestEndToEnd(t *testing.T) {
 		// (stale-after 5m), so only the plugin's 10 s expiry can take the win away.
 		victim := "e2e-node-25"
 		c.StopComponent(st.Agents[victim].Process)
-		var r *loadwatcher.Response
+		var r *loadapi.Response
 		// Deterministic: wait until the served sample is older than the expiry plus a refresh
 		// and a second of rounding (sample times are whole seconds), instead of guessing.
 		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -165,7 +165,7 @@ func TestEndToEnd(t *testing.T) {
 
 // expectedScores applies the plugin's exported formula to what /watcher serves, for a pod of
 // podMilli CPU (a Guaranteed pod: its limit is the prediction); expired nodes get neutral.
-func expectedScores(r *loadwatcher.Response, nodes []string, expired map[string]bool, podMilli int64) map[string]float64 {
+func expectedScores(r *loadapi.Response, nodes []string, expired map[string]bool, podMilli int64) map[string]float64 {
 	out := map[string]float64{}
 	for _, n := range nodes {
 		cpu, ok := stack.CPU(r, n)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
+	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/berth-sched/berth/pkg/loadwatcher"
 )
 
@@ -137,23 +138,23 @@ func TestAgentIdentity(t *testing.T) {
 }
 
 // report is a well-formed agent report for node at cpu/mem percent, sampled now.
-func report(node string, cpu, mem float64) loadwatcher.Report {
-	r := loadwatcher.Report{Node: node, Time: time.Now().Unix(), Latest: loadwatcher.Latest{CPU: cpu, Memory: mem}}
-	for _, win := range loadwatcher.WindowNames {
-		r.Windows = append(r.Windows, loadwatcher.WindowReport{Window: win, Samples: 10,
-			CPU:    loadwatcher.ResourceStats{Avg: cpu, P95: cpu},
-			Memory: loadwatcher.ResourceStats{Avg: mem, P95: mem}})
+func report(node string, cpu, mem float64) loadapi.Report {
+	r := loadapi.Report{Node: node, Time: time.Now().Unix(), Latest: loadapi.Latest{CPU: cpu, Memory: mem}}
+	for _, win := range loadapi.WindowNames {
+		r.Windows = append(r.Windows, loadapi.WindowReport{Window: win, Samples: 10,
+			CPU:    loadapi.ResourceStats{Avg: cpu, P95: cpu},
+			Memory: loadapi.ResourceStats{Avg: mem, P95: mem}})
 	}
 	return r
 }
 
-func postReport(ctx context.Context, t *testing.T, url, token string, r loadwatcher.Report) (int, string) {
+func postReport(ctx context.Context, t *testing.T, url, token string, r loadapi.Report) (int, string) {
 	t.Helper()
 	body, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+loadwatcher.ReportPath, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+loadapi.ReportPath, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,20 +16,20 @@ import (
 	"time"
 
 	"github.com/berth-sched/berth/pkg/agent/load"
-	"github.com/berth-sched/berth/pkg/loadwatcher"
+	"github.com/berth-sched/berth/pkg/loadapi"
 	"k8s.io/klog/v2"
 )
 
 // Build turns the sampler's state into a report. ok is false when there is no sample yet.
-func Build(node string, s *load.Sampler, now time.Time, podUIDs []string) (loadwatcher.Report, bool) {
+func Build(node string, s *load.Sampler, now time.Time, podUIDs []string) (loadapi.Report, bool) {
 	last, ok := s.Last()
 	if !ok {
-		return loadwatcher.Report{}, false
+		return loadapi.Report{}, false
 	}
-	r := loadwatcher.Report{
+	r := loadapi.Report{
 		Node:    node,
 		Time:    last.Time.Unix(),
-		Latest:  loadwatcher.Latest{CPU: clampPct(last.CPU), Memory: clampPct(last.Memory)},
+		Latest:  loadapi.Latest{CPU: clampPct(last.CPU), Memory: clampPct(last.Memory)},
 		PodUIDs: podUIDs,
 	}
 	stats := s.Stats(now)
@@ -38,15 +38,15 @@ func Build(node string, s *load.Sampler, now time.Time, podUIDs []string) (loadw
 		if st.CPU.N == 0 {
 			continue // no samples in the window: say nothing rather than zero
 		}
-		r.Windows = append(r.Windows, loadwatcher.WindowReport{
-			Window:  loadwatcher.WindowNames[i],
+		r.Windows = append(r.Windows, loadapi.WindowReport{
+			Window:  loadapi.WindowNames[i],
 			Samples: st.CPU.N,
-			CPU:     loadwatcher.ResourceStats{Avg: clampPct(st.CPU.Avg), Std: clampPct(st.CPU.Std), P95: clampPct(st.CPU.P95)},
-			Memory:  loadwatcher.ResourceStats{Avg: clampPct(st.Memory.Avg), Std: clampPct(st.Memory.Std), P95: clampPct(st.Memory.P95)},
+			CPU:     loadapi.ResourceStats{Avg: clampPct(st.CPU.Avg), Std: clampPct(st.CPU.Std), P95: clampPct(st.CPU.P95)},
+			Memory:  loadapi.ResourceStats{Avg: clampPct(st.Memory.Avg), Std: clampPct(st.Memory.Std), P95: clampPct(st.Memory.P95)},
 		})
 	}
 	if len(r.Windows) == 0 {
-		return loadwatcher.Report{}, false
+		return loadapi.Report{}, false
 	}
 	return r, true
 }
@@ -56,7 +56,7 @@ func clampPct(v float64) float64 { return min(max(v, 0), 100) }
 
 // Pusher POSTs reports to the load watcher with the service-account token.
 type Pusher struct {
-	// URL is the watcher's base URL; reports go to URL + loadwatcher.ReportPath.
+	// URL is the watcher's base URL; reports go to URL + loadapi.ReportPath.
 	URL       string
 	TokenFile string
 	Client    *http.Client
@@ -81,7 +81,7 @@ func (e *PermanentError) Error() string {
 // Push sends r, retrying transient failures with backoff until it succeeds, the watcher refuses
 // it for good, or ctx ends (the caller bounds ctx by the report interval, since a newer report
 // supersedes this one).
-func (p *Pusher) Push(ctx context.Context, r *loadwatcher.Report) error {
+func (p *Pusher) Push(ctx context.Context, r *loadapi.Report) error {
 	body, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -132,7 +132,7 @@ func (p *Pusher) once(ctx context.Context, body []byte) error {
 	if err != nil {
 		return fmt.Errorf("reading token: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(p.URL, "/")+loadwatcher.ReportPath, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(p.URL, "/")+loadapi.ReportPath, bytes.NewReader(body))
 	if err != nil {
 		return &PermanentError{Status: 0, Body: err.Error()}
 	}

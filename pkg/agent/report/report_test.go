@@ -14,11 +14,12 @@ import (
 
 	"github.com/berth-sched/berth/pkg/agent/load"
 	"github.com/berth-sched/berth/pkg/agent/load/fixture"
+	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/berth-sched/berth/pkg/loadwatcher"
 )
 
-func testReport() *loadwatcher.Report {
-	return &loadwatcher.Report{Node: "n1", Time: time.Now().Unix(), Windows: []loadwatcher.WindowReport{{Window: "5m", Samples: 1}}}
+func testReport() *loadapi.Report {
+	return &loadapi.Report{Node: "n1", Time: time.Now().Unix(), Windows: []loadapi.WindowReport{{Window: "5m", Samples: 1}}}
 }
 
 // noSleep records the backoff delays instead of sleeping, so the test is fast and can check them.
@@ -36,10 +37,10 @@ func TestPushRetriesThenSucceeds(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
-		if r.Method != http.MethodPost || r.URL.Path != loadwatcher.ReportPath {
+		if r.Method != http.MethodPost || r.URL.Path != loadapi.ReportPath {
 			t.Errorf("%s %s", r.Method, r.URL.Path)
 		}
-		var rep loadwatcher.Report
+		var rep loadapi.Report
 		if err := json.NewDecoder(r.Body).Decode(&rep); err != nil || rep.Node != "n1" {
 			t.Errorf("body: %+v %v", rep, err)
 		}
@@ -160,7 +161,7 @@ func TestBuild(t *testing.T) {
 	if d := r.Windows[1].CPU.Avg - 40; d > 0.01 || d < -0.01 || r.Latest.Memory < 29.99 || r.Latest.Memory > 30.01 {
 		t.Fatalf("values %+v latest %+v", r.Windows[1], r.Latest)
 	}
-	if err := r.Validate(now, loadwatcher.Limits{}); err != nil {
+	if err := loadwatcher.ValidateReport(&r, now, loadwatcher.Limits{}); err != nil {
 		t.Fatalf("the agent builds a report the watcher refuses: %v", err)
 	}
 }

@@ -30,7 +30,7 @@ import (
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
 	"github.com/berth-sched/berth/pkg/agent/load/fixture"
-	"github.com/berth-sched/berth/pkg/loadwatcher"
+	"github.com/berth-sched/berth/pkg/loadapi"
 )
 
 // Defaults: the agent account the load watcher allows unless told otherwise.
@@ -175,7 +175,7 @@ func TokenKubeconfig(c *cluster.Cluster, path, token string) error {
 	return clientcmd.WriteToFile(*cfg, path)
 }
 
-// Watcher is a running berth-loadwatcher.
+// Watcher is a running berth-loadapi.
 type Watcher struct {
 	*cluster.Process
 	URL string
@@ -348,7 +348,7 @@ func Start(ctx context.Context, c *cluster.Cluster, o Options) (*Stack, error) {
 }
 
 // GetWatcher reads GET <url>/watcher?pods=true.
-func GetWatcher(ctx context.Context, url string) (*loadwatcher.Response, error) {
+func GetWatcher(ctx context.Context, url string) (*loadapi.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/watcher?pods=true", nil)
 	if err != nil {
 		return nil, err
@@ -365,7 +365,7 @@ func GetWatcher(ctx context.Context, url string) (*loadwatcher.Response, error) 
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET /watcher: %s: %s", resp.Status, body)
 	}
-	var out loadwatcher.Response
+	var out loadapi.Response
 	if err := json.Unmarshal(body, &out); err != nil {
 		return nil, fmt.Errorf("GET /watcher: %w", err)
 	}
@@ -374,7 +374,7 @@ func GetWatcher(ctx context.Context, url string) (*loadwatcher.Response, error) 
 
 // CPU returns a node's CPU utilisation as TargetLoadPacking reads it: the last CPU metric with
 // operator AVG or Latest; ok is false when the node has none (missing or stale).
-func CPU(r *loadwatcher.Response, node string) (float64, bool) {
+func CPU(r *loadapi.Response, node string) (float64, bool) {
 	nm, ok := r.Data.NodeMetricsMap[node]
 	if !ok {
 		return 0, false
@@ -389,8 +389,8 @@ func CPU(r *loadwatcher.Response, node string) (float64, bool) {
 }
 
 // WaitFresh polls /watcher until every node has CPU metrics and returns that answer.
-func WaitFresh(ctx context.Context, url string, nodes []string, timeout time.Duration) (*loadwatcher.Response, error) {
-	var last *loadwatcher.Response
+func WaitFresh(ctx context.Context, url string, nodes []string, timeout time.Duration) (*loadapi.Response, error) {
+	var last *loadapi.Response
 	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		r, err := GetWatcher(ctx, url)

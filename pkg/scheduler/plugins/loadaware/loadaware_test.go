@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/testutil"
 
-	"github.com/berth-sched/berth/pkg/loadwatcher"
+	"github.com/berth-sched/berth/pkg/loadapi"
 	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
 )
 
@@ -167,7 +167,7 @@ func TestSnapshotFreshnessAndClockSkew(t *testing.T) {
 	// The watcher's clock runs 1 h ahead; a node sampled 10 s before its "now" is fresh.
 	server := local.Add(time.Hour)
 	doc := lat.CPUDoc(server, map[string]float64{"a": 1, "b": 2, "nobm": 3})
-	doc.Nodes = map[string]loadwatcher.NodeStatus{
+	doc.Nodes = map[string]loadapi.NodeStatus{
 		"a":     {Updated: server.Add(-10 * time.Second).Unix()},
 		"b":     {Updated: server.Add(-400 * time.Second).Unix()},
 		"stale": {Updated: server.Unix(), Stale: true},

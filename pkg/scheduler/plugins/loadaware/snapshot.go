@@ -5,7 +5,7 @@ import (
 
 	"github.com/paypal/load-watcher/pkg/watcher"
 
-	"github.com/berth-sched/berth/pkg/loadwatcher"
+	"github.com/berth-sched/berth/pkg/loadapi"
 )
 
 // ResourceData is one resource's utilisation in percent, read the way upstream's
@@ -78,7 +78,7 @@ type Snapshot struct {
 // arrived; serverNow is the watcher's clock at that moment (HTTP Date header), or zero when
 // unknown. Watcher timestamps are rebased onto the scheduler's clock with them, so clock skew
 // between the two machines does not make fresh data look expired (or the reverse).
-func NewSnapshot(resp *loadwatcher.Response, fetchedAt, serverNow time.Time) *Snapshot {
+func NewSnapshot(resp *loadapi.Response, fetchedAt, serverNow time.Time) *Snapshot {
 	s := &Snapshot{FetchedAt: fetchedAt, nodes: map[string]*nodeEntry{}}
 	toLocal := func(unix int64) time.Time {
 		t := time.Unix(unix, 0)

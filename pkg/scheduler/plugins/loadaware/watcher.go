@@ -15,7 +15,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
-	"github.com/berth-sched/berth/pkg/loadwatcher"
+	"github.com/berth-sched/berth/pkg/loadapi"
 )
 
 // maxBody caps a watcher answer: a broken or hostile watcher must not make the scheduler
@@ -74,7 +74,7 @@ func NewWatcher(plugin, baseURL string, interval, timeout time.Duration, now fun
 	}
 	return &Watcher{
 		plugin:   plugin,
-		url:      baseURL + "/watcher?" + loadwatcher.PodsQuery + "=true",
+		url:      baseURL + "/watcher?" + loadapi.PodsQuery + "=true",
 		client:   &http.Client{Timeout: timeout},
 		interval: interval,
 		now:      now,
@@ -144,7 +144,7 @@ func (w *Watcher) fetch(ctx context.Context) (*Snapshot, error) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 		return nil, &FetchError{"http_status", fmt.Errorf("GET %s: status %d", w.url, resp.StatusCode)}
 	}
-	var doc loadwatcher.Response
+	var doc loadapi.Response
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(&doc); err != nil {
 		// A timeout while reading the body lands here too; it is still a broken answer.
 		return nil, &FetchError{"decode", fmt.Errorf("GET %s: %w", w.url, err)}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	"github.com/berth-sched/berth/pkg/loadwatcher"
+	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware"
 	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
 )
@@ -267,7 +267,7 @@ func TestBurstSpreads(t *testing.T) {
 func TestStaleExpiredMissing(t *testing.T) {
 	now := time.Now()
 	doc := lat.CPUDoc(now, map[string]float64{"fresh": 50, "old": 50, "flagged": 50})
-	doc.Nodes = map[string]loadwatcher.NodeStatus{
+	doc.Nodes = map[string]loadapi.NodeStatus{
 		"old":     {Updated: now.Add(-10 * time.Minute).Unix()},
 		"flagged": {Updated: now.Unix(), Stale: true},
 	}

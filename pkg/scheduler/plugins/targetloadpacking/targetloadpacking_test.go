@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	"github.com/berth-sched/berth/pkg/loadwatcher"
+	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware"
 	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
 )
@@ -293,7 +293,7 @@ func TestStaleExpiredMissingMetrics(t *testing.T) {
 	clk := &clock{t: time.Now()}
 	now := clk.Now()
 	doc := lat.CPUDoc(now, map[string]float64{"fresh": 20, "old": 20, "flagged": 20})
-	doc.Nodes = map[string]loadwatcher.NodeStatus{
+	doc.Nodes = map[string]loadapi.NodeStatus{
 		"fresh":   {Updated: now.Unix()},
 		"old":     {Updated: now.Add(-301 * time.Second).Unix()},
 		"flagged": {Updated: now.Unix(), Stale: true},
@@ -334,7 +334,7 @@ func TestFilterBlockAndThresholds(t *testing.T) {
 		"cool": {lat.Metric(watcher.CPU, watcher.Average, 20), lat.Metric(watcher.Memory, watcher.Average, 95)},
 		"old":  {lat.Metric(watcher.CPU, watcher.Average, 20)},
 	})
-	doc.Nodes = map[string]loadwatcher.NodeStatus{"old": {Updated: now.Add(-time.Hour).Unix()}}
+	doc.Nodes = map[string]loadapi.NodeStatus{"old": {Updated: now.Add(-time.Hour).Unix()}}
 	w := lat.NewWatcher()
 	defer w.Close()
 	w.Set(doc)
@@ -406,11 +406,11 @@ func TestReportedPodsStopCounting(t *testing.T) {
 	w := lat.NewWatcher()
 	defer w.Close()
 	doc := lat.CPUDoc(clk.Now(), map[string]float64{"n": 10})
-	doc.Nodes = map[string]loadwatcher.NodeStatus{"n": {Updated: clk.Now().Unix(), PodUIDs: []string{"uid-agent"}}}
+	doc.Nodes = map[string]loadapi.NodeStatus{"n": {Updated: clk.Now().Unix(), PodUIDs: []string{"uid-agent"}}}
 	w.Set(doc)
 	pl := newPlugin(t, w, "", clk)
-	if q := w.Query(); q.Get(loadwatcher.PodsQuery) != "true" {
-		t.Errorf("watcher query = %v, want %s=true", q, loadwatcher.PodsQuery)
+	if q := w.Query(); q.Get(loadapi.PodsQuery) != "true" {
+		t.Errorf("watcher query = %v, want %s=true", q, loadapi.PodsQuery)
 	}
 	node, probe := lat.Node("n", 1000, 1<<30), lat.Pod("probe")
 	base := score(t, pl, probe, node)
@@ -424,7 +424,7 @@ func TestReportedPodsStopCounting(t *testing.T) {
 	// agent's list does not include it.
 	clk.Add(2 * time.Minute)
 	doc2 := lat.CPUDoc(clk.Now(), map[string]float64{"n": 10})
-	doc2.Nodes = map[string]loadwatcher.NodeStatus{"n": {Updated: clk.Now().Unix(), PodUIDs: []string{"uid-agent"}}}
+	doc2.Nodes = map[string]loadapi.NodeStatus{"n": {Updated: clk.Now().Unix(), PodUIDs: []string{"uid-agent"}}}
 	w.Set(doc2)
 	if err := pl.Engine().Watcher.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
@@ -433,7 +433,7 @@ func TestReportedPodsStopCounting(t *testing.T) {
 		t.Errorf("unlisted pod stopped counting: got %d, want %d", got, withPlaced)
 	}
 	doc3 := lat.CPUDoc(clk.Now(), map[string]float64{"n": 10})
-	doc3.Nodes = map[string]loadwatcher.NodeStatus{"n": {Updated: clk.Now().Unix(), PodUIDs: []string{"uid-agent", string(placed.UID)}}}
+	doc3.Nodes = map[string]loadapi.NodeStatus{"n": {Updated: clk.Now().Unix(), PodUIDs: []string{"uid-agent", string(placed.UID)}}}
 	w.Set(doc3)
 	if err := pl.Engine().Watcher.Refresh(context.Background()); err != nil {
 		t.Fatal(err)

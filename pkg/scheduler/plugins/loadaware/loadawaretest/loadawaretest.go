@@ -20,14 +20,14 @@ import (
 	"k8s.io/client-go/informers"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/berth-sched/berth/pkg/loadwatcher"
+	"github.com/berth-sched/berth/pkg/loadapi"
 )
 
 // Watcher is a fake load watcher. Zero behaviour: 500 until a document is set.
 type Watcher struct {
 	*httptest.Server
 	mu       sync.Mutex
-	doc      *loadwatcher.Response
+	doc      *loadapi.Response
 	status   int
 	raw      []byte
 	hang     bool
@@ -74,7 +74,7 @@ func (w *Watcher) serve(rw http.ResponseWriter, r *http.Request) {
 }
 
 // Set serves doc with 200 from now on.
-func (w *Watcher) Set(doc *loadwatcher.Response) {
+func (w *Watcher) Set(doc *loadapi.Response) {
 	w.mu.Lock()
 	w.doc, w.status, w.raw, w.hang = doc, 0, nil, false
 	w.mu.Unlock()
@@ -115,8 +115,8 @@ func Metric(typ, op string, value float64) watcher.Metric {
 }
 
 // Doc builds an upstream-shaped document stamped at ts (no berthNodes).
-func Doc(ts time.Time, nodes map[string][]watcher.Metric) *loadwatcher.Response {
-	d := &loadwatcher.Response{}
+func Doc(ts time.Time, nodes map[string][]watcher.Metric) *loadapi.Response {
+	d := &loadapi.Response{}
 	d.Timestamp = ts.Unix()
 	d.Window = watcher.Window{Duration: watcher.FifteenMinutes, Start: ts.Add(-15 * time.Minute).Unix(), End: ts.Unix()}
 	d.Source = "test"
@@ -128,7 +128,7 @@ func Doc(ts time.Time, nodes map[string][]watcher.Metric) *loadwatcher.Response 
 }
 
 // CPUDoc is Doc with one "CPU Latest" metric per node.
-func CPUDoc(ts time.Time, cpuPercent map[string]float64) *loadwatcher.Response {
+func CPUDoc(ts time.Time, cpuPercent map[string]float64) *loadapi.Response {
 	nodes := map[string][]watcher.Metric{}
 	for n, v := range cpuPercent {
 		nodes[n] = []watcher.Metric{Metric(watcher.CPU, watcher.Latest, v)}

@@ -1,0 +1,84 @@
+// Package loadapi is the wire contract of Berth's load pipeline, agent → load watcher →
+// scheduler: the report a node agent POSTs and the document GET /watcher serves. It holds types
+// and constants only, so the agent and the scheduler plugins depend on the contract, never on
+// the watcher's server code (pkg/loadwatcher), and the watcher depends on nothing of theirs.
+//
+// The /watcher document is github.com/paypal/load-watcher's own type at the top level, which
+// keeps upstream clients (Trimaran, api.NewServiceClient) decoding it unchanged.
+package loadapi
+
+import "github.com/paypal/load-watcher/pkg/watcher"
+
+// ReportPath is where agents POST their reports and where the scheduler GETs the document (the
+// method tells them apart, so a node may be called anything without clashing with a sub-path).
+const ReportPath = "/watcher"
+
+// PodsQuery asks GET /watcher to include each node's PodUIDs (Berth's scheduler does; upstream
+// clients do not, and get a smaller body).
+const PodsQuery = "pods"
+
+// MaxReportBytes bounds a report body; a real one with 250 pod UIDs is under 16 KiB.
+const MaxReportBytes = 1 << 20
+
+// DefaultMaxPodUIDs bounds the pod list of a report: far above the kubelet's default of 110 pods
+// per node, far below what would make the scheduler's per-node work noticeable.
+const DefaultMaxPodUIDs = 1000
+
+// WindowNames are the windows a report may carry, as load-watcher names them.
+var WindowNames = []string{"5m", "10m", "15m"}
+
+// ResourceStats is one resource over one window, in percent of the node's capacity.
+type ResourceStats struct {
+	Avg float64 `json:"avg"`
+	Std float64 `json:"std"`
+	P95 float64 `json:"p95"`
+}
+
+// WindowReport is one statistics window of a report.
+type WindowReport struct {
+	// Window is a load-watcher window name: "5m", "10m" or "15m".
+	Window  string        `json:"window"`
+	Samples int           `json:"samples"`
+	CPU     ResourceStats `json:"cpu"`
+	Memory  ResourceStats `json:"memory"`
+}
+
+// Latest is the newest single sample, in percent.
+type Latest struct {
+	CPU    float64 `json:"cpu"`
+	Memory float64 `json:"memory"`
+}
+
+// Report is what a node agent POSTs to ReportPath, authenticated with its service account token.
+type Report struct {
+	Node string `json:"node"`
+	// Time is the Unix time (seconds) of the newest sample behind the numbers, not of the push:
+	// an agent whose sampling stalled must age into "stale" at the watcher.
+	Time    int64          `json:"time"`
+	Latest  Latest         `json:"latest"`
+	Windows []WindowReport `json:"windows"`
+	PodUIDs []string       `json:"podUIDs"`
+}
+
+// Metrics is the upstream document GET /watcher returns.
+type Metrics = watcher.WatcherMetrics
+
+// NodeStatus is Berth's per-node extension of the load-watcher document.
+type NodeStatus struct {
+	// Updated is the Unix time (seconds) of the newest sample behind this node's numbers.
+	Updated int64 `json:"updated"`
+	// Stale is set when Updated is older than the watcher's staleness limit. A stale node's
+	// metrics are left out of data.NodeMetricsMap: it is reported as unknown, never as idle.
+	Stale bool `json:"stale,omitempty"`
+	// PodUIDs are the pods the node agent saw running when it sampled (only with ?pods=true),
+	// so the scheduler can tell which pods it just bound the numbers do not include yet.
+	PodUIDs []string `json:"podUIDs,omitempty"`
+}
+
+// Response is what GET /watcher serves: the upstream document, whose fields stay at the top
+// level so github.com/paypal/load-watcher clients decode it unchanged, plus Berth's per-node
+// freshness under a key they ignore.
+type Response struct {
+	watcher.WatcherMetrics
+	Nodes map[string]NodeStatus `json:"berthNodes,omitempty"`
+}
