@@ -1,7 +1,6 @@
 package loadwatcher
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,7 +36,10 @@ type Server struct {
 	requests *prometheus.CounterVec
 	latency  prometheus.Histogram
 	polls    *prometheus.CounterVec
+	builds   prometheus.Counter
 	healthy  atomic.Bool
+
+	docs docCache
 }
 
 // NewServer wires the metrics of a server around store.
@@ -56,6 +58,9 @@ func NewServer(store *Store) *Server {
 		Name: "berth_loadwatcher_watcher_request_duration_seconds", Help: "GET /watcher latency.",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 	})
+	s.builds = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "berth_loadwatcher_watcher_documents_encoded_total", Help: "Full /watcher documents encoded (once per store change and variant, not per request).",
+	})
 	s.polls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "berth_loadwatcher_source_polls_total", Help: "Polls of the prometheus or metrics-server source by result.",
 	}, []string{"result"})
@@ -65,7 +70,7 @@ func NewServer(store *Store) *Server {
 		func() float64 { _, st, _ := store.Counts(s.now()); return float64(st) })
 	missing := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "berth_loadwatcher_nodes_missing", Help: "Cluster nodes without any metrics."},
 		func() float64 { _, _, m := store.Counts(s.now()); return float64(m) })
-	s.registry.MustRegister(s.rejected, s.accepted, s.requests, s.latency, s.polls, nodes, stale, missing,
+	s.registry.MustRegister(s.rejected, s.accepted, s.requests, s.latency, s.polls, s.builds, nodes, stale, missing,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	s.healthy.Store(true)
 	return s
@@ -135,22 +140,28 @@ func (s *Server) writeWatcher(w http.ResponseWriter, r *http.Request) int {
 		http.Error(w, "window: want 5m, 10m or 15m", http.StatusBadRequest)
 		return http.StatusBadRequest
 	}
-	resp, found := s.Store.Response(query, s.now())
-	if !found {
+	if query.Node == "" {
+		doc, err := s.docs.get(s, query, s.now())
+		if err != nil {
+			klog.ErrorS(err, "Encoding /watcher response failed")
+			http.Error(w, "internal error", http.StatusInternalServerError)
+			return http.StatusInternalServerError
+		}
+		return doc.serve(w, r)
+	}
+	// One node: small, and cheap enough to build per request.
+	b := s.Store.Build(query, s.now())
+	if !b.Found {
 		http.Error(w, "unknown node", http.StatusNotFound)
 		return http.StatusNotFound
 	}
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(&resp); err != nil {
+	doc, err := encodeDoc(&b.Response)
+	if err != nil {
 		klog.ErrorS(err, "Encoding /watcher response failed")
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return http.StatusInternalServerError
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(buf.Bytes())
-	return http.StatusOK
+	return doc.serve(w, r)
 }
 
 func (s *Server) reject(w http.ResponseWriter, status int, reason, msg string) {

@@ -34,6 +34,9 @@ type Store struct {
 
 	mu    sync.RWMutex
 	nodes map[string]*NodeLoad
+	// gen counts changes: a served document built at gen g is current while gen is still g
+	// and no node has crossed the staleness limit since (see Build).
+	gen uint64
 	// known are the cluster's nodes (from a node informer), so a node that never reported is
 	// listed as missing instead of being silently absent. nil means "not tracked".
 	known map[string]struct{}
@@ -57,6 +60,7 @@ func (s *Store) Put(node string, l NodeLoad) bool {
 		return false
 	}
 	s.nodes[node] = &l
+	s.gen++
 	return true
 }
 
@@ -68,11 +72,26 @@ func (s *Store) SetKnown(node string, exists bool) {
 		s.known = map[string]struct{}{}
 	}
 	if exists {
-		s.known[node] = struct{}{}
+		if _, ok := s.known[node]; !ok {
+			s.known[node] = struct{}{}
+			s.gen++
+		}
 		return
 	}
-	delete(s.known, node)
-	delete(s.nodes, node)
+	_, k := s.known[node]
+	_, d := s.nodes[node]
+	if k || d {
+		delete(s.known, node)
+		delete(s.nodes, node)
+		s.gen++
+	}
+}
+
+// Generation changes whenever the stored data or the set of known nodes does.
+func (s *Store) Generation() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.gen
 }
 
 // Get returns a copy of a node's entry.
@@ -127,6 +146,24 @@ type Query struct {
 // Stale and missing nodes appear only in Nodes (berthNodes), never in NodeMetricsMap, so a
 // client that only reads the upstream fields sees them as "no metrics", never as idle.
 func (s *Store) Response(q Query, now time.Time) (resp Response, found bool) {
+	b := s.Build(q, now)
+	return b.Response, b.Found
+}
+
+// Built is a document with what tells when it goes out of date.
+type Built struct {
+	Response
+	Found bool
+	// Gen is the store's generation the document was built from.
+	Gen uint64
+	// NextFlip is when the first node served as fresh turns stale (zero: none will): the
+	// document's content changes then although the store does not.
+	NextFlip time.Time
+}
+
+// Build is Response with the generation and the next staleness transition.
+func (s *Store) Build(q Query, now time.Time) (b Built) {
+	resp := &b.Response
 	w := q.Window
 	if w == "" {
 		w = DefaultWindow
@@ -138,6 +175,7 @@ func (s *Store) Response(q Query, now time.Time) (resp Response, found bool) {
 
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	b.Gen = s.gen
 	n := len(s.nodes)
 	if q.Node != "" {
 		n = 1
@@ -149,6 +187,9 @@ func (s *Store) Response(q Query, now time.Time) (resp Response, found bool) {
 	resp.Nodes = make(map[string]NodeStatus, n)
 	add := func(name string, l *NodeLoad) {
 		st := NodeStatus{Updated: l.Updated.Unix(), Stale: s.isStale(l, now)}
+		if flip := l.Updated.Add(s.staleAfter); !st.Stale && (b.NextFlip.IsZero() || flip.Before(b.NextFlip)) {
+			b.NextFlip = flip
+		}
 		if q.Pods {
 			st.PodUIDs = l.PodUIDs
 		}
@@ -161,13 +202,14 @@ func (s *Store) Response(q Query, now time.Time) (resp Response, found bool) {
 	if q.Node != "" {
 		if l, ok := s.nodes[q.Node]; ok {
 			add(q.Node, l)
-			return resp, true
+			b.Found = true
+			return b
 		}
 		if _, ok := s.known[q.Node]; ok {
 			resp.Nodes[q.Node] = NodeStatus{Stale: true}
-			return resp, true
+			b.Found = true
 		}
-		return resp, false
+		return b
 	}
 	for name, l := range s.nodes {
 		add(name, l)
@@ -177,7 +219,8 @@ func (s *Store) Response(q Query, now time.Time) (resp Response, found bool) {
 			resp.Nodes[name] = NodeStatus{Stale: true}
 		}
 	}
-	return resp, true
+	b.Found = true
+	return b
 }
 
 // MetricsFromReport turns an agent report into the served metrics per window. Per window the

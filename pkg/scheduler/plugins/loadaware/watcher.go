@@ -26,7 +26,7 @@ var (
 	fetchTotal = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      "berth_loadaware",
 		Name:           "watcher_fetch_total",
-		Help:           "Load watcher snapshot fetches by plugin and result (success, http_status, decode, transport).",
+		Help:           "Load watcher snapshot fetches by plugin and result (success, not_modified, http_status, decode, transport).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"plugin", "result"})
 	snapshotAge = metrics.NewGaugeVec(&metrics.GaugeOpts{
@@ -60,6 +60,9 @@ type Watcher struct {
 	interval time.Duration
 	now      func() time.Time
 	snap     atomic.Pointer[Snapshot]
+	// etag is the watcher's ETag of snap's document: sent as If-None-Match, so a poll with
+	// nothing new is a 304 without a body.
+	etag atomic.Pointer[string]
 	// OnSnapshot runs after each successful fetch (the tracker prunes there).
 	onSnapshot func(*Snapshot)
 
@@ -107,7 +110,7 @@ func (w *Watcher) Run(ctx context.Context) {
 
 // Refresh does one fetch and, on success, publishes the new snapshot.
 func (w *Watcher) Refresh(ctx context.Context) error {
-	s, err := w.fetch(ctx)
+	s, etag, err := w.fetch(ctx)
 	if err != nil {
 		kind := "transport"
 		var fe *FetchError
@@ -118,7 +121,15 @@ func (w *Watcher) Refresh(ctx context.Context) error {
 		fetchTotal.WithLabelValues(w.plugin, kind).Inc()
 		return err
 	}
+	if s == nil {
+		// 304: the snapshot we hold is still the watcher's current document.
+		w.successes.Add(1)
+		fetchTotal.WithLabelValues(w.plugin, "not_modified").Inc()
+		snapshotAge.WithLabelValues(w.plugin).Set(float64(w.now().Unix()))
+		return nil
+	}
 	w.snap.Store(s)
+	w.etag.Store(&etag)
 	w.successes.Add(1)
 	fetchTotal.WithLabelValues(w.plugin, "success").Inc()
 	snapshotAge.WithLabelValues(w.plugin).Set(float64(s.FetchedAt.Unix()))
@@ -128,31 +139,40 @@ func (w *Watcher) Refresh(ctx context.Context) error {
 	return nil
 }
 
-func (w *Watcher) fetch(ctx context.Context) (*Snapshot, error) {
+// fetch GETs the document. A nil snapshot with a nil error means 304 Not Modified.
+func (w *Watcher) fetch(ctx context.Context) (*Snapshot, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.url, nil)
 	if err != nil {
-		return nil, &FetchError{"transport", err}
+		return nil, "", &FetchError{"transport", err}
 	}
 	req.Header.Set("Accept", "application/json")
+	// Go's transport asks for gzip and decompresses by itself, so Accept-Encoding is left to it.
+	held := w.snap.Load() != nil
+	if e := w.etag.Load(); held && e != nil && *e != "" {
+		req.Header.Set("If-None-Match", *e)
+	}
 	resp, err := w.client.Do(req)
 	if err != nil {
-		return nil, &FetchError{"transport", err}
+		return nil, "", &FetchError{"transport", err}
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotModified && held {
+		return nil, "", nil
+	}
 	if resp.StatusCode != http.StatusOK {
 		// Drain a little so the connection can be reused.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return nil, &FetchError{"http_status", fmt.Errorf("GET %s: status %d", w.url, resp.StatusCode)}
+		return nil, "", &FetchError{"http_status", fmt.Errorf("GET %s: status %d", w.url, resp.StatusCode)}
 	}
 	var doc loadapi.Response
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(&doc); err != nil {
 		// A timeout while reading the body lands here too; it is still a broken answer.
-		return nil, &FetchError{"decode", fmt.Errorf("GET %s: %w", w.url, err)}
+		return nil, "", &FetchError{"decode", fmt.Errorf("GET %s: %w", w.url, err)}
 	}
 	if doc.Timestamp == 0 && doc.Window.End == 0 && len(doc.Data.NodeMetricsMap) == 0 && len(doc.Nodes) == 0 {
 		// Nothing a real watcher sends with 200 (it answers 500 before its first window);
 		// the KEP's example shape also decodes to this. Keep the data we have.
-		return nil, &FetchError{"decode", fmt.Errorf("GET %s: empty document (no timestamp, no nodes)", w.url)}
+		return nil, "", &FetchError{"decode", fmt.Errorf("GET %s: empty document (no timestamp, no nodes)", w.url)}
 	}
 	fetched := w.now()
 	var serverNow time.Time
@@ -161,5 +181,5 @@ func (w *Watcher) fetch(ctx context.Context) (*Snapshot, error) {
 			serverNow = t
 		}
 	}
-	return NewSnapshot(&doc, fetched, serverNow), nil
+	return NewSnapshot(&doc, fetched, serverNow), resp.Header.Get("ETag"), nil
 }
