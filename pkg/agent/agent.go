@@ -4,11 +4,13 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/berth-sched/berth/pkg/agent/load"
@@ -48,6 +50,11 @@ type Agent struct {
 	podsSync func() bool
 	registry *prometheus.Registry
 
+	// instance names this run and seq numbers its reports: the watcher orders reports by them,
+	// not by the sample time, which this node's clock may have put ahead.
+	instance string
+	seq      atomic.Uint64
+
 	cpuGauge, memGauge    prometheus.Gauge
 	samples, sampleErrors prometheus.Counter
 	attempts, reports     *prometheus.CounterVec
@@ -69,7 +76,8 @@ func New(cfg Config) (*Agent, error) {
 	if hc == nil {
 		hc = &http.Client{Timeout: 10 * time.Second}
 	}
-	a := &Agent{cfg: cfg, sampler: load.NewSampler(cfg.ProcRoot, cfg.SampleInterval), registry: prometheus.NewRegistry()}
+	a := &Agent{cfg: cfg, sampler: load.NewSampler(cfg.ProcRoot, cfg.SampleInterval), registry: prometheus.NewRegistry(),
+		instance: rand.Text()[:16]}
 	nodeLabel := prometheus.Labels{"node": cfg.NodeName}
 	a.cpuGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_node_cpu_utilisation_percent",
 		Help: "Node CPU utilisation over the last sample interval, percent.", ConstLabels: nodeLabel})
@@ -215,6 +223,7 @@ func (a *Agent) PushOnce(ctx context.Context) error {
 		log.Info("No load sample yet, report skipped", "procRoot", a.cfg.ProcRoot)
 		return nil
 	}
+	r.Instance, r.Seq = a.instance, a.seq.Add(1)
 	pctx, cancel := context.WithTimeout(ctx, a.cfg.ReportInterval)
 	defer cancel()
 	if err := a.pusher.Push(pctx, &r); err != nil {

@@ -91,6 +91,14 @@ func TestAgentRunPushesReportsAndServesMetrics(t *testing.T) {
 	if len(rep.Windows) == 0 || rep.Windows[0].CPU.Avg < 24.9 || rep.Windows[0].CPU.Avg > 25.1 {
 		t.Fatalf("windows %+v, want CPU 25 %%", rep.Windows)
 	}
+	// One run, numbered reports: the watcher orders by these, not by this node's clock.
+	mu.Lock()
+	for i, r := range reports {
+		if len(r.Instance) != 16 || r.Instance != reports[0].Instance || r.Seq != uint64(i+1) {
+			t.Errorf("report %d: instance %q seq %d, want the run's 16-character instance and seq %d", i, r.Instance, r.Seq, i+1)
+		}
+	}
+	mu.Unlock()
 	if code := get(t, h, "/readyz").Code; code != http.StatusOK {
 		t.Fatalf("/readyz = %d once sampling and synced", code)
 	}

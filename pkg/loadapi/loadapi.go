@@ -58,7 +58,16 @@ type Report struct {
 	Latest  Latest         `json:"latest"`
 	Windows []WindowReport `json:"windows"`
 	PodUIDs []string       `json:"podUIDs"`
+	// Instance names one run of the agent process (random at start) and Seq numbers its reports
+	// from 1. The watcher orders reports by them and by its own receive time, never by Time, so
+	// an agent whose clock was ahead cannot shadow the reports that follow. Both are optional
+	// (a report without them is ordered by receive time alone).
+	Instance string `json:"instance,omitempty"`
+	Seq      uint64 `json:"seq,omitempty"`
 }
+
+// MaxInstanceLen bounds Report.Instance.
+const MaxInstanceLen = 64
 
 // Metrics is the upstream document GET /watcher returns.
 type Metrics = watcher.WatcherMetrics

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/berth-sched/berth/pkg/loadapi"
 )
 
 // Rejection reasons, used as the "reason" label of the rejected-reports counter.
@@ -26,6 +28,7 @@ const (
 	ReasonTooManyPods     = "too_many_pods"
 	ReasonBadPodUID       = "bad_pod_uid"
 	ReasonOutOfOrder      = "out_of_order"
+	ReasonBadInstance     = "bad_instance"
 )
 
 // ValidationError is a refused report: Reason is a stable label value, Msg is for the log.
@@ -65,17 +68,25 @@ func ValidateReport(r *Report, now time.Time, l Limits) error {
 		l.MaxAge = DefaultLimits.MaxAge
 	}
 	if errs := validation.IsDNS1123Subdomain(r.Node); len(errs) > 0 {
-		return invalid(ReasonBadNode, "node name %q: %v", r.Node, errs)
+		// The name is echoed to the caller and logged: never unbounded.
+		return invalid(ReasonBadNode, "node name %q: %v", truncate(r.Node, 80), errs)
 	}
 	if r.Time <= 0 {
 		return invalid(ReasonBadTime, "time %d", r.Time)
 	}
-	t := time.Unix(r.Time, 0)
-	if t.After(now.Add(l.MaxFuture)) {
-		return invalid(ReasonBadTime, "time %s is %s ahead of the watcher", t.UTC().Format(time.RFC3339), t.Sub(now))
+	// Whole seconds on both sides: no time.Duration (±292 years) can overflow, whatever Time is.
+	nowSec := now.Unix()
+	if ahead := r.Time - nowSec; ahead > int64(l.MaxFuture/time.Second) {
+		return invalid(ReasonBadTime, "time %s is %s ahead of the watcher (limit %s)", unixString(r.Time), secondsString(ahead), l.MaxFuture)
 	}
-	if t.Before(now.Add(-l.MaxAge)) {
-		return invalid(ReasonBadTime, "time %s is older than %s", t.UTC().Format(time.RFC3339), l.MaxAge)
+	if age := nowSec - r.Time; age > int64(l.MaxAge/time.Second) {
+		return invalid(ReasonBadTime, "time %s is %s old, older than %s", unixString(r.Time), secondsString(age), l.MaxAge)
+	}
+	if len(r.Instance) > loadapi.MaxInstanceLen || !printable(r.Instance) {
+		return invalid(ReasonBadInstance, "instance %q: want at most %d printable characters", truncate(r.Instance, 80), loadapi.MaxInstanceLen)
+	}
+	if r.Instance != "" && r.Seq == 0 {
+		return invalid(ReasonBadInstance, "instance %q without seq (seq starts at 1)", r.Instance)
 	}
 	if err := checkPercent("latest.cpu", r.Latest.CPU); err != nil {
 		return err
@@ -123,10 +134,8 @@ func ValidateReport(r *Report, now time.Time, l Limits) error {
 		if uid == "" || len(uid) > 64 {
 			return invalid(ReasonBadPodUID, "pod UID %q", truncate(uid, 80))
 		}
-		for _, c := range uid {
-			if c <= ' ' || c > '~' {
-				return invalid(ReasonBadPodUID, "pod UID %q has a non-printable character", truncate(uid, 80))
-			}
+		if !printable(uid) {
+			return invalid(ReasonBadPodUID, "pod UID %q has a non-printable character", truncate(uid, 80))
 		}
 	}
 	return nil
@@ -137,6 +146,34 @@ func checkPercent(name string, v float64) error {
 		return invalid(ReasonBadValue, "%s = %v, want a percentage in [0,100]", name, v)
 	}
 	return nil
+}
+
+// printable is visible ASCII without spaces.
+func printable(s string) bool {
+	for _, c := range s {
+		if c <= ' ' || c > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// unixString shows a Unix time as RFC 3339 when it is a plausible date, else as the number.
+func unixString(sec int64) string {
+	const year10000 = 253402300800
+	if sec < 0 || sec >= year10000 {
+		return fmt.Sprintf("%d (Unix seconds)", sec)
+	}
+	return time.Unix(sec, 0).UTC().Format(time.RFC3339)
+}
+
+// secondsString shows a non-negative number of seconds as a duration when one can hold it.
+func secondsString(sec int64) string {
+	const maxDurationSec = int64(math.MaxInt64 / int64(time.Second))
+	if sec < 0 || sec > maxDurationSec {
+		return fmt.Sprintf("%ds", sec)
+	}
+	return (time.Duration(sec) * time.Second).String()
 }
 
 func truncate(s string, n int) string {

@@ -37,7 +37,9 @@ type Server struct {
 	latency  prometheus.Histogram
 	polls    *prometheus.CounterVec
 	builds   prometheus.Counter
-	healthy  atomic.Bool
+	// futureClamped counts reports whose sample time was ahead of the watcher's clock.
+	futureClamped prometheus.Counter
+	healthy       atomic.Bool
 
 	docs docCache
 }
@@ -61,6 +63,9 @@ func NewServer(store *Store) *Server {
 	s.builds = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "berth_loadwatcher_watcher_documents_encoded_total", Help: "Full /watcher documents encoded (once per store change and variant, not per request).",
 	})
+	s.futureClamped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "berth_loadwatcher_reports_future_time_total", Help: "Reports stamped ahead of the watcher's clock (within the allowed skew); their time was clamped to now.",
+	})
 	s.polls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "berth_loadwatcher_source_polls_total", Help: "Polls of the prometheus or metrics-server source by result.",
 	}, []string{"result"})
@@ -70,7 +75,7 @@ func NewServer(store *Store) *Server {
 		func() float64 { _, st, _ := store.Counts(s.now()); return float64(st) })
 	missing := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "berth_loadwatcher_nodes_missing", Help: "Cluster nodes without any metrics."},
 		func() float64 { _, _, m := store.Counts(s.now()); return float64(m) })
-	s.registry.MustRegister(s.rejected, s.accepted, s.requests, s.latency, s.polls, s.builds, nodes, stale, missing,
+	s.registry.MustRegister(s.rejected, s.accepted, s.requests, s.latency, s.polls, s.builds, s.futureClamped, nodes, stale, missing,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	s.healthy.Store(true)
 	return s
@@ -166,7 +171,8 @@ func (s *Server) writeWatcher(w http.ResponseWriter, r *http.Request) int {
 
 func (s *Server) reject(w http.ResponseWriter, status int, reason, msg string) {
 	s.rejected.WithLabelValues(reason).Inc()
-	http.Error(w, reason+": "+msg, status)
+	// Messages may quote the caller's input: bounded, whatever it sent.
+	http.Error(w, reason+": "+truncate(msg, 512), status)
 }
 
 func (s *Server) serveReport(w http.ResponseWriter, r *http.Request) {
@@ -200,7 +206,7 @@ func (s *Server) serveReport(w http.ResponseWriter, r *http.Request) {
 			s.reject(w, http.StatusRequestEntityTooLarge, ReasonTooLarge, fmt.Sprintf("body over %d bytes", MaxReportBytes))
 			return
 		}
-		log.Info("Report refused", "reason", ReasonBadJSON, "err", err.Error())
+		log.Info("Report refused", "reason", ReasonBadJSON, "err", truncate(err.Error(), 512))
 		s.reject(w, http.StatusBadRequest, ReasonBadJSON, err.Error())
 		return
 	}
@@ -224,10 +230,18 @@ func (s *Server) serveReport(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusBadRequest, ReasonUnknownNode, fmt.Sprintf("node %q is not in the cluster", rep.Node))
 		return
 	}
-	l := NodeLoad{Updated: time.Unix(rep.Time, 0), Metrics: MetricsFromReport(&rep), PodUIDs: rep.PodUIDs}
+	// A sample time ahead of the watcher's clock (within the allowed skew) is clamped to now:
+	// it is served as fresh, never as fresher than anything that can follow it.
+	updated := time.Unix(rep.Time, 0)
+	if updated.After(now) {
+		s.futureClamped.Inc()
+		log.V(2).Info("Report time ahead of the watcher's clock, clamped to now", "time", rep.Time, "ahead", updated.Sub(now))
+		updated = now
+	}
+	l := NodeLoad{Updated: updated, Metrics: MetricsFromReport(&rep), PodUIDs: rep.PodUIDs, Instance: rep.Instance, Seq: rep.Seq}
 	if !s.Store.Put(rep.Node, l) {
-		// Not an error of the agent's (a retried older report arrived late): accept, ignore.
-		log.V(2).Info("Report ignored: older than the stored one", "time", rep.Time)
+		// Not an error of the agent's (a retried report arrived after a newer one): accept, ignore.
+		log.V(2).Info("Report ignored: not newer than the stored one of the same agent", "instance", rep.Instance, "seq", rep.Seq)
 		s.rejected.WithLabelValues(ReasonOutOfOrder).Inc()
 		w.WriteHeader(http.StatusNoContent)
 		return

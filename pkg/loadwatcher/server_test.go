@@ -64,6 +64,15 @@ func (e *testEnv) post(t *testing.T, token string, body []byte) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// seqReport is reportFor with an agent run and sequence number.
+func seqReport(node string, t time.Time, cpuAvg float64, instance string, seq uint64) []byte {
+	var r Report
+	_ = json.Unmarshal(reportFor(node, t, cpuAvg), &r)
+	r.Instance, r.Seq = instance, seq
+	b, _ := json.Marshal(r)
+	return b
+}
+
 func reportFor(node string, t time.Time, cpuAvg float64) []byte {
 	r := Report{Node: node, Time: t.Unix(), Latest: Latest{CPU: cpuAvg + 1, Memory: 50},
 		Windows: []WindowReport{
@@ -260,12 +269,16 @@ func TestBadReportsAreRefusedAndCounted(t *testing.T) {
 	if code, body := e.post(t, "tok-a", good); code != http.StatusNoContent {
 		t.Fatalf("good report after bad ones: %d %s", code, body)
 	}
-	// A late retry of an older report is ignored, not stored over the newer one.
-	if code, _ := e.post(t, "tok-a", reportFor("node-a", e.now.Add(-time.Minute), 90)); code != http.StatusNoContent {
+	// A late retry of an earlier report of the same agent run is ignored, not stored over the
+	// newer one.
+	if code, _ := e.post(t, "tok-a", seqReport("node-a", e.now, 20, "run-1", 2)); code != http.StatusNoContent {
+		t.Fatal("report refused")
+	}
+	if code, _ := e.post(t, "tok-a", seqReport("node-a", e.now, 90, "run-1", 1)); code != http.StatusNoContent {
 		t.Fatal("older report not acknowledged")
 	}
-	if l, _ := e.srv.Store.Get("node-a"); !l.Updated.Equal(time.Unix(e.now.Unix(), 0)) {
-		t.Fatalf("older report replaced the newer one: %v", l.Updated)
+	if l, _ := e.srv.Store.Get("node-a"); l.Seq != 2 {
+		t.Fatalf("older report replaced the newer one: seq %d", l.Seq)
 	}
 	if testutil.ToFloat64(e.srv.Rejected().WithLabelValues(ReasonOutOfOrder)) != 1 {
 		t.Fatal("out-of-order report not counted")

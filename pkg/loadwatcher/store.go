@@ -25,6 +25,9 @@ type NodeLoad struct {
 	// Metrics per window name ("5m", "10m", "15m"), in the order they are served.
 	Metrics map[string][]watcher.Metric
 	PodUIDs []string
+	// Instance and Seq identify an agent report (loadapi.Report); empty for pull sources.
+	Instance string
+	Seq      uint64
 }
 
 // Store holds per-node load and builds the /watcher document. Safe for concurrent use.
@@ -51,12 +54,14 @@ func NewStore(source string, staleAfter time.Duration) *Store {
 // StaleAfter is the staleness limit.
 func (s *Store) StaleAfter() time.Duration { return s.staleAfter }
 
-// Put stores a node's load unless it is older than what is stored (reports may arrive out of
-// order after retries); it reports whether the entry was stored.
+// Put stores a node's load in the order Puts arrive (the watcher's receive time), except that a
+// report of the same agent run (Instance) with a Seq not above the stored one is a late retry and
+// is dropped. The sample time never decides: an agent clock that was ahead must not make the
+// honest reports that follow look old. It reports whether the entry was stored.
 func (s *Store) Put(node string, l NodeLoad) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur, ok := s.nodes[node]; ok && l.Updated.Before(cur.Updated) {
+	if cur, ok := s.nodes[node]; ok && l.Instance != "" && l.Instance == cur.Instance && l.Seq <= cur.Seq {
 		return false
 	}
 	s.nodes[node] = &l
