@@ -59,6 +59,7 @@ type Agent struct {
 	samples, sampleErrors prometheus.Counter
 	attempts, reports     *prometheus.CounterVec
 	lastReport            prometheus.Gauge
+	clamped               prometheus.Counter
 }
 
 // New validates cfg and builds the agent (no goroutines yet).
@@ -91,7 +92,9 @@ func New(cfg Config) (*Agent, error) {
 		Help: "Reports by outcome (pushed, failed, skipped)."}, []string{"outcome"})
 	a.lastReport = prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_agent_last_report_timestamp_seconds",
 		Help: "Unix time of the last report the watcher accepted."})
-	a.registry.MustRegister(a.cpuGauge, a.memGauge, a.samples, a.sampleErrors, a.attempts, a.reports, a.lastReport,
+	a.clamped = prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_agent_values_clamped_total",
+		Help: "Report values outside [0,100] % (or not finite) clamped before pushing."})
+	a.registry.MustRegister(a.cpuGauge, a.memGauge, a.samples, a.sampleErrors, a.attempts, a.reports, a.lastReport, a.clamped,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	a.sampler.OnSample = func(s load.Sample) {
 		a.cpuGauge.Set(s.CPU)
@@ -217,7 +220,8 @@ func (a *Agent) reportLoop(ctx context.Context) {
 // PushOnce builds and pushes one report; retries end when the next report is due.
 func (a *Agent) PushOnce(ctx context.Context) error {
 	log := klog.FromContext(ctx)
-	r, ok := report.Build(a.cfg.NodeName, a.sampler, time.Now(), a.pods())
+	r, clamped, ok := report.BuildCounted(a.cfg.NodeName, a.sampler, time.Now(), a.pods())
+	a.clamped.Add(float64(clamped))
 	if !ok {
 		a.reports.WithLabelValues("skipped").Inc()
 		log.Info("No load sample yet, report skipped", "procRoot", a.cfg.ProcRoot)

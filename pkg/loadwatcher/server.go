@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -39,6 +40,7 @@ type Server struct {
 	builds   prometheus.Counter
 	// futureClamped counts reports whose sample time was ahead of the watcher's clock.
 	futureClamped prometheus.Counter
+	outOfRange    *prometheus.CounterVec
 	healthy       atomic.Bool
 
 	docs docCache
@@ -66,6 +68,9 @@ func NewServer(store *Store) *Server {
 	s.futureClamped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "berth_loadwatcher_reports_future_time_total", Help: "Reports stamped ahead of the watcher's clock (within the allowed skew); their time was clamped to now.",
 	})
+	s.outOfRange = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "berth_loadwatcher_values_out_of_range_total", Help: "Utilisation values a pull source returned outside [0,100] % (clamped) or not finite (dropped), by source.",
+	}, []string{"source"})
 	s.polls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "berth_loadwatcher_source_polls_total", Help: "Polls of the prometheus or metrics-server source by result.",
 	}, []string{"result"})
@@ -75,7 +80,7 @@ func NewServer(store *Store) *Server {
 		func() float64 { _, st, _ := store.Counts(s.now()); return float64(st) })
 	missing := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "berth_loadwatcher_nodes_missing", Help: "Cluster nodes without any metrics."},
 		func() float64 { _, _, m := store.Counts(s.now()); return float64(m) })
-	s.registry.MustRegister(s.rejected, s.accepted, s.requests, s.latency, s.polls, s.builds, s.futureClamped, nodes, stale, missing,
+	s.registry.MustRegister(s.rejected, s.accepted, s.requests, s.latency, s.polls, s.builds, s.futureClamped, s.outOfRange, nodes, stale, missing,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	s.healthy.Store(true)
 	return s
@@ -314,7 +319,34 @@ func (s *Server) PollOnce(ctx context.Context, p Poller) error {
 			klog.V(2).InfoS("Ignoring load of a node not in the cluster", "node", node)
 			continue
 		}
+		if n := ClampLoad(&l); n > 0 {
+			s.outOfRange.WithLabelValues(s.Store.source).Add(float64(n))
+			klog.V(2).InfoS("Load source returned utilisation outside [0,100] %; clamped", "node", node, "values", n)
+		}
 		s.Store.Put(node, l)
 	}
 	return nil
+}
+
+// ClampLoad keeps every utilisation of l within [0,100] % (a percentage of capacity cannot be
+// anything else, and scores computed from one outside it leave their range) and drops values
+// that are not finite. It returns how many values it changed or dropped.
+func ClampLoad(l *NodeLoad) int {
+	n := 0
+	for w, ms := range l.Metrics {
+		kept := ms[:0]
+		for _, m := range ms {
+			switch {
+			case math.IsNaN(m.Value) || math.IsInf(m.Value, 0):
+				n++
+				continue
+			case m.Value < 0 || m.Value > 100:
+				n++
+				m.Value = min(max(m.Value, 0), 100)
+			}
+			kept = append(kept, m)
+		}
+		l.Metrics[w] = kept
+	}
+	return n
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -22,14 +23,24 @@ import (
 
 // Build turns the sampler's state into a report. ok is false when there is no sample yet.
 func Build(node string, s *load.Sampler, now time.Time, podUIDs []string) (loadapi.Report, bool) {
+	r, _, ok := BuildCounted(node, s, now, podUIDs)
+	return r, ok
+}
+
+// BuildCounted is Build that also returns how many values it had to clamp into [0,100] % (or
+// replace, when not finite): the watcher refuses a report with any value outside, so they are
+// clamped here and counted (berth_agent_values_clamped_total).
+func BuildCounted(node string, s *load.Sampler, now time.Time, podUIDs []string) (r loadapi.Report, clamped int, ok bool) {
 	last, ok := s.Last()
 	if !ok {
-		return loadapi.Report{}, false
+		return loadapi.Report{}, 0, false
 	}
-	r := loadapi.Report{
+	var c clamper
+	pct := c.pct
+	r = loadapi.Report{
 		Node:    node,
 		Time:    last.Time.Unix(),
-		Latest:  loadapi.Latest{CPU: clampPct(last.CPU), Memory: clampPct(last.Memory)},
+		Latest:  loadapi.Latest{CPU: pct(last.CPU), Memory: pct(last.Memory)},
 		PodUIDs: podUIDs,
 	}
 	stats := s.Stats(now)
@@ -41,18 +52,35 @@ func Build(node string, s *load.Sampler, now time.Time, podUIDs []string) (loada
 		r.Windows = append(r.Windows, loadapi.WindowReport{
 			Window:  loadapi.WindowNames[i],
 			Samples: st.CPU.N,
-			CPU:     loadapi.ResourceStats{Avg: clampPct(st.CPU.Avg), Std: clampPct(st.CPU.Std), P95: clampPct(st.CPU.P95)},
-			Memory:  loadapi.ResourceStats{Avg: clampPct(st.Memory.Avg), Std: clampPct(st.Memory.Std), P95: clampPct(st.Memory.P95)},
+			CPU:     loadapi.ResourceStats{Avg: pct(st.CPU.Avg), Std: pct(st.CPU.Std), P95: pct(st.CPU.P95)},
+			Memory:  loadapi.ResourceStats{Avg: pct(st.Memory.Avg), Std: pct(st.Memory.Std), P95: pct(st.Memory.P95)},
 		})
 	}
 	if len(r.Windows) == 0 {
-		return loadapi.Report{}, false
+		return loadapi.Report{}, 0, false
 	}
-	return r, true
+	return r, c.n, true
 }
 
-// clampPct keeps floating-point noise (100.00000000001) from getting a report refused.
-func clampPct(v float64) float64 { return min(max(v, 0), 100) }
+// clamper clamps percentages and counts the values it changed.
+type clamper struct{ n int }
+
+func (c *clamper) pct(v float64) float64 {
+	out := clampPct(v)
+	if out != v || math.IsNaN(v) {
+		c.n++
+	}
+	return out
+}
+
+// clampPct keeps floating-point noise (100.00000000001) from getting a report refused; a value
+// that is not a number becomes 0 (the watcher would refuse the whole report for it).
+func clampPct(v float64) float64 {
+	if math.IsNaN(v) {
+		return 0
+	}
+	return min(max(v, 0), 100)
+}
 
 // Pusher POSTs reports to the load watcher with the service-account token.
 type Pusher struct {

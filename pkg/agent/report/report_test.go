@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -163,5 +164,21 @@ func TestBuild(t *testing.T) {
 	}
 	if err := loadwatcher.ValidateReport(&r, now, loadwatcher.Limits{}); err != nil {
 		t.Fatalf("the agent builds a report the watcher refuses: %v", err)
+	}
+}
+
+func TestClamper(t *testing.T) {
+	tests := []struct {
+		in, want float64
+		counted  bool
+	}{
+		{0, 0, false}, {55.5, 55.5, false}, {100, 100, false},
+		{100.00000000001, 100, true}, {-0.0001, 0, true}, {1e9, 100, true}, {math.NaN(), 0, true}, {math.Inf(-1), 0, true},
+	}
+	for _, tc := range tests {
+		var c clamper
+		if got := c.pct(tc.in); got != tc.want || (c.n == 1) != tc.counted {
+			t.Errorf("pct(%v) = %v counted %d, want %v counted %v", tc.in, got, c.n, tc.want, tc.counted)
+		}
 	}
 }

@@ -52,9 +52,11 @@ func (m *MetricsServer) Poll(ctx context.Context, now time.Time) (map[string]loa
 			continue
 		}
 		seen[nm.Name] = true
+		// Not clamped here: usage above capacity is passed on, and the server clamps and counts
+		// it (berth_loadwatcher_values_out_of_range_total).
 		s := msSample{t: nm.Timestamp.Time,
-			cpu: clamp(100 * float64(nm.Usage.Cpu().MilliValue()) / float64(cpuCap)),
-			mem: clamp(100 * float64(nm.Usage.Memory().Value()) / float64(memCap))}
+			cpu: 100 * float64(nm.Usage.Cpu().MilliValue()) / float64(cpuCap),
+			mem: 100 * float64(nm.Usage.Memory().Value()) / float64(memCap)}
 		h := m.samples[nm.Name]
 		if n := len(h); n == 0 || s.t.After(h[n-1].t) {
 			h = append(h, s)
@@ -122,5 +124,3 @@ func avgStd(v []float64) (float64, float64) {
 	}
 	return a, math.Sqrt(sq / float64(len(v)))
 }
-
-func clamp(v float64) float64 { return min(max(v, 0), 100) }

@@ -95,19 +95,20 @@ func (p *Prometheus) Poll(ctx context.Context, now time.Time) (map[string]loadwa
 	return out, nil
 }
 
-// pct scales a value to percent and refuses what is not a percentage, so a wrong Scale or a
-// broken exporter shows up as missing metrics (and a log line), not as absurd load.
+// pct scales a value to percent. Values outside [0,100] are passed on: the server clamps and
+// counts them (berth_loadwatcher_values_out_of_range_total), so a wrong Scale or a broken exporter
+// shows up in a metric. Non-finite values are dropped here (JSON cannot carry them).
 func (p *Prometheus) pct(vals map[string]float64, node string) (float64, bool) {
 	v, ok := vals[node]
 	if !ok {
 		return 0, false
 	}
 	v *= p.Scale
-	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 100.5 {
-		klog.V(2).InfoS("Ignoring a Prometheus value outside [0,100] %", "node", node, "value", v)
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		klog.V(2).InfoS("Ignoring a non-finite Prometheus value", "node", node, "value", v)
 		return 0, false
 	}
-	return min(v, 100), true
+	return v, true
 }
 
 func (p *Prometheus) vector(ctx context.Context, q string, now time.Time) (map[string]float64, error) {

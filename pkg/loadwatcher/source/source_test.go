@@ -79,7 +79,7 @@ func (f *fakeProm) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		add("node-1", base+winVal[m[3]])
 		if m[2] == DefaultCPUMetric {
-			add("node-2", 200) // out of range: must be ignored, not served
+			add("node-2", 200) // out of range: passed on for the server to clamp and count
 		}
 	case latestQ.MatchString(q):
 		add("node-1", 42)
@@ -122,8 +122,8 @@ func TestPrometheusSource(t *testing.T) {
 			}
 		}
 	}
-	if v, ok := value(loads["node-2"].Metrics["15m"], watcher.CPU, watcher.Average); ok {
-		t.Fatalf("node-2 CPU AVG 200 %% served as %v", v)
+	if v, ok := value(loads["node-2"].Metrics["15m"], watcher.CPU, watcher.Average); !ok || v != 200 {
+		t.Fatalf("node-2 CPU AVG 200 %% passed on as %v,%v; the server clamps it (TestPollClampsOutOfRange)", v, ok)
 	}
 	if len(fp.queries) != 1+2*(1+2*3) {
 		t.Fatalf("%d queries: %q", len(fp.queries), fp.queries)

@@ -167,7 +167,11 @@ func usagePercent(node *v1.Node, st NodeState, r v1.ResourceName) (float64, bool
 
 // RoundScore rounds half away from zero after snapping float noise: exact-half scores such as
 // 57.5 (= 100·(1 − 0.85/2)) come out of float arithmetic as 57.4999999…; without the snap
-// they would round down, unlike the arithmetic the formulas describe.
+// they would round down, unlike the arithmetic the formulas describe. The result is a node
+// score, so it is kept within [0, 100] whatever went in (NaN gives 0).
 func RoundScore(x float64) int64 {
-	return int64(math.Round(math.Round(x*1e9) / 1e9))
+	if math.IsNaN(x) {
+		return 0
+	}
+	return int64(math.Round(math.Round(min(max(x, 0), 100)*1e9) / 1e9))
 }

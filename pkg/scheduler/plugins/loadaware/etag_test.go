@@ -8,8 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paypal/load-watcher/pkg/watcher"
+	"k8s.io/component-base/metrics/testutil"
+
 	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/berth-sched/berth/pkg/loadwatcher"
+	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
 )
 
 // statusRecorder wraps a handler and keeps the status codes it answered.
@@ -95,5 +99,28 @@ func TestUnsolicited304IsAnError(t *testing.T) {
 	e := newEngine(t, srv.URL, nil, nil)
 	if err := e.Watcher.Refresh(context.Background()); err == nil || e.Watcher.Snapshot() != nil {
 		t.Fatalf("unsolicited 304: err %v, snapshot %v", err, e.Watcher.Snapshot())
+	}
+}
+
+// Out-of-range values of a document are clamped in the digest and counted per plugin.
+func TestOutOfRangeCounted(t *testing.T) {
+	w := lat.NewWatcher()
+	defer w.Close()
+	w.Set(lat.Doc(time.Now(), map[string][]watcher.Metric{
+		"n": {lat.Metric(watcher.CPU, watcher.Average, -13), lat.Metric(watcher.CPU, watcher.Std, 400),
+			lat.Metric(watcher.Memory, watcher.Average, 101), lat.Metric(watcher.Memory, watcher.Std, 3)},
+	}))
+	e, err := NewEngine(context.Background(), "OutOfRangeTest", defaulted(w.URL, nil), nil, cpuEstimate(100), Options{NoLoop: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := testutil.GetCounterMetricValue(outOfRange.WithLabelValues("OutOfRangeTest"))
+	if err := e.Watcher.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := testutil.GetCounterMetricValue(outOfRange.WithLabelValues("OutOfRangeTest"))
+	m := e.Node("n").Metrics
+	if after-before != 3 || m.CPU.Avg != 0 || m.CPU.Std != 100 || m.Memory.Avg != 100 || m.Memory.Std != 3 {
+		t.Fatalf("counted %v (want 3), metrics %+v", after-before, m)
 	}
 }

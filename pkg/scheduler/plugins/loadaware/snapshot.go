@@ -1,6 +1,7 @@
 package loadaware
 
 import (
+	"math"
 	"time"
 
 	"github.com/paypal/load-watcher/pkg/watcher"
@@ -72,6 +73,9 @@ type Snapshot struct {
 	// newest is the most recent per-node sample time: tells "this node's agent is dead" from
 	// "the whole signal is dead".
 	newest time.Time
+	// OutOfRange counts utilisation values of the document outside [0,100] % (clamped) or not
+	// finite (ignored).
+	OutOfRange int
 }
 
 // NewSnapshot digests a watcher response. fetchedAt is the scheduler's clock when the answer
@@ -103,7 +107,9 @@ func NewSnapshot(resp *loadapi.Response, fetchedAt, serverNow time.Time) *Snapsh
 	}
 	for name, nm := range resp.Data.NodeMetricsMap {
 		e := get(name)
-		e.metrics = digest(nm.Metrics)
+		var bad int
+		e.metrics, bad = digest(nm.Metrics)
+		s.OutOfRange += bad
 		e.hasMetrics = true
 	}
 	for name, st := range resp.Nodes {
@@ -127,10 +133,22 @@ func NewSnapshot(resp *loadapi.Response, fetchedAt, serverNow time.Time) *Snapsh
 	return s
 }
 
-func digest(ms []watcher.Metric) NodeMetrics {
-	var out NodeMetrics
+// digest reads a node's metrics, clamping every CPU and memory value into [0,100] % whatever
+// the watcher served (a third-party watcher may serve negative or huge numbers, and scores
+// computed from them leave their range); bad counts the values changed or ignored.
+func digest(ms []watcher.Metric) (out NodeMetrics, bad int) {
 	avgSeen := map[string]bool{}
 	for _, m := range ms {
+		if m.Type == watcher.CPU || m.Type == watcher.Memory {
+			if math.IsNaN(m.Value) || math.IsInf(m.Value, 0) {
+				bad++
+				continue
+			}
+			if m.Value < 0 || m.Value > 100 {
+				bad++
+				m.Value = min(max(m.Value, 0), 100)
+			}
+		}
 		var rd *ResourceData
 		switch m.Type {
 		case watcher.CPU:
@@ -156,7 +174,7 @@ func digest(ms []watcher.Metric) NodeMetrics {
 			}
 		}
 	}
-	return out
+	return out, bad
 }
 
 // NodeView is what a plugin gets for one node.

@@ -35,11 +35,17 @@ var (
 		Help:           "Unix time of the last successful load watcher fetch, by plugin.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"plugin"})
+	outOfRange = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "berth_loadaware",
+		Name:           "values_out_of_range_total",
+		Help:           "Utilisation values served by the load watcher outside [0,100] % (clamped) or not finite (ignored), by plugin.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"plugin"})
 	registerOnce sync.Once
 )
 
 func registerMetrics() {
-	registerOnce.Do(func() { legacyregistry.MustRegister(fetchTotal, snapshotAge) })
+	registerOnce.Do(func() { legacyregistry.MustRegister(fetchTotal, snapshotAge, outOfRange) })
 }
 
 // FetchError classifies a failed fetch for the metric and the log.
@@ -127,6 +133,9 @@ func (w *Watcher) Refresh(ctx context.Context) error {
 		fetchTotal.WithLabelValues(w.plugin, "not_modified").Inc()
 		snapshotAge.WithLabelValues(w.plugin).Set(float64(w.now().Unix()))
 		return nil
+	}
+	if s.OutOfRange > 0 {
+		outOfRange.WithLabelValues(w.plugin).Add(float64(s.OutOfRange))
 	}
 	w.snap.Store(s)
 	w.etag.Store(&etag)

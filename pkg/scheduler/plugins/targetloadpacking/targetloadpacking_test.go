@@ -530,3 +530,26 @@ func TestPreScoreMatchesFallback(t *testing.T) {
 		t.Errorf("with PreScore %d, without %d, want 38", with, without)
 	}
 }
+
+// A third-party or upstream watcher serving utilisation outside [0,100] % once produced −13 and
+// −1 499 938 with a success status; the plugin clamps what it reads, so scores stay in range.
+func TestOutOfRangeUtilisationScoresInRange(t *testing.T) {
+	w := lat.NewWatcher()
+	defer w.Close()
+	clk := &clock{t: time.Now()}
+	util := map[string]float64{"neg": -35.3, "huge-neg": -999_985, "over": 250, "ok": 25}
+	w.Set(lat.CPUDoc(clk.Now(), util))
+	pl := newPlugin(t, w, `,"targetUtilization":40`, clk)
+	pod := lat.Pod("zero", 0)
+	pod.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse("0")}
+	// Clamped to 0 % a node scores the target (40), clamped to 100 % it scores 0.
+	want := map[string]int64{"neg": 40, "huge-neg": 40, "over": 0, "ok": 78}
+	for n, w := range want {
+		if got := score(t, pl, pod, lat.Node(n, 8000, 32<<30)); got != w {
+			t.Errorf("Score(%s at %v %%) = %d, want %d", n, util[n], got, w)
+		}
+	}
+	if got := pl.Engine().Watcher.Snapshot().OutOfRange; got != 3 {
+		t.Errorf("snapshot counted %d out-of-range values, want 3", got)
+	}
+}
