@@ -19,9 +19,9 @@ func (f fakePoller) Poll(context.Context, time.Time) (map[string]NodeLoad, error
 func TestPollClampsOutOfRange(t *testing.T) {
 	now := time.Now()
 	tests := []struct {
-		name      string
-		in        []float64
-		want      []float64
+		name       string
+		in         []float64
+		want       []float64
 		outOfRange float64
 	}{
 		{"in range untouched", []float64{0, 42.5, 100}, []float64{0, 42.5, 100}, 0},

@@ -12,6 +12,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/berth-sched/berth/pkg/scheduler/registry"
+	"github.com/berth-sched/berth/pkg/scheduler/schedconfig"
 )
 
 // SchedulerName is the profile name workloads opt in with (spec.schedulerName) and the name
@@ -26,6 +27,14 @@ func NewCommand(extra ...app.Option) *cobra.Command {
 	cmd.Short = "Berth's kube-scheduler with real-load, syscall, image-locality and isolation plugins"
 	upstream := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if c.Flags().Changed("config") {
+			// Berth's checks upstream lacks (negative weights, plugin names, Berth plugin args),
+			// the same the operator runs before a rollout: refuse at start, naming the field,
+			// instead of running with inverted scores or crash-looping later.
+			if err := validateConfigFile(c.Flags().Lookup("config").Value.String()); err != nil {
+				return err
+			}
+		}
 		if !c.Flags().Changed("config") {
 			// Upstream resets the configuration to its own defaults (profile default-scheduler,
 			// Lease kube-scheduler) unless --config is given; that would make Berth fight the
@@ -42,6 +51,17 @@ func NewCommand(extra ...app.Option) *cobra.Command {
 		return upstream(c, args)
 	}
 	return cmd
+}
+
+func validateConfigFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("reading --config: %w", err)
+	}
+	if _, err := schedconfig.Validate(data); err != nil {
+		return fmt.Errorf("invalid --config %s: %s", path, schedconfig.ErrorMessage(err))
+	}
+	return nil
 }
 
 func writeDefaultConfig(c *cobra.Command) (string, error) {

@@ -94,6 +94,7 @@ func Validate(data []byte) (*config.KubeSchedulerConfiguration, error) {
 		errs = append(errs, agg.Errors()...)
 	}
 	errs = append(errs, checkPluginNames(cfg)...)
+	errs = append(errs, checkWeights(data)...)
 	for i, prof := range cfg.Profiles {
 		for j, pc := range prof.PluginConfig {
 			parse, ok := argParsers[pc.Name]
