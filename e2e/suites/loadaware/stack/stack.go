@@ -477,14 +477,17 @@ func SchedulerMetrics(ctx context.Context, c *cluster.Cluster, port int) (func()
 }
 
 // Fetches sums berth_loadaware_watcher_fetch_total of plugin with result want, or of every
-// result but success when want is "".
+// failed result (neither success nor not_modified) when want is "".
 func Fetches(page, plugin, want string) float64 {
 	var sum float64
 	for _, l := range strings.Split(page, "\n") {
 		if !strings.HasPrefix(l, "berth_loadaware_watcher_fetch_total{") || !strings.Contains(l, `plugin="`+plugin+`"`) {
 			continue
 		}
-		if (want == "success") != strings.Contains(l, `result="success"`) {
+		switch {
+		case want == "" && (strings.Contains(l, `result="success"`) || strings.Contains(l, `result="not_modified"`)):
+			continue
+		case want != "" && !strings.Contains(l, `result="`+want+`"`):
 			continue
 		}
 		f := strings.Fields(l)

@@ -41,11 +41,25 @@ var (
 		Help:           "Utilisation values served by the load watcher outside [0,100] % (clamped) or not finite (ignored), by plugin.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"plugin"})
+	refreshErrors = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "berth_loadaware",
+		Name:           "watcher_refresh_errors_total",
+		Help:           "Failed load watcher refreshes (any reason), by plugin; the log only says when an outage starts and ends.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"plugin"})
+	snapshotAgeSeconds = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Subsystem:      "berth_loadaware",
+		Name:           "snapshot_age_seconds",
+		Help:           "Seconds since the last successful load watcher fetch (since start before the first), by plugin; updated every refresh.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"plugin"})
 	registerOnce sync.Once
 )
 
 func registerMetrics() {
-	registerOnce.Do(func() { legacyregistry.MustRegister(fetchTotal, snapshotAge, outOfRange) })
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(fetchTotal, snapshotAge, outOfRange, refreshErrors, snapshotAgeSeconds)
+	})
 }
 
 // FetchError classifies a failed fetch for the metric and the log.
@@ -73,6 +87,12 @@ type Watcher struct {
 	onSnapshot func(*Snapshot)
 
 	successes, failures atomic.Int64
+	// lastOK is the Unix nanoseconds of the last successful fetch (200 or 304); 0 = none yet.
+	lastOK atomic.Int64
+	// started stands in for lastOK in the age gauge before the first success.
+	started        time.Time
+	outage         outage
+	outageLogEvery time.Duration
 }
 
 // NewWatcher builds a Watcher for baseURL (no trailing slash).
@@ -87,8 +107,14 @@ func NewWatcher(plugin, baseURL string, interval, timeout time.Duration, now fun
 		client:   &http.Client{Timeout: timeout},
 		interval: interval,
 		now:      now,
+		started:  now(),
+
+		outageLogEvery: DefaultOutageLogEvery,
 	}
 }
+
+// SetOutageLogEvery changes how often a continuing outage is logged (tests).
+func (w *Watcher) SetOutageLogEvery(d time.Duration) { w.outageLogEvery = d }
 
 // Snapshot returns the latest snapshot, nil before the first successful fetch.
 func (w *Watcher) Snapshot() *Snapshot { return w.snap.Load() }
@@ -102,16 +128,64 @@ func (w *Watcher) Run(ctx context.Context) {
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
 	for {
-		if err := w.Refresh(ctx); err != nil && ctx.Err() == nil {
-			// Keep going: scoring falls back to the last snapshot, then to neutral once it expires.
-			logger.Error(err, "Refreshing load watcher snapshot failed; keeping the previous one")
-		}
+		w.RefreshLogged(ctx, logger)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
+}
+
+// DefaultOutageLogEvery is how often a continuing outage is logged again.
+const DefaultOutageLogEvery = 5 * time.Minute
+
+// RefreshLogged is one loop iteration: Refresh, then the log lines and gauges of the watcher's
+// reachability. An outage is logged when it starts, then at most once per outageLogEvery while
+// it lasts, and once when it ends: a dead watcher must not flood the scheduler's log (every
+// plugin instance refreshes every few seconds), and the metrics tell the rest.
+func (w *Watcher) RefreshLogged(ctx context.Context, logger klog.Logger) {
+	err := w.Refresh(ctx)
+	if ctx.Err() != nil {
+		return // shutting down: not an outage
+	}
+	now := w.now()
+	o := &w.outage
+	switch {
+	case err != nil && o.since.IsZero():
+		o.since, o.failures, o.logged = now, 1, now
+		// Keep going: scoring falls back to the last snapshot, then to neutral once it expires.
+		logger.Error(err, "Load watcher unreachable; scoring from the last snapshot until it expires, then neutral",
+			"lastSuccess", w.lastOKString(), "nextLogIn", w.outageLogEvery)
+	case err != nil:
+		o.failures++
+		if now.Sub(o.logged) >= w.outageLogEvery {
+			o.logged = now
+			logger.Error(err, "Load watcher still unreachable", "for", now.Sub(o.since).Round(time.Second),
+				"failedRefreshes", o.failures, "lastSuccess", w.lastOKString())
+		}
+	case !o.since.IsZero():
+		logger.Info("Load watcher reachable again", "after", now.Sub(o.since).Round(time.Second), "failedRefreshes", o.failures)
+		*o = outage{}
+	}
+	last := w.started
+	if ok := w.lastOK.Load(); ok != 0 {
+		last = time.Unix(0, ok)
+	}
+	snapshotAgeSeconds.WithLabelValues(w.plugin).Set(now.Sub(last).Seconds())
+}
+
+// outage is the state of a run of failed refreshes; only the refresh loop touches it.
+type outage struct {
+	since, logged time.Time // since is zero while the watcher is reachable
+	failures      int
+}
+
+func (w *Watcher) lastOKString() string {
+	if ok := w.lastOK.Load(); ok != 0 {
+		return time.Unix(0, ok).UTC().Format(time.RFC3339)
+	}
+	return "never"
 }
 
 // Refresh does one fetch and, on success, publishes the new snapshot.
@@ -125,8 +199,10 @@ func (w *Watcher) Refresh(ctx context.Context) error {
 		}
 		w.failures.Add(1)
 		fetchTotal.WithLabelValues(w.plugin, kind).Inc()
+		refreshErrors.WithLabelValues(w.plugin).Inc()
 		return err
 	}
+	w.lastOK.Store(w.now().UnixNano())
 	if s == nil {
 		// 304: the snapshot we hold is still the watcher's current document.
 		w.successes.Add(1)
