@@ -19,7 +19,11 @@ type lines struct {
 	all []string
 }
 
-func (l *lines) add(prefix, args string) { l.mu.Lock(); l.all = append(l.all, prefix+" "+args); l.mu.Unlock() }
+func (l *lines) add(prefix, args string) {
+	l.mu.Lock()
+	l.all = append(l.all, prefix+" "+args)
+	l.mu.Unlock()
+}
 func (l *lines) take() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
