@@ -117,9 +117,10 @@ test-unit:
 test-e2e: tools build images
 	$(GO) test -race -count=1 -timeout 40m $(GO_TEST_FLAGS) $(E2E_PKGS)
 
-## verify: gofmt and go vet
+## verify: gofmt, go vet, and no build outputs or huge files tracked in git
 verify:
 	@out=$$(gofmt -l pkg cmd e2e tools api); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	hack/check-tracked.sh
 	$(GO) vet $(UNIT_PKGS) $(E2E_PKGS)
 
 ## bench: scheduling throughput, berth-scheduler vs stock kube-scheduler (NODES, PODS, ROUNDS)

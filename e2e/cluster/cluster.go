@@ -94,6 +94,8 @@ type Cluster struct {
 	KWOKAddr string
 	// node is the real node's state when Config.RealNode is set.
 	node *RealNode
+	// onStop run after the processes stop and before the directory is removed (OnStop).
+	onStop []func()
 }
 
 // Start brings the cluster up and waits until every component is ready. On failure it stops
@@ -291,8 +293,11 @@ func (c *Cluster) Stop() {
 	if err := c.realNodeTeardown(); err != nil {
 		c.cfg.Logf("real node teardown: %v", err)
 	}
+	c.runOnStop()
 	if c.ownsDir {
-		_ = os.RemoveAll(c.Dir)
+		if err := os.RemoveAll(c.Dir); err != nil {
+			c.cfg.Logf("removing %s: %v", c.Dir, err)
+		}
 	}
 }
 

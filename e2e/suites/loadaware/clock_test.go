@@ -72,14 +72,12 @@ func TestSkewedAgentClock(t *testing.T) {
 	}
 
 	honestFrom := time.Now()
-	agentCtx, stopAgent := context.WithCancel(ctx)
-	defer stopAgent()
-	a, err := stack.StartAgent(agentCtx, c, stack.AgentOptions{Name: "skew-berth-agent", Load: stack.NodeLoad{Name: node, CPU: 20, Memory: 40},
+	a, err := stack.StartAgent(ctx, c, stack.AgentOptions{Name: "skew-berth-agent", Load: stack.NodeLoad{Name: node, CPU: 20, Memory: 40},
 		Dir: filepath.Join(c.Dir, "skew"), WatcherURL: w.URL, Token: tok, SampleInterval: 200 * time.Millisecond, ReportInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.StopComponent(a.Process) })
+	t.Cleanup(func() { a.Stop(c) })
 	// 15 s: well inside the 50 s the skewed report used to shadow the node for.
 	var last float64
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/framework"
 )
 
 // shared is one control plane for the package: each test uses its own nodes, namespaces and
@@ -25,6 +26,9 @@ import (
 var shared *cluster.Cluster
 
 func TestMain(m *testing.M) {
+	// Everything the suite and its processes put in the temporary directory must be gone after
+	// teardown (cluster directory, schedulers' default configurations, fixture /proc writers).
+	tempCheck := framework.IsolateTemp()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	c, err := cluster.Start(ctx, cluster.Config{
 		// Pods here are either bound directly (agent pods) or by berth-scheduler: the stock
@@ -41,6 +45,10 @@ func TestMain(m *testing.M) {
 	shared = c
 	code := m.Run()
 	c.Stop()
+	if err := tempCheck(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
 	os.Exit(code)
 }
 

@@ -48,7 +48,7 @@ func TestPrometheusSource(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { c.StopComponent(a.Process) })
+		t.Cleanup(func() { a.Stop(c) })
 		targets = append(targets, strconv.Quote(a.Addr))
 	}
 

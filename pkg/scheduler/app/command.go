@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/spf13/cobra"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/berth-sched/berth/pkg/scheduler/registry"
 	"github.com/berth-sched/berth/pkg/scheduler/schedconfig"
@@ -22,7 +24,20 @@ const SchedulerName = "berth-scheduler"
 // NewCommand returns the berth-scheduler command. extra adds plugins beyond Berth's registry
 // (tests use it).
 func NewCommand(extra ...app.Option) *cobra.Command {
-	cmd := app.NewSchedulerCommand(append(registry.Options(), extra...)...)
+	// The default configuration is written to a temporary directory, which must not outlive the
+	// start: upstream reads --config in Setup before it builds the registry, so the last
+	// registry option removes the directory (and a deferred removal covers an early failure).
+	// The scheduler then runs for weeks and usually ends by signal or exit, never by returning,
+	// so a removal at the end would leave one /tmp/berth-scheduler-* per start behind.
+	var tmpDir atomic.Pointer[string]
+	removeTmp := func() {
+		if d := tmpDir.Swap(nil); d != nil {
+			_ = os.RemoveAll(*d)
+		}
+	}
+	opts := append(registry.Options(), extra...)
+	opts = append(opts, func(runtime.Registry) error { removeTmp(); return nil })
+	cmd := app.NewSchedulerCommand(opts...)
 	cmd.Use = SchedulerName
 	cmd.Short = "Berth's kube-scheduler with real-load, syscall, image-locality and isolation plugins"
 	upstream := cmd.RunE
@@ -34,8 +49,7 @@ func NewCommand(extra ...app.Option) *cobra.Command {
 			if err := validateConfigFile(c.Flags().Lookup("config").Value.String()); err != nil {
 				return err
 			}
-		}
-		if !c.Flags().Changed("config") {
+		} else {
 			// Upstream resets the configuration to its own defaults (profile default-scheduler,
 			// Lease kube-scheduler) unless --config is given; that would make Berth fight the
 			// default scheduler for its Lease. Give it Berth's defaults through a file instead.
@@ -43,7 +57,9 @@ func NewCommand(extra ...app.Option) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer os.Remove(path)
+			dir := filepath.Dir(path)
+			tmpDir.Store(&dir)
+			defer removeTmp()
 			if err := c.Flags().Set("config", path); err != nil {
 				return err
 			}

@@ -206,6 +206,8 @@ type Agent struct {
 	Addr      string // host:port
 	TokenFile string
 	Fixture   *fixture.Node
+
+	stopWriter func()
 }
 
 // AgentOptions are the per-agent inputs.
@@ -233,8 +235,14 @@ func StartAgent(ctx context.Context, c *cluster.Cluster, o AgentOptions) (*Agent
 	if err != nil {
 		return nil, err
 	}
-	// Advance several times per sample so every sample sees exactly the configured load.
-	go func() { _ = fx.Run(ctx, o.SampleInterval/4) }()
+	// Advance several times per sample so every sample sees exactly the configured load. The
+	// writer stops with ctx or, at the latest, when the cluster stops, before the cluster's
+	// directory is removed (it would otherwise recreate files under a directory being removed).
+	wctx, cancelWriter := context.WithCancel(ctx)
+	written := make(chan struct{})
+	go func() { defer close(written); _ = fx.Run(wctx, o.SampleInterval/4) }()
+	stopWriter := func() { cancelWriter(); <-written }
+	c.OnStop(stopWriter)
 	tokenFile := filepath.Join(dir, "token")
 	token, clusterArgs := o.Token, []string{"--watch-pods=false"}
 	if token == "" {
@@ -264,7 +272,14 @@ func StartAgent(ctx context.Context, c *cluster.Cluster, o AgentOptions) (*Agent
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{Process: p, Node: o.Load.Name, URL: "http://" + addr, Addr: addr, TokenFile: tokenFile, Fixture: fx}, nil
+	return &Agent{Process: p, Node: o.Load.Name, URL: "http://" + addr, Addr: addr, TokenFile: tokenFile, Fixture: fx, stopWriter: stopWriter}, nil
+}
+
+// Stop stops the agent process and its fixture writer, and returns once neither writes any
+// more (so the fixture's directory can be removed).
+func (a *Agent) Stop(c *cluster.Cluster) {
+	c.StopComponent(a.Process)
+	a.stopWriter()
 }
 
 // Options start a whole pipeline: one agent pod, token and agent process per node, and a load

@@ -1,0 +1,64 @@
+package framework
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// IsolateTemp points TMPDIR at a fresh private directory for this test binary and every process
+// it starts, so that what the suite leaves behind can be told apart from what suites running in
+// parallel create. Call it first in TestMain and call the returned check last, after the
+// cluster has stopped: it fails if any berth-* entry is left (a cluster directory, a scheduler's
+// default configuration, a fixture /proc), then restores TMPDIR and removes the directory.
+//
+//	check := framework.IsolateTemp()
+//	... start, m.Run(), stop ...
+//	if err := check(); err != nil { fmt.Fprintln(os.Stderr, err); code = 1 }
+func IsolateTemp() (check func() error) {
+	old, had := os.LookupEnv("TMPDIR")
+	dir, err := os.MkdirTemp("", "berth-e2e-")
+	if err != nil {
+		return func() error { return fmt.Errorf("isolating the temporary directory: %w", err) }
+	}
+	os.Setenv("TMPDIR", dir)
+	return func() error {
+		if had {
+			os.Setenv("TMPDIR", old)
+		} else {
+			os.Unsetenv("TMPDIR")
+		}
+		left := BerthTempEntries(dir)
+		_ = os.RemoveAll(dir)
+		if len(left) > 0 {
+			return fmt.Errorf("left behind in the temporary directory: %s (teardown must remove them)", strings.Join(left, ", "))
+		}
+		return nil
+	}
+}
+
+// BerthTempEntries lists dir's entries named berth-*, with what is inside each (a few paths),
+// sorted.
+func BerthTempEntries(dir string) []string {
+	matches, _ := filepath.Glob(filepath.Join(dir, "berth-*"))
+	sort.Strings(matches)
+	out := make([]string, 0, len(matches))
+	for _, m := range matches {
+		var inside []string
+		_ = filepath.WalkDir(m, func(p string, d os.DirEntry, err error) error {
+			if err == nil && p != m && len(inside) < 3 {
+				rel, _ := filepath.Rel(m, p)
+				inside = append(inside, rel)
+			}
+			return nil
+		})
+		desc := filepath.Base(m)
+		if len(inside) > 0 {
+			desc += " [" + strings.Join(inside, " ") + "]"
+		}
+		out = append(out, desc)
+	}
+	return out
+}
