@@ -16,6 +16,25 @@ var files embed.FS
 // SecondarySchedulerFile is the generated CRD's file name.
 const SecondarySchedulerFile = "berth.dev_secondaryschedulers.yaml"
 
+// PodConfig and IPAllocation CRD file names (PodConfig network attachments).
+const (
+	PodConfigFile    = "berth.dev_podconfigs.yaml"
+	IPAllocationFile = "berth.dev_ipallocations.yaml"
+)
+
+// Load returns a generated CRD by file name.
+func Load(name string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	data, err := files.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.UnmarshalStrict(data, crd); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return crd, nil
+}
+
 // YAML returns a generated CRD file.
 func YAML(name string) ([]byte, error) { return files.ReadFile(name) }
 
