@@ -114,7 +114,7 @@ type PodConfigSpec struct {
 // +kubebuilder:validation:XValidation:rule="self.linkType != 'vlan' || (has(self.vlanID) && has(self.parent))",message="linkType vlan needs vlanID and parent",fieldPath=".vlanID"
 // +kubebuilder:validation:XValidation:rule="self.linkType == 'vlan' || (!has(self.vlanID) && !has(self.parent))",message="vlanID and parent are only valid with linkType vlan",fieldPath=".linkType"
 // +kubebuilder:validation:XValidation:rule="!has(self.gateway) || !isCIDR(self.cidr) || !isIP(self.gateway) || cidr(self.cidr).containsIP(self.gateway)",message="gateway must be inside cidr",fieldPath=".gateway"
-// +kubebuilder:validation:XValidation:rule="!has(self.gateway) || !isCIDR(self.cidr) || !isIP(self.gateway) || ip(self.gateway) != cidr(self.cidr).ip()",message="gateway cannot be the network address",fieldPath=".gateway"
+// +kubebuilder:validation:XValidation:rule="!has(self.gateway) || !isCIDR(self.cidr) || self.gateway != self.cidr.split('/')[0]",message="gateway cannot be the network address",fieldPath=".gateway"
 // +kubebuilder:validation:XValidation:rule="!has(self.routes) || !isCIDR(self.cidr) || self.routes.all(r, !isCIDR(r.destination) || cidr(r.destination).ip().family() == cidr(self.cidr).ip().family())",message="route destinations must be of the cidr's address family",fieldPath=".routes"
 // +kubebuilder:validation:XValidation:rule="!has(self.routes) || !isCIDR(self.cidr) || self.routes.all(r, !has(r.via) || !isIP(r.via) || cidr(self.cidr).containsIP(r.via))",message="a route's via must be inside cidr (directly reachable)",fieldPath=".routes"
 type NetworkAttachment struct {
