@@ -27,7 +27,7 @@ UNIT_PKGS := ./pkg/... $(patsubst %,./%/...,$(wildcard cmd/*))
 E2E_PKGS := ./e2e/...
 GO_TEST_FLAGS ?=
 
-.PHONY: all tools build images generate lint-chart test test-unit test-e2e verify bench bench-exs bench-agent demo up down fmt clean
+.PHONY: all tools build images generate lint-chart preflight test test-unit test-e2e verify bench bench-exs bench-agent demo up down fmt clean
 
 all: build
 
@@ -106,15 +106,20 @@ up: tools build $(HARNESS_BINS)
 down: $(BIN)/berth-local
 	$(BIN)/berth-local down
 
+## preflight: root, the real node's packages and Prometheus present, or ONE message with the
+## apt-get line (BERTH_SKIP_REAL_NODE=1: run what can run, naming the suites left out)
+preflight:
+	@hack/preflight.sh
+
 ## test: formatting, unit tests (race detector), then end-to-end tests on the local cluster
-test: verify tools build images
+test: preflight verify tools build images
 	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
 	$(GO) test -race -count=1 -timeout 40m $(GO_TEST_FLAGS) $(E2E_PKGS)
 
 test-unit:
 	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
 
-test-e2e: tools build images
+test-e2e: preflight tools build images
 	$(GO) test -race -count=1 -timeout 40m $(GO_TEST_FLAGS) $(E2E_PKGS)
 
 ## verify: gofmt, go vet, and no build outputs or huge files tracked in git

@@ -59,6 +59,7 @@ func values(tlpWeight int) map[string]any {
 }
 
 func TestHelmInstallUpgradeUninstall(t *testing.T) {
+	framework.NeedRealNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	start := time.Now()

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/framework"
 	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
 )
 
@@ -22,12 +22,9 @@ import (
 // /metrics on loopback, and reads the nodes' utilisation back through berth-loadwatcher's
 // prometheus source.
 func TestPrometheusSource(t *testing.T) {
-	promBin, err := exec.LookPath("prometheus")
-	if err != nil {
-		// A missing dependency is a failure, not a skip: this test is the only proof the
-		// prometheus source works against the real thing.
-		t.Fatalf("prometheus is not on PATH (%v): install it with `apt-get install -y prometheus`", err)
-	}
+	// A missing prometheus is a failure (this test is the only proof the prometheus source
+	// works against the real thing), except under an explicit BERTH_SKIP_REAL_NODE=1.
+	promBin := framework.NeedHostTool(t, "prometheus", "prometheus")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := shared

@@ -83,6 +83,7 @@ func snapshot(t *testing.T) hostState {
 }
 
 func TestRealNodeRunsPodsAndLeavesNothing(t *testing.T) {
+	framework.NeedRealNode(t)
 	before := snapshot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -281,6 +282,7 @@ func TestRealNodeRunsPodsAndLeavesNothing(t *testing.T) {
 }
 
 func TestRealNodeLeavesNothingWhenStartFails(t *testing.T) {
+	framework.NeedRealNode(t)
 	// A kubelet that cannot start: everything before it (namespace, containerd, cgroups,
 	// mounts) must still be undone by the failed Start.
 	before := snapshot(t)
