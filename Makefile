@@ -27,7 +27,7 @@ UNIT_PKGS := ./pkg/... $(patsubst %,./%/...,$(wildcard cmd/*))
 E2E_PKGS := ./e2e/...
 GO_TEST_FLAGS ?=
 
-.PHONY: all tools build images generate lint-chart preflight test test-unit test-e2e verify bench bench-exs bench-agent demo up down fmt clean
+.PHONY: all tools build images generate lint-chart preflight test test-unit test-e2e verify bench bench-exs bench-agent demo up down fmt clean fuzz
 
 all: build
 
@@ -99,8 +99,9 @@ generate:
 demo: tools build images $(HARNESS_BINS)
 	$(BIN)/berth-local demo
 
-## up / down: keep a local cluster running (kubeconfig printed by up)
-up: tools build $(HARNESS_BINS)
+## up / down: keep a local cluster running under a supervisor (a real node with Berth's images
+## as root with the packages, else simulated nodes); up prints the helm install line, down stops it
+up: tools build images $(HARNESS_BINS)
 	$(BIN)/berth-local up
 
 down: $(BIN)/berth-local
@@ -112,7 +113,7 @@ preflight:
 	@hack/preflight.sh
 
 ## test: formatting, unit tests (race detector), then end-to-end tests on the local cluster
-test: preflight verify tools build images
+test: preflight verify fuzz tools build images
 	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
 	$(GO) test -race -count=1 -timeout 40m $(GO_TEST_FLAGS) $(E2E_PKGS)
 
@@ -121,6 +122,23 @@ test-unit:
 
 test-e2e: preflight tools build images
 	$(GO) test -race -count=1 -timeout 40m $(GO_TEST_FLAGS) $(E2E_PKGS)
+
+## fuzz: every fuzz target of untrusted input for FUZZTIME each (seed corpora in testdata/fuzz/<Fuzz...>;
+## a crash is written there and fails the run: commit it, it becomes a regression test)
+FUZZTIME ?= 10s
+FUZZ_TARGETS := \
+	FuzzDecodeReport:./pkg/loadwatcher \
+	FuzzTargetLoadPackingArgs:./pkg/scheduler/plugins/targetloadpacking \
+	FuzzLoadVariationRiskBalancingArgs:./pkg/scheduler/plugins/loadvariationriskbalancing \
+	FuzzSySchedArgs:./pkg/scheduler/plugins/sysched \
+	FuzzParseProfile:./pkg/scheduler/plugins/sysched/profiles \
+	FuzzParseBinding:./pkg/scheduler/plugins/sysched/profiles \
+	FuzzRender:./pkg/scheduler/schedconfig
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		name=$${t%%:*}; pkg=$${t#*:}; echo "fuzz $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 ## verify: gofmt, go vet, and no build outputs or huge files tracked in git
 verify:

@@ -1,7 +1,10 @@
 package loadwatcher
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"time"
 
@@ -54,6 +57,30 @@ type Limits struct {
 
 // DefaultLimits are the limits used when a field is zero.
 var DefaultLimits = Limits{MaxPodUIDs: DefaultMaxPodUIDs, MaxFuture: time.Minute, MaxAge: 5 * time.Minute}
+
+// DecodeReport reads one report from a body: strict JSON (unknown fields are errors, as a
+// misspelt field would otherwise be silently zero) and nothing after it. Errors of r itself
+// (e.g. *http.MaxBytesError) are returned wrapped.
+func DecodeReport(r io.Reader) (*Report, error) {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	var rep Report
+	if err := dec.Decode(&rep); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err != nil && !isSyntaxError(err) {
+			return nil, err // a read error of r, e.g. the body limit
+		}
+		return nil, errors.New("trailing data after the report")
+	}
+	return &rep, nil
+}
+
+func isSyntaxError(err error) bool {
+	var se *json.SyntaxError
+	return errors.As(err, &se)
+}
 
 // ValidateReport checks everything that can be checked without the cluster: identity and node
 // existence are the server's job.

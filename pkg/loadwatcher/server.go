@@ -2,7 +2,6 @@ package loadwatcher
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -201,10 +200,8 @@ func (s *Server) serveReport(w http.ResponseWriter, r *http.Request) {
 	}
 	log = log.WithValues("serviceAccount", id.Namespace+"/"+id.ServiceAccount, "pod", id.PodName)
 	body := http.MaxBytesReader(w, r.Body, MaxReportBytes)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	var rep Report
-	if err := dec.Decode(&rep); err != nil {
+	rep, err := DecodeReport(body)
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			log.Info("Report refused", "reason", ReasonTooLarge, "limit", MaxReportBytes)
@@ -215,13 +212,8 @@ func (s *Server) serveReport(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusBadRequest, ReasonBadJSON, err.Error())
 		return
 	}
-	if dec.More() {
-		log.Info("Report refused", "reason", ReasonBadJSON, "err", "trailing data")
-		s.reject(w, http.StatusBadRequest, ReasonBadJSON, "trailing data after the report")
-		return
-	}
 	now := s.now()
-	if err := ValidateReport(&rep, now, s.Limits); err != nil {
+	if err := ValidateReport(rep, now, s.Limits); err != nil {
 		s.refuse(w, log.WithValues("node", truncate(rep.Node, 80)), err)
 		return
 	}
@@ -243,7 +235,7 @@ func (s *Server) serveReport(w http.ResponseWriter, r *http.Request) {
 		log.V(2).Info("Report time ahead of the watcher's clock, clamped to now", "time", rep.Time, "ahead", updated.Sub(now))
 		updated = now
 	}
-	l := NodeLoad{Updated: updated, Metrics: MetricsFromReport(&rep), PodUIDs: rep.PodUIDs, Instance: rep.Instance, Seq: rep.Seq}
+	l := NodeLoad{Updated: updated, Metrics: MetricsFromReport(rep), PodUIDs: rep.PodUIDs, Instance: rep.Instance, Seq: rep.Seq}
 	if !s.Store.Put(rep.Node, l) {
 		// Not an error of the agent's (a retried report arrived after a newer one): accept, ignore.
 		log.V(2).Info("Report ignored: not newer than the stored one of the same agent", "instance", rep.Instance, "seq", rep.Seq)
