@@ -11,6 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/berth-sched/berth/pkg/podconfig"
+	podconfigcontroller "github.com/berth-sched/berth/pkg/podconfig/controller"
 )
 
 // Options configure the operator's manager.
@@ -32,6 +35,12 @@ type Options struct {
 	LeaderElectionNamespace string
 	// GracefulShutdown bounds how long runnables get to stop after the context ends.
 	GracefulShutdown time.Duration
+	// PodConfig runs the PodConfig controller (IPAM for runtime network attachments; see
+	// pkg/podconfig). Off by default: it caches every pod of the cluster (trimmed) and needs the
+	// PodConfig and IPAllocation CRDs and their RBAC (chart value podConfig.enabled).
+	PodConfig               bool
+	PodConfigPolicy         podconfig.Policy
+	PodConfigRemovalTimeout time.Duration
 }
 
 // NewManager builds a manager running the SecondaryScheduler controller.
@@ -56,9 +65,15 @@ func NewManager(cfg *rest.Config, o Options) (manager.Manager, error) {
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &grace,
+		Cache:                         podconfigcontroller.CacheOptions(o.PodConfig),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if o.PodConfig {
+		if err := podconfigcontroller.Setup(mgr, o.PodConfigPolicy, o.PodConfigRemovalTimeout); err != nil {
+			return nil, fmt.Errorf("setting up the PodConfig controller: %w", err)
+		}
 	}
 	r := &Reconciler{Client: mgr.GetClient(), Scheme: scheme, APIReader: mgr.GetAPIReader()}
 	if err := r.SetupWithManager(mgr); err != nil {

@@ -1,0 +1,699 @@
+// Package controller is the operator's PodConfig controller: it validates each PodConfig
+// against the cluster's policy and the older PodConfigs, allocates an address for every
+// attachment of every selected, scheduled pod (package ipam, persisted in IPAllocations),
+// records per-pod entries the node agents complete, and frees addresses when pods, attachments
+// or the PodConfig go. The node agents create the links; see ../README.md for the contract.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/pkg/podconfig"
+	"github.com/berth-sched/berth/pkg/podconfig/ipam"
+)
+
+// Condition reasons.
+const (
+	ReasonInvalidSpec       = "InvalidSpec"
+	ReasonAttachmentsFailed = "AttachmentsFailed"
+	ReasonRemovalTimedOut   = "RemovalTimedOut"
+	ReasonAsExpected        = "AsExpected"
+	ReasonNoPods            = "NoPodsSelected"
+	ReasonConfiguring       = "Configuring"
+	ReasonConfigured        = "AllConfigured"
+	ReasonDeleting          = "Deleting"
+	EventNetworkExhausted   = "NetworkExhausted"
+	EventInterfaceConflict  = "InterfaceConflict"
+	EventRefused            = "Refused"
+)
+
+// DefaultRemovalTimeout is how long an entry may stay Removing on a node that is gone or not
+// Ready before the operator gives up waiting for its agent.
+const DefaultRemovalTimeout = 5 * time.Minute
+
+// Reconciler reconciles PodConfigs.
+type Reconciler struct {
+	// Client reads from the manager's cache and writes (field owner berth-operator).
+	Client client.Client
+	// APIReader confirms, before an address is freed, that its pod is really gone (a cache
+	// that has not seen a new pod yet must not free that pod's address).
+	APIReader client.Reader
+	Allocator *ipam.Allocator
+	Recorder  events.EventRecorder
+	Policy    podconfig.Policy
+	// RemovalTimeout (default DefaultRemovalTimeout): see DefaultRemovalTimeout.
+	RemovalTimeout time.Duration
+	// Now is the clock (tests).
+	Now func() time.Time
+}
+
+// New returns a Reconciler wired to mgr.
+func New(mgr ctrl.Manager, policy podconfig.Policy, removalTimeout time.Duration) *Reconciler {
+	c := client.WithFieldOwner(mgr.GetClient(), berthv1alpha1.PodConfigOperatorFieldManager)
+	return &Reconciler{
+		Client:         c,
+		APIReader:      mgr.GetAPIReader(),
+		Allocator:      &ipam.Allocator{Client: c, Reader: mgr.GetAPIReader()},
+		Recorder:       mgr.GetEventRecorder(berthv1alpha1.PodConfigOperatorFieldManager),
+		Policy:         policy,
+		RemovalTimeout: removalTimeout,
+	}
+}
+
+// SetupWithManager registers the controller. Pods and IPAllocations map to the PodConfigs
+// they concern: every PodConfig of the pod's namespace (a pod that stops matching must reach
+// the PodConfig that still lists it), every PodConfig using the network of an IPAllocation
+// (a freed address lets an exhausted PodConfig retry).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("podconfig").
+		For(&berthv1alpha1.PodConfig{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podConfigsOfPod)).
+		Watches(&berthv1alpha1.IPAllocation{}, handler.EnqueueRequestsFromMapFunc(r.podConfigsOfNetwork)).
+		Complete(r)
+}
+
+func (r *Reconciler) podConfigsOfPod(ctx context.Context, o client.Object) []reconcile.Request {
+	var list berthv1alpha1.PodConfigList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+func (r *Reconciler) podConfigsOfNetwork(ctx context.Context, o client.Object) []reconcile.Request {
+	var list berthv1alpha1.PodConfigList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		for j := range list.Items[i].Spec.NetworkAttachments {
+			if n, err := podconfig.NetworkOf(&list.Items[i].Spec.NetworkAttachments[j]); err == nil && n.Name() == o.GetName() {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+				break
+			}
+		}
+	}
+	return out
+}
+
+type entryKey struct{ pod, attachment string }
+
+type want struct {
+	pod      *corev1.Pod
+	att      *berthv1alpha1.NetworkAttachment
+	network  podconfig.Network
+	conflict string // non-empty: the interface name is claimed by an older PodConfig
+}
+
+// held is an address this PodConfig holds for one pod UID and attachment.
+type held struct {
+	network string
+	prefix  netip.Prefix
+	addr    netip.Addr
+}
+
+// Reconcile brings one PodConfig's allocations and status up to date.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	logger := log.FromContext(ctx)
+	pc := &berthv1alpha1.PodConfig{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pc); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	deleting := !pc.DeletionTimestamp.IsZero()
+	if !deleting && !controllerutil.ContainsFinalizer(pc, berthv1alpha1.PodConfigFinalizer) {
+		controllerutil.AddFinalizer(pc, berthv1alpha1.PodConfigFinalizer)
+		if err := r.Client.Update(ctx, pc); err != nil {
+			return conflictRequeue(err)
+		}
+	}
+	if deleting && !controllerutil.ContainsFinalizer(pc, berthv1alpha1.PodConfigFinalizer) {
+		return reconcile.Result{}, nil
+	}
+
+	var all berthv1alpha1.PodConfigList
+	if err := r.Client.List(ctx, &all); err != nil {
+		return reconcile.Result{}, err
+	}
+	refused := r.Policy.Validate(pc)
+	refused = append(refused, podconfig.ValidateAgainst(pc, all.Items)...)
+
+	wants, podCount, err := r.desired(ctx, pc, all.Items, deleting || len(refused) > 0)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	holdings, err := r.holdings(ctx, pc)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+
+	now := r.now()
+	existing := map[entryKey]berthv1alpha1.PodAttachmentStatus{}
+	for _, e := range pc.Status.Pods {
+		existing[entryKey{e.Pod, e.Attachment}] = e
+	}
+	var entries []berthv1alpha1.PodAttachmentStatus
+	var failures, timedOut []string
+	var requeue time.Duration
+
+	for _, k := range sortedKeys(wants) {
+		w := wants[k]
+		old, had := existing[k]
+		if had && old.PodUID != "" && old.PodUID != string(w.pod.UID) {
+			// The pod was re-created under the same name: the old one's address goes with it.
+			if err := r.releasePod(ctx, holdings, types.UID(old.PodUID), k.attachment, ""); err != nil {
+				return reconcile.Result{}, err
+			}
+			had = false
+		}
+		e := berthv1alpha1.PodAttachmentStatus{
+			Pod: k.pod, Attachment: k.attachment, PodUID: string(w.pod.UID), Node: w.pod.Spec.NodeName,
+			Interface: w.att.Name, Bridge: w.att.Master,
+		}
+		switch {
+		case w.conflict != "":
+			e.State, e.LastError = berthv1alpha1.AttachmentFailed, w.conflict
+			if !had || old.LastError != e.LastError {
+				r.event(pc, corev1.EventTypeWarning, EventInterfaceConflict, "Allocate", "pod %s: %s", k.pod, w.conflict)
+			}
+		default:
+			addr, err := r.allocate(ctx, pc, w, holdings)
+			switch {
+			case errors.Is(err, ipam.ErrExhausted):
+				e.State, e.LastError = berthv1alpha1.AttachmentFailed, fmt.Sprintf("network %s exhausted", w.network)
+				if !had || old.LastError != e.LastError {
+					r.event(pc, corev1.EventTypeWarning, EventNetworkExhausted, "Allocate",
+						"pod %s attachment %s: network %s (IPAllocation %s) exhausted", k.pod, k.attachment, w.network, w.network.Name())
+				}
+			case errors.Is(err, ipam.ErrNetworkMismatch):
+				e.State, e.LastError = berthv1alpha1.AttachmentFailed, err.Error()
+			case err != nil:
+				return reconcile.Result{}, err
+			default:
+				e.Address = podconfig.AddressCIDR(addr, w.network.Prefix)
+				e.State = berthv1alpha1.AttachmentAllocated
+				if had && old.Address == e.Address && (old.State == berthv1alpha1.AttachmentConfigured || old.State == berthv1alpha1.AttachmentFailed) {
+					e = old // the agent's report stands
+				}
+			}
+		}
+		if e.State == berthv1alpha1.AttachmentFailed {
+			failures = append(failures, fmt.Sprintf("%s/%s: %s", k.pod, k.attachment, e.LastError))
+		}
+		stamp(&e, old, had, now)
+		entries = append(entries, e)
+	}
+
+	// Entries no longer wanted: the pod is gone, stopped matching, or the attachment or the
+	// whole PodConfig is going.
+	for _, k := range sortedKeys(existing) {
+		if _, ok := wants[k]; ok {
+			continue
+		}
+		old := existing[k]
+		gone, err := r.podGone(ctx, pc.Namespace, old.Pod, types.UID(old.PodUID))
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		finished := gone || old.Address == "" || old.State == berthv1alpha1.AttachmentRemoved
+		if !finished && old.State == berthv1alpha1.AttachmentRemoving && old.LastTransitionTime != nil {
+			waited := now.Sub(old.LastTransitionTime.Time)
+			if waited >= r.removalTimeout() {
+				dead, why, err := r.nodeDead(ctx, old.Node)
+				if err != nil {
+					return reconcile.Result{}, err
+				}
+				if dead {
+					finished = true
+					timedOut = append(timedOut, fmt.Sprintf("%s/%s on node %s (%s)", old.Pod, old.Attachment, old.Node, why))
+				}
+			} else {
+				requeue = minPositive(requeue, r.removalTimeout()-waited)
+			}
+		}
+		if finished {
+			if err := r.releasePod(ctx, holdings, types.UID(old.PodUID), old.Attachment, ""); err != nil {
+				return reconcile.Result{}, err
+			}
+			continue
+		}
+		e := old
+		if e.State != berthv1alpha1.AttachmentRemoving {
+			e.State = berthv1alpha1.AttachmentRemoving
+			e.LastError = ""
+			e.LastTransitionTime = &metav1.Time{Time: now}
+			requeue = minPositive(requeue, r.removalTimeout())
+		}
+		entries = append(entries, e)
+	}
+	// Addresses this PodConfig holds with no entry (a status write lost to a crash between
+	// allocation and status, or entries removed by hand) whose pod is gone or no longer wanted.
+	if err := r.releaseStray(ctx, pc, holdings, wants, entries); err != nil {
+		return reconcile.Result{}, err
+	}
+
+	status := r.status(pc, refused, entries, podCount, failures, timedOut, deleting)
+	if len(timedOut) > 0 {
+		r.event(pc, corev1.EventTypeWarning, ReasonRemovalTimedOut, "Release",
+			"freed addresses without the agent's confirmation after %s: %s", r.removalTimeout(), strings.Join(timedOut, "; "))
+	}
+	if len(refused) > 0 && conditionMessage(pc.Status, berthv1alpha1.ConditionDegraded) != conditionMessage(status, berthv1alpha1.ConditionDegraded) {
+		r.event(pc, corev1.EventTypeWarning, EventRefused, "Validate", "%s", conditionMessage(status, berthv1alpha1.ConditionDegraded))
+	}
+	if !equality.Semantic.DeepEqual(status, pc.Status) {
+		pc.Status = status
+		if err := r.Client.Status().Update(ctx, pc); err != nil {
+			return conflictRequeue(err)
+		}
+		logger.V(1).Info("status updated", "phase", status.Phase, "pods", status.PodCount, "entries", len(status.Pods))
+	}
+	if deleting && len(entries) == 0 {
+		if err := r.finish(ctx, pc, all.Items); err != nil {
+			return conflictRequeue(err)
+		}
+		return reconcile.Result{}, nil
+	}
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// desired lists, for every selected pod that is scheduled, not terminal and not being deleted,
+// one entry per attachment. A pod gets its address once it is scheduled, before it runs: the
+// agent can configure it as soon as its sandbox exists, and an address held a little early
+// costs nothing.
+func (r *Reconciler) desired(ctx context.Context, pc *berthv1alpha1.PodConfig, all []berthv1alpha1.PodConfig, none bool) (map[entryKey]want, int, error) {
+	wants := map[entryKey]want{}
+	if none {
+		return wants, 0, nil
+	}
+	sel, err := podconfig.Selector(pc)
+	if err != nil {
+		return nil, 0, err // validated before: unreachable
+	}
+	var pods corev1.PodList
+	if err := r.Client.List(ctx, &pods, client.InNamespace(pc.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		return nil, 0, err
+	}
+	// Older PodConfigs of the namespace: the first to claim an interface name on a pod keeps it.
+	var older []*berthv1alpha1.PodConfig
+	for i := range all {
+		o := &all[i]
+		if o.Namespace == pc.Namespace && o.UID != pc.UID && podconfig.Older(o, pc) {
+			older = append(older, o)
+		}
+	}
+	count := 0
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !eligible(p) {
+			continue
+		}
+		count++
+		for j := range pc.Spec.NetworkAttachments {
+			a := &pc.Spec.NetworkAttachments[j]
+			n, err := podconfig.NetworkOf(a)
+			if err != nil {
+				return nil, 0, err // validated before: unreachable
+			}
+			wants[entryKey{p.Name, a.Name}] = want{pod: p, att: a, network: n, conflict: interfaceClaim(older, p, a.Name)}
+		}
+	}
+	return wants, count, nil
+}
+
+func eligible(p *corev1.Pod) bool {
+	return p.Spec.NodeName != "" && p.DeletionTimestamp.IsZero() &&
+		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+func interfaceClaim(older []*berthv1alpha1.PodConfig, p *corev1.Pod, name string) string {
+	for _, o := range older {
+		sel, err := podconfig.Selector(o)
+		if err != nil || !sel.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		for _, b := range o.Spec.NetworkAttachments {
+			if b.Name == name {
+				return fmt.Sprintf("interface %s is already claimed by PodConfig %s (older)", name, o.Name)
+			}
+		}
+	}
+	return ""
+}
+
+// holdings indexes the addresses pc holds, by pod UID and attachment, from the IPAllocation
+// cache.
+func (r *Reconciler) holdings(ctx context.Context, pc *berthv1alpha1.PodConfig) (map[entryKey][]held, error) {
+	var list berthv1alpha1.IPAllocationList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	out := map[entryKey][]held{}
+	for i := range list.Items {
+		obj := &list.Items[i]
+		prefix, err := netip.ParsePrefix(obj.Spec.CIDR)
+		if err != nil {
+			continue
+		}
+		for _, e := range obj.Spec.Allocations {
+			if e.PodNamespace != pc.Namespace || e.PodConfig != pc.Name {
+				continue
+			}
+			addr, err := netip.ParseAddr(e.Address)
+			if err != nil {
+				continue
+			}
+			k := entryKey{e.PodUID, e.Attachment}
+			out[k] = append(out[k], held{network: obj.Name, prefix: prefix.Masked(), addr: addr})
+		}
+	}
+	return out, nil
+}
+
+// allocate returns w's address: the one the cache shows it holding in w's network, or a new
+// one from the allocator (which re-reads the API). Addresses it holds in other networks (the
+// attachment's cidr or master changed) are freed.
+func (r *Reconciler) allocate(ctx context.Context, pc *berthv1alpha1.PodConfig, w want, holdings map[entryKey][]held) (netip.Addr, error) {
+	name := w.network.Name()
+	var found netip.Addr
+	for _, h := range holdings[entryKey{string(w.pod.UID), w.att.Name}] {
+		if h.network == name {
+			found = h.addr
+			continue
+		}
+		if err := r.Allocator.Release(ctx, h.network, w.pod.UID, w.att.Name); err != nil {
+			return netip.Addr{}, err
+		}
+	}
+	if found.IsValid() {
+		return found, nil
+	}
+	return r.Allocator.Allocate(ctx, w.network, ipam.Owner{
+		PodNamespace: pc.Namespace, PodName: w.pod.Name, PodUID: w.pod.UID, PodConfig: pc.Name,
+		Attachment: w.att.Name, Node: w.pod.Spec.NodeName,
+	})
+}
+
+// releasePod frees what pc holds for (uid, attachment) in every network except keep.
+func (r *Reconciler) releasePod(ctx context.Context, holdings map[entryKey][]held, uid types.UID, attachment, keep string) error {
+	k := entryKey{string(uid), attachment}
+	for _, h := range holdings[k] {
+		if h.network == keep {
+			continue
+		}
+		if err := r.Allocator.Release(ctx, h.network, uid, attachment); err != nil {
+			return err
+		}
+	}
+	delete(holdings, k)
+	return nil
+}
+
+func (r *Reconciler) releaseStray(ctx context.Context, pc *berthv1alpha1.PodConfig, holdings map[entryKey][]held, wants map[entryKey]want, entries []berthv1alpha1.PodAttachmentStatus) error {
+	inUse := map[entryKey]bool{}
+	for _, w := range wants {
+		inUse[entryKey{string(w.pod.UID), w.att.Name}] = true
+	}
+	for _, e := range entries {
+		inUse[entryKey{e.PodUID, e.Attachment}] = true
+	}
+	var list berthv1alpha1.IPAllocationList
+	for k := range holdings {
+		if inUse[k] {
+			continue
+		}
+		if list.Items == nil {
+			if err := r.Client.List(ctx, &list); err != nil {
+				return err
+			}
+		}
+		name := podNameOf(&list, pc, k)
+		gone, err := r.podGone(ctx, pc.Namespace, name, types.UID(k.pod))
+		if err != nil {
+			return err
+		}
+		if !gone && !pc.DeletionTimestamp.IsZero() {
+			// The pod still runs and may carry the link: without an entry no agent is asked
+			// to remove it, so keep the address rather than hand it out twice.
+			continue
+		}
+		if !gone {
+			continue
+		}
+		if err := r.releasePod(ctx, holdings, types.UID(k.pod), k.attachment, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func podNameOf(list *berthv1alpha1.IPAllocationList, pc *berthv1alpha1.PodConfig, k entryKey) string {
+	for i := range list.Items {
+		for _, e := range list.Items[i].Spec.Allocations {
+			if e.PodUID == k.pod && e.Attachment == k.attachment && e.PodNamespace == pc.Namespace {
+				return e.PodName
+			}
+		}
+	}
+	return ""
+}
+
+// podGone reports whether the pod (name, uid) no longer exists, asking the API server when the
+// cache says so: freeing a live pod's address would give it to a second pod.
+func (r *Reconciler) podGone(ctx context.Context, ns, name string, uid types.UID) (bool, error) {
+	if name == "" {
+		return true, nil
+	}
+	p := &corev1.Pod{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p)
+	if err == nil && (uid == "" || p.UID == uid) {
+		return false, nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false, err
+	}
+	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p)
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return uid != "" && p.UID != uid, nil
+}
+
+// nodeDead reports whether node is gone or not Ready: its agent cannot confirm a removal.
+func (r *Reconciler) nodeDead(ctx context.Context, name string) (bool, string, error) {
+	if name == "" {
+		return true, "no node", nil
+	}
+	n := &corev1.Node{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, n)
+	if apierrors.IsNotFound(err) {
+		return true, "node deleted", nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			if c.Status == corev1.ConditionTrue {
+				return false, "", nil
+			}
+			return true, "node not Ready: " + c.Reason, nil
+		}
+	}
+	return true, "node has no Ready condition", nil
+}
+
+// finish removes the finalizer once nothing is left, and deletes the IPAllocations of pc's
+// networks that no other PodConfig uses and that are empty.
+func (r *Reconciler) finish(ctx context.Context, pc *berthv1alpha1.PodConfig, all []berthv1alpha1.PodConfig) error {
+	for i := range pc.Spec.NetworkAttachments {
+		n, err := podconfig.NetworkOf(&pc.Spec.NetworkAttachments[i])
+		if err != nil || networkUsedByOthers(n.Name(), pc, all) {
+			continue
+		}
+		if err := r.Allocator.DeleteIfEmpty(ctx, n.Name()); err != nil {
+			return err
+		}
+	}
+	controllerutil.RemoveFinalizer(pc, berthv1alpha1.PodConfigFinalizer)
+	return client.IgnoreNotFound(r.Client.Update(ctx, pc))
+}
+
+func networkUsedByOthers(name string, pc *berthv1alpha1.PodConfig, all []berthv1alpha1.PodConfig) bool {
+	for i := range all {
+		if all[i].UID == pc.UID {
+			continue
+		}
+		for j := range all[i].Spec.NetworkAttachments {
+			if n, err := podconfig.NetworkOf(&all[i].Spec.NetworkAttachments[j]); err == nil && n.Name() == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (r *Reconciler) status(pc *berthv1alpha1.PodConfig, refused field.ErrorList, entries []berthv1alpha1.PodAttachmentStatus, podCount int, failures, timedOut []string, deleting bool) berthv1alpha1.PodConfigStatus {
+	s := berthv1alpha1.PodConfigStatus{
+		ObservedGeneration: pc.Generation,
+		PodCount:           int32(podCount),
+		Pods:               entries,
+		Conditions:         append([]metav1.Condition(nil), pc.Status.Conditions...),
+	}
+	configured := map[string]bool{}
+	for _, e := range entries {
+		if _, seen := configured[e.Pod]; !seen {
+			configured[e.Pod] = true
+		}
+		if e.State != berthv1alpha1.AttachmentConfigured {
+			configured[e.Pod] = false
+		}
+	}
+	for _, ok := range configured {
+		if ok {
+			s.ConfiguredCount++
+		}
+	}
+	ready := metav1.Condition{Type: berthv1alpha1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: pc.Generation}
+	degraded := metav1.Condition{Type: berthv1alpha1.ConditionDegraded, Status: metav1.ConditionFalse, Reason: ReasonAsExpected,
+		Message: "spec accepted", ObservedGeneration: pc.Generation}
+	switch {
+	case len(refused) > 0:
+		s.Phase = berthv1alpha1.PodConfigFailed
+		ready.Reason, ready.Message = ReasonInvalidSpec, "spec refused; nothing is allocated"
+		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonInvalidSpec
+		degraded.Message = truncate(podconfig.FormatErrors(refused.ToAggregate().Errors()))
+	case deleting:
+		s.Phase = berthv1alpha1.PodConfigConfiguring
+		ready.Reason, ready.Message = ReasonDeleting, fmt.Sprintf("removing links of %d attachments", len(entries))
+	case len(failures) > 0:
+		s.Phase = berthv1alpha1.PodConfigFailed
+		ready.Reason, ready.Message = ReasonAttachmentsFailed, fmt.Sprintf("%d attachments failed", len(failures))
+		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonAttachmentsFailed
+		degraded.Message = truncate(strings.Join(failures, "; "))
+	case podCount == 0:
+		s.Phase = berthv1alpha1.PodConfigPending
+		ready.Reason, ready.Message = ReasonNoPods, "no selected pod is scheduled to a node"
+	case int(s.ConfiguredCount) == podCount:
+		s.Phase = berthv1alpha1.PodConfigConfigured
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionTrue, ReasonConfigured, fmt.Sprintf("%d pods configured", podCount)
+	default:
+		s.Phase = berthv1alpha1.PodConfigConfiguring
+		ready.Reason, ready.Message = ReasonConfiguring, fmt.Sprintf("%d of %d pods configured", s.ConfiguredCount, podCount)
+	}
+	if len(timedOut) > 0 && len(refused) == 0 {
+		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonRemovalTimedOut
+		degraded.Message = truncate("freed without the agent's confirmation: " + strings.Join(timedOut, "; "))
+	}
+	meta.SetStatusCondition(&s.Conditions, ready)
+	meta.SetStatusCondition(&s.Conditions, degraded)
+	return s
+}
+
+func conditionMessage(s berthv1alpha1.PodConfigStatus, t string) string {
+	if c := meta.FindStatusCondition(s.Conditions, t); c != nil {
+		return c.Message
+	}
+	return ""
+}
+
+func stamp(e *berthv1alpha1.PodAttachmentStatus, old berthv1alpha1.PodAttachmentStatus, had bool, now time.Time) {
+	if had && old.State == e.State && old.LastTransitionTime != nil {
+		e.LastTransitionTime = old.LastTransitionTime
+		return
+	}
+	if e.LastTransitionTime == nil || !had || old.State != e.State {
+		e.LastTransitionTime = &metav1.Time{Time: now.Truncate(time.Second)}
+	}
+}
+
+func (r *Reconciler) event(pc *berthv1alpha1.PodConfig, typ, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(pc, nil, typ, reason, action, note, args...)
+	}
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Reconciler) removalTimeout() time.Duration {
+	if r.RemovalTimeout > 0 {
+		return r.RemovalTimeout
+	}
+	return DefaultRemovalTimeout
+}
+
+func conflictRequeue(err error) (reconcile.Result, error) {
+	if apierrors.IsConflict(err) {
+		// Someone (an agent's report, another writer) changed the object since the cache
+		// saw it: the watch brings the new version; look again shortly in any case.
+		return reconcile.Result{RequeueAfter: 200 * time.Millisecond}, nil
+	}
+	return reconcile.Result{}, client.IgnoreNotFound(err)
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	if b <= 0 {
+		return a
+	}
+	if a <= 0 || b < a {
+		return b
+	}
+	return a
+}
+
+func truncate(s string) string {
+	const max = 1024
+	if len(s) > max {
+		return s[:max-3] + "..."
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[entryKey]V) []entryKey {
+	keys := make([]entryKey, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].pod != keys[j].pod {
+			return keys[i].pod < keys[j].pod
+		}
+		return keys[i].attachment < keys[j].attachment
+	})
+	return keys
+}

@@ -1,0 +1,60 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/pkg/podconfig"
+)
+
+// Setup checks the policy and that the API serves PodConfigs and IPAllocations, then
+// registers the controller with mgr.
+func Setup(mgr ctrl.Manager, policy podconfig.Policy, removalTimeout time.Duration) error {
+	if err := policy.Check(); err != nil {
+		return fmt.Errorf("podconfig policy: %w", err)
+	}
+	for _, kind := range []string{"PodConfig", "IPAllocation"} {
+		gvk := berthv1alpha1.GroupVersion.WithKind(kind)
+		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+			return fmt.Errorf("the API server does not serve %s (install the chart's CRDs, charts/berth/crds): %w", gvk, err)
+		}
+	}
+	return New(mgr, policy, removalTimeout).SetupWithManager(mgr)
+}
+
+// CacheOptions trims cached pods to what the controller reads (identity, labels, node,
+// phase, deletion) when enabled: the controller watches every pod of the cluster, and a full
+// pod is tens of kilobytes. Nothing else in the operator reads pods from the cache (the
+// SecondaryScheduler controller lists its few pods from the API server); a future reader that
+// needs full pods must widen stripPod.
+func CacheOptions(enabled bool) cache.Options {
+	if !enabled {
+		return cache.Options{}
+	}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}: {Transform: stripPod},
+	}}
+}
+
+func stripPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Pod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Labels: p.Labels, DeletionTimestamp: p.DeletionTimestamp, CreationTimestamp: p.CreationTimestamp,
+		},
+		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
+		Status: corev1.PodStatus{Phase: p.Status.Phase},
+	}, nil
+}
