@@ -34,8 +34,11 @@ func encodeDoc(resp *Response) (*doc, error) {
 	if err := json.NewEncoder(&buf).Encode(resp); err != nil {
 		return nil, err
 	}
-	b := buf.Bytes()
-	return &doc{body: b, etag: fmt.Sprintf(`"%016x-%x"`, maphash.Bytes(etagSeed, b), len(b))}, nil
+	return newDoc(buf.Bytes()), nil
+}
+
+func newDoc(b []byte) *doc {
+	return &doc{body: b, etag: fmt.Sprintf(`"%016x-%x"`, maphash.Bytes(etagSeed, b), len(b))}
 }
 
 // current says whether d still is what the store would serve at now: nothing was stored since
@@ -123,25 +126,27 @@ type docCache struct {
 	docs map[Query]*doc
 }
 
-func (c *docCache) get(s *Server, q Query, now time.Time) (*doc, error) {
+func (c *docCache) get(s *Server, q Query, now time.Time) *doc {
 	if q.Window == "" {
 		q.Window = DefaultWindow
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if d := c.docs[q]; d != nil && d.current(s.Store.Generation(), now) {
-		return d, nil
+		return d
 	}
-	b := s.Store.Build(q, now)
-	d, err := encodeDoc(&b.Response)
-	if err != nil {
-		return nil, err
+	// Assembled from per-node pieces: after one report only that node is encoded again.
+	var size int
+	if old := c.docs[q]; old != nil {
+		size = len(old.body) + len(old.body)/8
 	}
-	d.gen, d.nextFlip = b.Gen, b.NextFlip
+	body, gen, flip := s.Store.EncodeDocument(make([]byte, 0, size), q, now)
+	d := newDoc(body)
+	d.gen, d.nextFlip = gen, flip
 	if c.docs == nil {
 		c.docs = map[Query]*doc{}
 	}
 	c.docs[q] = d
 	s.builds.Inc()
-	return d, nil
+	return d
 }

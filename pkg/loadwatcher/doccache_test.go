@@ -141,3 +141,43 @@ func TestWatcherGzip(t *testing.T) {
 		t.Fatalf("paypal client over gzip: %+v %v", m, err)
 	}
 }
+
+// The document assembled from per-node pieces is byte for byte what encoding/json writes for
+// the same Response, in every variant and with fresh, stale and never-reported nodes.
+func TestEncodeDocumentMatchesEncodingJSON(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	store := NewStore(SourceAgent, 5*time.Minute)
+	for i, age := range []time.Duration{0, 4 * time.Minute, 6 * time.Minute, time.Second} {
+		r := benchReport(i, now.Add(-age))
+		if i == 3 {
+			r.PodUIDs = nil // no pods: no podUIDs key
+			r.Node = `node-<&>"` // escaped as encoding/json escapes it
+		}
+		store.Put(r.Node, NodeLoad{Updated: now.Add(-age), Metrics: MetricsFromReport(&r), PodUIDs: r.PodUIDs})
+	}
+	store.SetKnown("never-reported", true)
+	for _, q := range []Query{{}, {Pods: true}, {Window: "5m"}, {Window: "10m", Pods: true}} {
+		for pass := 0; pass < 2; pass++ { // the second pass reads the cached pieces
+			b := store.Build(q, now)
+			var want bytes.Buffer
+			if err := json.NewEncoder(&want).Encode(&b.Response); err != nil {
+				t.Fatal(err)
+			}
+			got, gen, flip := store.EncodeDocument(nil, q, now)
+			if !bytes.Equal(got, want.Bytes()) {
+				t.Fatalf("query %+v pass %d:\n got %s\nwant %s", q, pass, got, want.Bytes())
+			}
+			if gen != b.Gen || !flip.Equal(b.NextFlip) {
+				t.Fatalf("query %+v: gen %d flip %v, Build says %d %v", q, gen, flip, b.Gen, b.NextFlip)
+			}
+		}
+	}
+	// An empty store encodes like encoding/json too (no berthNodes key).
+	empty := NewStore(SourcePrometheus, time.Minute)
+	b := empty.Build(Query{}, now)
+	var want bytes.Buffer
+	_ = json.NewEncoder(&want).Encode(&b.Response)
+	if got, _, _ := empty.EncodeDocument(nil, Query{}, now); !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("empty store:\n got %s\nwant %s", got, want.Bytes())
+	}
+}

@@ -150,13 +150,7 @@ func (s *Server) writeWatcher(w http.ResponseWriter, r *http.Request) int {
 		return http.StatusBadRequest
 	}
 	if query.Node == "" {
-		doc, err := s.docs.get(s, query, s.now())
-		if err != nil {
-			klog.ErrorS(err, "Encoding /watcher response failed")
-			http.Error(w, "internal error", http.StatusInternalServerError)
-			return http.StatusInternalServerError
-		}
-		return doc.serve(w, r)
+		return s.docs.get(s, query, s.now()).serve(w, r)
 	}
 	// One node: small, and cheap enough to build per request.
 	b := s.Store.Build(query, s.now())

@@ -28,6 +28,8 @@ type NodeLoad struct {
 	// Instance and Seq identify an agent report (loadapi.Report); empty for pull sources.
 	Instance string
 	Seq      uint64
+
+	enc *nodeEnc // JSON pieces of this entry, filled when first served (set by Put)
 }
 
 // Store holds per-node load and builds the /watcher document. Safe for concurrent use.
@@ -64,6 +66,7 @@ func (s *Store) Put(node string, l NodeLoad) bool {
 	if cur, ok := s.nodes[node]; ok && l.Instance != "" && l.Instance == cur.Instance && l.Seq <= cur.Seq {
 		return false
 	}
+	l.enc = &nodeEnc{}
 	s.nodes[node] = &l
 	s.gen++
 	return true

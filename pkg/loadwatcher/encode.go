@@ -1,0 +1,156 @@
+package loadwatcher
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/paypal/load-watcher/pkg/watcher"
+)
+
+// nodeEnc caches the JSON of one stored entry, so that a change of one node re-encodes one
+// node, not 5000: the full document is assembled from these pieces. An entry is replaced, never
+// modified, on Put, which drops its cache with it. Pieces are filled on first use; the docCache
+// mutex serialises the builds that fill them, and the atomics keep concurrent readers safe.
+type nodeEnc struct {
+	metrics [3]atomic.Pointer[[]byte] // per window (WindowNames order): {"metrics":[...],...}
+	pods    atomic.Pointer[[]byte]    // ["uid",...]
+	name    atomic.Pointer[[]byte]    // the node's name as a JSON string
+}
+
+func (l *NodeLoad) nameJSON(name string) []byte {
+	if p := l.enc.name.Load(); p != nil {
+		return *p
+	}
+	b := appendString(nil, name)
+	l.enc.name.Store(&b)
+	return b
+}
+
+func windowIndex(w string) int {
+	for i, n := range WindowNames {
+		if n == w {
+			return i
+		}
+	}
+	return -1
+}
+
+func (l *NodeLoad) metricsJSON(w string) []byte {
+	i := windowIndex(w)
+	if i < 0 {
+		b, _ := json.Marshal(watcher.NodeMetrics{Metrics: l.Metrics[w]})
+		return b
+	}
+	if p := l.enc.metrics[i].Load(); p != nil {
+		return *p
+	}
+	b, _ := json.Marshal(watcher.NodeMetrics{Metrics: l.Metrics[w]})
+	l.enc.metrics[i].Store(&b)
+	return b
+}
+
+func (l *NodeLoad) podsJSON() []byte {
+	if p := l.enc.pods.Load(); p != nil {
+		return *p
+	}
+	b, _ := json.Marshal(l.PodUIDs)
+	l.enc.pods.Store(&b)
+	return b
+}
+
+// appendString appends s as a JSON string, escaped exactly as encoding/json does.
+func appendString(buf []byte, s string) []byte {
+	b, _ := json.Marshal(s)
+	return append(buf, b...)
+}
+
+// EncodeDocument appends the full document (q.Node must be empty) to buf, byte for byte what
+// encoding/json's Encoder writes for Build's Response, from the per-node pieces. It returns the
+// same generation and next staleness transition as Build.
+func (s *Store) EncodeDocument(buf []byte, q Query, now time.Time) (out []byte, gen uint64, nextFlip time.Time) {
+	w := q.Window
+	if w == "" {
+		w = DefaultWindow
+	}
+	d, _ := time.ParseDuration(w)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	gen = s.gen
+
+	buf = append(buf, `{"timestamp":`...)
+	buf = strconv.AppendInt(buf, now.Unix(), 10)
+	win, _ := json.Marshal(watcher.Window{Duration: w, Start: now.Add(-d).Unix(), End: now.Unix()})
+	buf = append(buf, `,"window":`...)
+	buf = append(buf, win...)
+	buf = append(buf, `,"source":`...)
+	buf = appendString(buf, s.source)
+	buf = append(buf, `,"data":{"NodeMetricsMap":{`...)
+
+	names := make([]string, 0, max(len(s.nodes), len(s.known)))
+	for name := range s.nodes {
+		names = append(names, name)
+	}
+	for name := range s.known {
+		if _, ok := s.nodes[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	stale := make([]bool, len(names))
+	first := true
+	for i, name := range names {
+		l, ok := s.nodes[name]
+		if !ok {
+			continue
+		}
+		stale[i] = s.isStale(l, now)
+		if stale[i] {
+			continue
+		}
+		if flip := l.Updated.Add(s.staleAfter); nextFlip.IsZero() || flip.Before(nextFlip) {
+			nextFlip = flip
+		}
+		if len(l.Metrics[w]) == 0 {
+			continue
+		}
+		if !first {
+			buf = append(buf, ',')
+		}
+		first = false
+		buf = append(buf, l.nameJSON(name)...)
+		buf = append(buf, ':')
+		buf = append(buf, l.metricsJSON(w)...)
+	}
+	buf = append(buf, "}}"...)
+	if len(names) > 0 {
+		buf = append(buf, `,"berthNodes":{`...)
+		for i, name := range names {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			l, ok := s.nodes[name]
+			if !ok {
+				buf = appendString(buf, name)
+				buf = append(buf, `:{"updated":0,"stale":true}`...)
+				continue
+			}
+			buf = append(buf, l.nameJSON(name)...)
+			buf = append(buf, `:{"updated":`...)
+			buf = strconv.AppendInt(buf, l.Updated.Unix(), 10)
+			if stale[i] {
+				buf = append(buf, `,"stale":true`...)
+			}
+			if q.Pods && len(l.PodUIDs) > 0 {
+				buf = append(buf, `,"podUIDs":`...)
+				buf = append(buf, l.podsJSON()...)
+			}
+			buf = append(buf, '}')
+		}
+		buf = append(buf, '}')
+	}
+	buf = append(buf, "}\n"...)
+	return buf, gen, nextFlip
+}
