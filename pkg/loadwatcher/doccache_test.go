@@ -150,7 +150,7 @@ func TestEncodeDocumentMatchesEncodingJSON(t *testing.T) {
 	for i, age := range []time.Duration{0, 4 * time.Minute, 6 * time.Minute, time.Second} {
 		r := benchReport(i, now.Add(-age))
 		if i == 3 {
-			r.PodUIDs = nil // no pods: no podUIDs key
+			r.PodUIDs = nil      // no pods: no podUIDs key
 			r.Node = `node-<&>"` // escaped as encoding/json escapes it
 		}
 		store.Put(r.Node, NodeLoad{Updated: now.Add(-age), Metrics: MetricsFromReport(&r), PodUIDs: r.PodUIDs})
