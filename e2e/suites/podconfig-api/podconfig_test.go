@@ -339,7 +339,7 @@ func (e *env) testNamespaced(t *testing.T) {
 		"apiVersion": "berth.dev/v1alpha1", "kind": "PodConfig",
 		"metadata": map[string]any{"name": "cross", "namespace": nsB},
 		"spec": map[string]any{
-			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": nsA}},
+			"namespaceSelector":  map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": nsA}},
 			"networkAttachments": []any{map[string]any{"name": "net1", "master": "berth-x0", "cidr": "192.168.80.0/24"}},
 		},
 	}}
