@@ -22,6 +22,9 @@ const (
 	IPAllocationFile = "berth.dev_ipallocations.yaml"
 )
 
+// NodeImagesFile is the NodeImages CRD's file name (image inventory published by the node agent).
+const NodeImagesFile = "berth.dev_nodeimages.yaml"
+
 // Load returns a generated CRD by file name.
 func Load(name string) (*apiextensionsv1.CustomResourceDefinition, error) {
 	data, err := files.ReadFile(name)
