@@ -34,7 +34,7 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.yaml from the current chart")
 
 // valueSets are the values files under testdata/values, each rendered as its own release.
-var valueSets = []string{"default", "scheduler-only", "prometheus", "ha"}
+var valueSets = []string{"default", "scheduler-only", "prometheus", "ha", "podconfig"}
 
 func releaseOf(name string) (release, ns string) {
 	if name == "default" {
@@ -65,6 +65,8 @@ func TestCRDCopiesMatchSources(t *testing.T) {
 	}
 	cases := []struct{ chartFile, source string }{
 		{"charts/berth/crds/berth.dev_secondaryschedulers.yaml", "api/crds/berth.dev_secondaryschedulers.yaml"},
+		{"charts/berth/crds/berth.dev_podconfigs.yaml", "api/crds/berth.dev_podconfigs.yaml"},
+		{"charts/berth/crds/berth.dev_ipallocations.yaml", "api/crds/berth.dev_ipallocations.yaml"},
 		{"charts/berth/files/spo/seccompprofiles-cluster.yaml", "pkg/scheduler/plugins/sysched/crds/seccompprofiles-cluster.yaml"},
 		{"charts/berth/files/spo/profilebindings.yaml", "pkg/scheduler/plugins/sysched/crds/profilebindings.yaml"},
 	}
@@ -77,13 +79,18 @@ func TestCRDCopiesMatchSources(t *testing.T) {
 			t.Errorf("%s differs from %s: copy it again (cp %s %s)", tc.chartFile, tc.source, tc.source, tc.chartFile)
 		}
 	}
-	// And nothing else sits in crds/ that would be installed unconditionally.
+	// And nothing else sits in crds/ that would be installed unconditionally: every file there
+	// is a copy of a CRD generated from Berth's API (api/crds).
 	ents, err := os.ReadDir(filepath.Join(root, "charts/berth/crds"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ents) != 1 {
-		t.Errorf("charts/berth/crds holds %d files, want only the SecondaryScheduler CRD", len(ents))
+	for _, ent := range ents {
+		chartFile, source := filepath.Join(root, "charts/berth/crds", ent.Name()), filepath.Join(root, "api/crds", ent.Name())
+		same, err := Equal(chartFile, source)
+		if err != nil || !same {
+			t.Errorf("charts/berth/crds/%s is not a copy of a generated CRD in api/crds (%v)", ent.Name(), err)
+		}
 	}
 }
 
@@ -235,6 +242,7 @@ func TestDefaultCRValidatesLikeTheOperator(t *testing.T) {
 		"scheduler-only": {"SySched": 3},
 		"prometheus":     {"TargetLoadPacking": 5},
 		"ha":             {"TargetLoadPacking": 2, "LoadVariationRiskBalancing": 1, "SySched": 1},
+		"podconfig":      {"TargetLoadPacking": 1, "LoadVariationRiskBalancing": 1},
 	}
 	for _, name := range valueSets {
 		t.Run(name, func(t *testing.T) {
