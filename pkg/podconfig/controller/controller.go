@@ -613,7 +613,12 @@ func (r *Reconciler) status(pc *berthv1alpha1.PodConfig, refused field.ErrorList
 	}
 	if len(timedOut) > 0 && len(refused) == 0 {
 		degraded.Status, degraded.Reason = metav1.ConditionTrue, ReasonRemovalTimedOut
-		degraded.Message = truncate("freed without the agent's confirmation: " + strings.Join(timedOut, "; "))
+		degraded.Message = truncate("freed without the agent's confirmation (stale links may remain on the node): " + strings.Join(timedOut, "; "))
+	} else if old := meta.FindStatusCondition(pc.Status.Conditions, berthv1alpha1.ConditionDegraded); degraded.Status == metav1.ConditionFalse &&
+		old != nil && old.Reason == ReasonRemovalTimedOut && old.ObservedGeneration == pc.Generation {
+		// A forced release is a lasting fact (links may remain on that node): it stays reported
+		// until the spec changes, not only for the one reconcile that did it.
+		degraded.Status, degraded.Reason, degraded.Message = old.Status, old.Reason, old.Message
 	}
 	meta.SetStatusCondition(&s.Conditions, ready)
 	meta.SetStatusCondition(&s.Conditions, degraded)
