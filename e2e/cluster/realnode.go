@@ -414,6 +414,8 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 		return err
 	}
 	r.sysctls = readKernelTunables()
+	// From here on the node has state outside Dir: record it for TeardownKilled.
+	c.saveRecord()
 
 	kubeletKC, err := c.WriteKubeconfig(Kubelet, Identity{User: "system:node:" + r.NodeName, Groups: []string{"system:nodes"}})
 	if err != nil {

@@ -1,8 +1,9 @@
 // Command berth-local runs Berth on a local cluster built from source.
 //
 //	berth-local demo   start the cluster, run every scenario, print the placements, stop
-//	berth-local up     start the cluster with berth-scheduler and leave it running
-//	berth-local down   stop the cluster `up` started
+//	berth-local up     start the cluster (a real node where possible) and leave it running
+//	                   under a supervisor process (see local.go)
+//	berth-local down   stop the cluster `up` started and leave nothing behind
 package main
 
 import (
@@ -24,7 +25,7 @@ func main() {
 	fs := flag.NewFlagSet("berth-local", flag.ExitOnError)
 	dir := fs.String("dir", ".cache/local-cluster", "state directory of the cluster `up` keeps running")
 	verbose := fs.Bool("v", false, "print progress")
-	simulated := fs.Bool("simulated", false, "demo: simulated (KWOK) nodes only, even where a real node could run")
+	simulated := fs.Bool("simulated", false, "demo, up: simulated (KWOK) nodes only, even where a real node could run")
 	if len(os.Args) < 2 {
 		usage()
 	}
@@ -34,7 +35,7 @@ func main() {
 		*dir = abs
 	}
 	logf := func(string, ...any) {}
-	if *verbose || cmd == "up" {
+	if *verbose {
 		logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "berth-local: "+format+"\n", args...) }
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -44,9 +45,11 @@ func main() {
 	case "demo":
 		err = runDemo(ctx, !*simulated, logf)
 	case "up":
-		err = up(ctx, *dir, logf)
+		err = up(ctx, localOpts{dir: *dir, simulated: *simulated})
+	case "supervise":
+		err = supervise(localOpts{dir: *dir, simulated: *simulated})
 	case "down":
-		err = down(*dir)
+		err = down(localOpts{dir: *dir})
 	default:
 		usage()
 	}
@@ -57,7 +60,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: berth-local demo|up|down [-dir DIR] [-v]")
+	fmt.Fprintln(os.Stderr, "usage: berth-local demo|up|down [-dir DIR] [-simulated] [-v]")
 	os.Exit(2)
 }
 
@@ -99,46 +102,4 @@ func runDemo(ctx context.Context, realNode bool, logf func(string, ...any)) erro
 	}
 	fmt.Printf("\nDemo finished in %s.\n", time.Since(start).Round(time.Second))
 	return nil
-}
-
-func up(ctx context.Context, dir string, logf func(string, ...any)) error {
-	if pids, _ := filepath.Glob(filepath.Join(dir, "logs", "*.pid")); len(pids) > 0 {
-		return errors.New("a local cluster is already running in " + dir + ": run `make down` first")
-	}
-	_ = os.RemoveAll(dir)
-	c, err := cluster.Start(ctx, cluster.Config{Dir: dir, Detach: true, Logf: logf})
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return err
-	}
-	if _, err := c.StartBerthScheduler(ctx, cluster.BerthSchedulerOptions{}); err != nil {
-		c.Stop()
-		_ = os.RemoveAll(dir)
-		return err
-	}
-	if err := c.AddNodes(ctx,
-		cluster.NodeSpec{Name: "node-1", CPU: "8", Memory: "32Gi"},
-		cluster.NodeSpec{Name: "node-2", CPU: "8", Memory: "32Gi"},
-		cluster.NodeSpec{Name: "node-3", CPU: "8", Memory: "32Gi"}); err != nil {
-		c.Stop()
-		_ = os.RemoveAll(dir)
-		return err
-	}
-	kubectl := filepath.Join(c.BinDir, "kubectl")
-	fmt.Printf("Local cluster up (3 simulated nodes, berth-scheduler running). Logs: %s\n", filepath.Join(c.Dir, "logs"))
-	fmt.Printf("kubeconfig: %s\n", c.Kubeconfig)
-	fmt.Printf("try: %s --kubeconfig %s get nodes,pods -A   (stop with: make down)\n", kubectl, c.Kubeconfig)
-	return nil
-}
-
-func down(dir string) error {
-	if _, err := os.Stat(dir); os.IsNotExist(err) {
-		fmt.Println("no local cluster running")
-		return nil
-	}
-	if err := cluster.Down(dir); err != nil {
-		return err
-	}
-	fmt.Println("local cluster stopped")
-	return os.RemoveAll(dir)
 }
