@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/berth-sched/berth/pkg/agent"
+	"github.com/berth-sched/berth/pkg/agent/images"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -30,16 +32,25 @@ func main() {
 	fs.StringVar(&cfg.Listen, "listen", ":9101", "address for /metrics, /healthz and /readyz")
 	fs.DurationVar(&cfg.SampleInterval, "sample-interval", time.Second, "how often /proc is sampled")
 	fs.DurationVar(&cfg.ReportInterval, "report-interval", 15*time.Second, "how often a report is pushed")
+	// Image inventory (pkg/agent/images): NodeImages for the NodeImageLocality plugin.
+	criSocket := fs.String("cri-socket", "", "CRI runtime socket (path or unix:// URL) whose images are published as this node's NodeImages; empty disables the image inventory")
+	var imgCfg images.Config
+	fs.DurationVar(&imgCfg.Interval, "image-interval", images.DefaultInterval, "how often the runtime's images are listed (the change detection: the CRI has no image events)")
+	fs.DurationVar(&imgCfg.Heartbeat, "image-heartbeat", images.DefaultHeartbeat, "NodeImages status.observedTime is refreshed at least this often while nothing changes")
+	fs.IntVar(&imgCfg.MaxImages, "max-images", images.DefaultMaxImages, "a node listing more images is not published (Ready=False, the previous inventory kept)")
 	_ = fs.Parse(os.Args[1:])
 	defer klog.Flush()
 
-	if *watchPods {
-		cs, err := client(*kubeconfig)
-		if err != nil {
+	var rc *rest.Config
+	if *watchPods || *criSocket != "" {
+		var err error
+		if rc, err = restConfig(*kubeconfig); err != nil {
 			klog.ErrorS(err, "Building the Kubernetes client failed")
 			os.Exit(1)
 		}
-		cfg.Client = cs
+	}
+	if *watchPods {
+		cfg.Client = kubernetes.NewForConfigOrDie(rc)
 	}
 	a, err := agent.New(cfg)
 	if err != nil {
@@ -48,13 +59,29 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if *criSocket != "" {
+		// Optional signal: CRI failures show on the NodeImages object, events and metrics,
+		// never on /readyz or /healthz.
+		imgCfg.NodeName = cfg.NodeName
+		imgCfg.Registerer = a.Registry()
+		lister := images.NewCRILister(*criSocket, 10*time.Second)
+		imgCfg.Lister = lister
+		pub, stopEvents, err := images.NewForCluster(imgCfg, kubernetes.NewForConfigOrDie(rc), dynamic.NewForConfigOrDie(rc))
+		if err != nil {
+			klog.ErrorS(err, "Invalid image inventory configuration")
+			os.Exit(2)
+		}
+		done := make(chan struct{})
+		go func() { defer close(done); pub.Run(ctx) }()
+		defer func() { <-done; lister.Close(context.Background()); stopEvents() }()
+	}
 	if err := a.Run(ctx); err != nil {
 		klog.ErrorS(err, "Agent failed")
 		os.Exit(1)
 	}
 }
 
-func client(kubeconfig string) (kubernetes.Interface, error) {
+func restConfig(kubeconfig string) (*rest.Config, error) {
 	var rc *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -66,5 +93,5 @@ func client(kubeconfig string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	rc.UserAgent = "berth-agent"
-	return kubernetes.NewForConfig(rc)
+	return rc, nil
 }

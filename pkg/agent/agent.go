@@ -201,6 +201,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	return err
 }
 
+// Registry is the agent's metrics registry (/metrics); other agent parts register into it.
+func (a *Agent) Registry() *prometheus.Registry { return a.registry }
+
 // Sampler exposes the sampler to tests that drive it directly.
 func (a *Agent) Sampler() *load.Sampler { return a.sampler }
 

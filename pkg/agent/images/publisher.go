@@ -23,6 +23,8 @@ const (
 	DefaultHeartbeat = 5 * time.Minute
 	// DefaultMaxObjectBytes keeps the object well under etcd's default 1.5 MiB request limit.
 	DefaultMaxObjectBytes = 1 << 20
+	// DefaultMaxImages is the NodeImages limit (the CRD's maxItems).
+	DefaultMaxImages = berthv1.NodeImagesMaxImages
 )
 
 // Event reasons besides the listing failure reasons (cri.go).
