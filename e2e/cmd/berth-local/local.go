@@ -101,7 +101,7 @@ func whyStale(pid int) string {
 	if pid == 0 {
 		return "no readable pid"
 	}
-	if syscall.Kill(pid, 0) != nil {
+	if syscall.Kill(pid, 0) != nil || zombie(pid) {
 		return fmt.Sprintf("pid %d is not running", pid)
 	}
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
@@ -110,6 +110,16 @@ func whyStale(pid int) string {
 		return fmt.Sprintf("pid %d is now another program (%s), left alone", pid, strings.Join(args, " "))
 	}
 	return fmt.Sprintf("pid %d is a berth-local supervisor that no longer holds %s", pid, lockName)
+}
+
+// zombie: a killed supervisor whose parent (up, long gone) left it to an init that has not
+// reaped it yet.
+func zombie(pid int) bool {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if i := strings.LastIndexByte(string(b), ')'); i > 0 && i+2 < len(b) {
+		return b[i+2] == 'Z'
+	}
+	return false
 }
 
 // cleanStale tears down what a killed run left in dir and removes its files (the lock holder
