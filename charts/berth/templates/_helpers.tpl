@@ -27,7 +27,16 @@ app.kubernetes.io/name: {{ .component }}
 app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end -}}
 
-{{- define "berth.image" -}}{{ .repository }}:{{ .tag }}{{- end -}}
+{{/* A Berth image: the component's image.repository and image.tag, each defaulting to
+global.image's (<registry>/<name>, tag). Called with (dict "root" $ "image" <component>.image
+"name" "berth-<component>"). */}}
+{{- define "berth.image" -}}
+{{- $g := .root.Values.global.image -}}
+{{- $repo := .image.repository | default (printf "%s/%s" (trimSuffix "/" $g.registry) .name) -}}
+{{ $repo }}:{{ .image.tag | default $g.tag }}
+{{- end -}}
+
+{{- define "berth.pullPolicy" -}}{{ .image.pullPolicy | default .root.Values.global.image.pullPolicy }}{{- end -}}
 
 {{/* The load watcher's URL as the scheduler and the agents use it. */}}
 {{- define "berth.watcherURL" -}}
