@@ -27,7 +27,7 @@ UNIT_PKGS := ./pkg/... $(patsubst %,./%/...,$(wildcard cmd/*))
 E2E_PKGS := ./e2e/...
 GO_TEST_FLAGS ?=
 
-.PHONY: all tools build images generate lint-chart preflight test test-unit test-e2e verify bench bench-exs bench-agent demo up down fmt clean fuzz
+.PHONY: all tools build images push kind-load generate lint-chart preflight test test-unit test-e2e verify bench bench-exs bench-agent demo up down fmt clean fuzz
 
 all: build
 
@@ -90,6 +90,23 @@ images: $(BIN)/images/.stamp
 $(BIN)/images/.stamp: $(BERTH_SRC) $(shell find e2e/images e2e/cmd/images -name '*.go')
 	$(GO) run ./e2e/cmd/images -v
 	@touch $@
+
+## push: every Berth image for linux/amd64 and linux/arm64 (CGO_ENABLED=0 GOARCH=…) as one OCI
+## index each, to REGISTRY=host[:port]/path as <REGISTRY>/<name>:<TAG>; credentials from the
+## Docker config (docker login). Then: helm install … --set global.image.registry=$(REGISTRY)
+## --set global.image.tag=$(TAG)
+REGISTRY ?=
+TAG ?= dev
+push:
+	@if [ -z "$(REGISTRY)" ]; then echo "make push: set REGISTRY=host[:port]/path, e.g. make push REGISTRY=ghcr.io/you/berth TAG=v0.1.0" >&2; exit 2; fi
+	$(GO) run ./e2e/cmd/push -registry "$(REGISTRY)" -tag "$(TAG)" -v
+
+## kind-load: load Berth's image tarballs (this machine's architecture) into the kind cluster
+## KIND_CLUSTER (default kind); the chart's default image names then resolve on its nodes
+KIND_CLUSTER ?= kind
+kind-load: images
+	@command -v kind >/dev/null || { echo "make kind-load: kind is not on PATH (https://kind.sigs.k8s.io); or run: kind load image-archive bin/images/<name>.tar" >&2; exit 1; }
+	for f in $(BIN)/images/berth-*.tar; do kind load image-archive "$$f" --name "$(KIND_CLUSTER)"; done
 
 ## generate: API deepcopy functions and CRD YAML (api/crds) with controller-gen
 generate:

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -149,8 +150,9 @@ func BuildAll(ctx context.Context, o Options) ([]Result, error) {
 		o.Logf("building %s (%s)", t.Name, t.Package)
 		cmd := exec.CommandContext(ctx, o.Go, "build", "-trimpath", "-ldflags", t.LDFlags, "-o", bin, t.Package)
 		cmd.Dir = o.Root
-		// Static: the images have no libc.
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
+		// Static: the images have no libc. This machine's architecture: the tarballs are for
+		// the local node (make push builds every platform, see push.go).
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return out, fmt.Errorf("images: go build %s: %w\n%s", t.Package, err, b)
 		}
@@ -183,8 +185,12 @@ func names(ts []Target) string {
 // epoch fixes every timestamp so the same binary always gives the same image digest.
 var epoch = time.Unix(0, 0).UTC()
 
-// Image packages the static binary at binPath as a one-layer image running /<name>.
-func Image(t Target, binPath string) (v1.Image, error) {
+// Image packages the static binary at binPath as a one-layer image running /<name>, for this
+// machine's architecture.
+func Image(t Target, binPath string) (v1.Image, error) { return ImageFor(t, binPath, runtime.GOARCH) }
+
+// ImageFor is Image for a binary built for GOARCH arch.
+func ImageFor(t Target, binPath, arch string) (v1.Image, error) {
 	bin, err := os.ReadFile(binPath)
 	if err != nil {
 		return nil, fmt.Errorf("images: %s: %w", t.Name, err)
@@ -208,7 +214,7 @@ func Image(t Target, binPath string) (v1.Image, error) {
 		return nil, err
 	}
 	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.OS, cf.Architecture = "linux", arch
 	cf.Created = v1.Time{Time: epoch}
 	cf.Config.Entrypoint = []string{"/" + t.Name}
 	cf.Config.Env = []string{"PATH=/", "SSL_CERT_DIR=/etc/ssl/certs"}
