@@ -22,6 +22,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
+	appsv1 "k8s.io/api/apps/v1"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -72,10 +73,11 @@ func TestImageInventory(t *testing.T) {
 	preTar := writeImage(t, tmp, preloaded)
 	c, err := cluster.Start(ctx, cluster.Config{
 		// Only pause and one small image of ours: the inventory compared with ctr is the whole node.
-		RealNode:                &cluster.RealNodeConfig{NodeName: realNode, Images: []string{preTar}},
-		WithoutDefaultScheduler: true, // every pod here is bound to its node directly
-		WithoutKWOK:             true, // the other nodes only need to exist (token binding)
-		Logf:                    t.Logf,
+		RealNode: &cluster.RealNodeConfig{NodeName: realNode, Images: []string{preTar}},
+		// The default scheduler places the chart's DaemonSet pod; KWOK is not needed (the other
+		// nodes only exist for token binding).
+		WithoutKWOK: true,
+		Logf:        t.Logf,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +96,83 @@ func TestImageInventory(t *testing.T) {
 	t.Run("the real agent publishes what containerd holds, follows changes, keeps it when the socket goes", func(t *testing.T) {
 		testRealAgent(ctx, t, c, rn, tmp)
 	})
+	t.Run("the chart's agent DaemonSet publishes from its pod through the mounted socket directory", func(t *testing.T) {
+		testDaemonSet(ctx, t, c, rn)
+	})
+}
+
+// testDaemonSet runs the chart's agent DaemonSet (agent.criSocket set to the node's containerd
+// socket) on the real node: the pod reaches containerd through the read-only directory mount
+// and writes its node's NodeImages with the kubelet's projected token, through the policy.
+func testDaemonSet(ctx context.Context, t *testing.T, c *cluster.Cluster, rn *cluster.RealNode) {
+	agentTar := filepath.Join(c.BinDir, "images", "berth-agent.tar")
+	if _, err := os.Stat(agentTar); err != nil {
+		t.Fatalf("%v: run `make images`", err)
+	}
+	if _, err := rn.Ctr(ctx, "images", "import", agentTar); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ctrImages(ctx, t, rn) {
+		if !strings.HasPrefix(w.ref, "localhost/berth/berth-agent:") {
+			continue
+		}
+		addDigestRef(ctx, t, rn, w)
+	}
+	admin := dynamic.NewForConfigOrDie(c.RESTConfig).Resource(agentimages.GVR)
+	// The host-run agent of the previous test is stopped; start from no object, so the one that
+	// appears is the pod's.
+	if err := admin.Delete(ctx, realNode, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	r, err := chart.Render(release, agentNS, map[string]any{"agent": map[string]any{
+		"criSocket": rn.ContainerdSocket, "imageInterval": "500ms", "reportInterval": "1h",
+		"nodeSelector": map[string]any{"kubernetes.io/hostname": realNode}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := chart.Objects(r.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created bool
+	for _, o := range objs {
+		if o.GetKind() != "DaemonSet" || o.GetName() != agentSA {
+			continue
+		}
+		if _, err := dynamic.NewForConfigOrDie(c.RESTConfig).Resource(appsv1.SchemeGroupVersion.WithResource("daemonsets")).Namespace(agentNS).Create(ctx, o, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		created = true
+	}
+	if !created {
+		t.Fatal("the chart renders no agent DaemonSet")
+	}
+	store := agentimages.DynamicStore{Client: dynamic.NewForConfigOrDie(c.RESTConfig)}
+	want := ctrImages(ctx, t, rn)
+	obj := waitInventory(ctx, t, store, "inventory published by the DaemonSet's pod", func(o *berthv1.NodeImages) error {
+		if o == nil {
+			pods, _ := c.Client.CoreV1().Pods(agentNS).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + realNode})
+			var st []string
+			for _, p := range pods.Items {
+				st = append(st, p.Name+" "+string(p.Status.Phase))
+			}
+			ds, _ := c.Client.AppsV1().DaemonSets(agentNS).Get(ctx, agentSA, metav1.GetOptions{})
+			evs, _ := c.Client.CoreV1().Events(agentNS).List(ctx, metav1.ListOptions{})
+			var ev []string
+			for _, e := range evs.Items {
+				ev = append(ev, e.InvolvedObject.Name+" "+e.Reason+": "+e.Message)
+			}
+			return fmt.Errorf("no NodeImages yet (agent pods: %v; DaemonSet status %+v; events %v)", st, ds.Status, ev)
+		}
+		if c := condition(o, berthv1.NodeImagesConditionReady); c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Ready %+v", c)
+		}
+		return matches(o, want)
+	})
+	// The pod's agent, not an administrator, wrote it: the agent account is the field manager's user.
+	if len(obj.ManagedFields) == 0 || obj.ManagedFields[0].Manager != berthv1.NodeImagesFieldManager {
+		t.Errorf("managed fields %+v, want manager %s", obj.ManagedFields, berthv1.NodeImagesFieldManager)
+	}
 }
 
 // writeImage builds a small random single-layer image (unique content per run) tagged ref.
