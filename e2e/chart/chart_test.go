@@ -170,6 +170,12 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"unknown top-level key", `schedulers: {}`, "schedulers"},
 		{"toleration operator", `agent: {tolerations: [{operator: Maybe}]}`, "/agent/tolerations/0/operator"},
 		{"relative proc path", `agent: {hostProc: proc}`, "/agent/hostProc"},
+		// why: the socket's directory is mounted; "/x.sock" would mount the host's root.
+		{"CRI socket at the root", `agent: {criSocket: /containerd.sock}`, "/agent/criSocket"},
+		{"relative CRI socket", `agent: {criSocket: run/containerd/containerd.sock}`, "/agent/criSocket"},
+		{"CRI socket through ..", `agent: {criSocket: /run/../containerd.sock}`, "/agent/criSocket"},
+		{"max images past the NodeImages limit", `agent: {maxImages: 5001}`, "/agent/maxImages"},
+		{"image interval", `agent: {imageInterval: often}`, "/agent/imageInterval"},
 		{"operator log level", `operator: {logLevel: verbose}`, "/operator/logLevel"},
 	}
 	for _, tc := range cases {
