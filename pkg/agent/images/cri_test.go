@@ -93,6 +93,34 @@ func TestCRIListerFailures(t *testing.T) {
 			ln.Close()
 			return p
 		}},
+		// why: a hung runtime (accepts, never answers) must cost one timeout, not block the agent.
+		{name: "runtime that accepts and never answers", wantReason: ReasonRuntimeUnreachable, setup: func(t *testing.T) string {
+			p := filepath.Join(t.TempDir(), "hung.sock")
+			ln, err := net.Listen("unix", p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var conns []net.Conn
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					conns = append(conns, c)
+				}
+			}()
+			t.Cleanup(func() {
+				ln.Close()
+				<-done
+				for _, c := range conns {
+					c.Close()
+				}
+			})
+			return p
+		}},
 		{name: "gRPC server that is not a CRI runtime", wantReason: ReasonNotCRI, setup: func(t *testing.T) string {
 			return startFakeRuntime(t, &fakeImageService{notCRI: true}).socket
 		}},
@@ -128,7 +156,7 @@ func TestCRIListerFailures(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l := NewCRILister(tc.setup(t), 2*time.Second)
+			l := NewCRILister(tc.setup(t), time.Second)
 			defer l.Close(context.Background())
 			_, err := l.List(context.Background())
 			if err == nil {

@@ -141,3 +141,20 @@ func TestHash(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkBuildHash5000 is one re-list of a node at the image limit: normalise 5000 images
+// (two tags and a digest each) and hash the result, the work done every --image-interval.
+func BenchmarkBuildHash5000(b *testing.B) {
+	raw := make([]*runtimeapi.Image, 0, berthv1.NodeImagesMaxImages)
+	for i := range berthv1.NodeImagesMaxImages {
+		raw = append(raw, img(fmt.Sprintf("sha256:%064x", i), uint64(1000+i),
+			[]string{fmt.Sprintf("registry.local:5000/team/app%d:v1", i), fmt.Sprintf("app%d:latest", i)},
+			[]string{fmt.Sprintf("registry.local:5000/team/app%d@sha256:%064x", i, i)}))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		inv := Build(raw)
+		_ = Hash(inv.Images)
+	}
+	b.ReportMetric(float64(SpecBytes("node", Build(raw).Images)), "spec-bytes")
+}
