@@ -1,0 +1,173 @@
+package imagelocality
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+)
+
+// Defaults and bounds of the arguments.
+const (
+	// DefaultAssumePulledFor is how long an image counts as present on a node after a pod that
+	// uses it was placed there: long enough for a large pull to finish and the agent's next
+	// inventory (default every 30s) to report it, short enough that a failed pull stops
+	// attracting pods soon.
+	DefaultAssumePulledFor = 5 * time.Minute
+	// MaxAssumePulledFor bounds the window; past an hour the "pull under way" claim is fiction.
+	MaxAssumePulledFor = time.Hour
+)
+
+// Args configures NodeImageLocality. The score weight lives in the profile, not here.
+type Args struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// AssumePulledFor is how long the images of a pod placed on a node (by this scheduler at
+	// Reserve, or by anyone as seen by the pod informer) count as present on that node.
+	// 0 turns the accounting off. Default 5m, at most 1h.
+	AssumePulledFor *metav1.Duration `json:"assumePulledFor,omitempty"`
+
+	// UseNodeStatus reads node.status.images for nodes that have no NodeImages object
+	// (kubelet's list: the 50 largest images, names as the runtime reports them, normalised
+	// here). Default true.
+	UseNodeStatus *bool `json:"useNodeStatus,omitempty"`
+
+	// TieBreakSmallImages gives score 1 instead of 0 to a node that holds some of the pod's
+	// images whose spread-scaled size stays below the in-tree 23 MiB floor (busybox, distroless
+	// images), so such a node still wins ties against one that would have to pull. Default true;
+	// false gives exactly the in-tree ImageLocality formula.
+	TieBreakSmallImages *bool `json:"tieBreakSmallImages,omitempty"`
+}
+
+// DeepCopyObject lets *Args travel as a runtime.Object into ParseArgs.
+func (a *Args) DeepCopyObject() runtime.Object {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	if a.AssumePulledFor != nil {
+		d := *a.AssumePulledFor
+		c.AssumePulledFor = &d
+	}
+	if a.UseNodeStatus != nil {
+		b := *a.UseNodeStatus
+		c.UseNodeStatus = &b
+	}
+	if a.TieBreakSmallImages != nil {
+		b := *a.TieBreakSmallImages
+		c.TieBreakSmallImages = &b
+	}
+	return &c
+}
+
+var argFields = []string{"assumePulledFor", "useNodeStatus", "tieBreakSmallImages"}
+
+// ParseArgs decodes (strictly: unknown fields are errors), defaults and validates the args
+// exactly as the scheduler does. obj may be nil, a *runtime.Unknown holding JSON or YAML, or
+// an *Args. The result has every pointer set.
+func ParseArgs(obj runtime.Object) (*Args, error) {
+	args := &Args{}
+	switch o := obj.(type) {
+	case nil:
+	case *Args:
+		if o != nil {
+			args = o.DeepCopyObject().(*Args)
+		}
+	case *runtime.Unknown:
+		if err := decodeStrict(o, args); err != nil {
+			return nil, fmt.Errorf("decoding %s args: %w", Name, err)
+		}
+	default:
+		return nil, fmt.Errorf("%s args: want *runtime.Unknown or *imagelocality.Args, got %T", Name, obj)
+	}
+	setDefaults(args)
+	if errs := validate(args); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return args, nil
+}
+
+func decodeStrict(u *runtime.Unknown, into *Args) error {
+	raw := u.Raw
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	switch u.ContentType {
+	case runtime.ContentTypeJSON, "":
+	case runtime.ContentTypeYAML:
+		j, err := yaml.YAMLToJSON(raw)
+		if err != nil {
+			return err
+		}
+		raw = j
+	default:
+		return fmt.Errorf("unsupported content type %q", u.ContentType)
+	}
+	// why: encoding/json matches keys case-insensitively, so "AssumePulledfor" would look
+	// configured while a typo elsewhere is silently dropped; compare keys exactly first.
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &keys); err != nil {
+		return err
+	}
+	known := map[string]bool{"apiVersion": true, "kind": true}
+	for _, f := range argFields {
+		known[f] = true
+	}
+	var errs field.ErrorList
+	for k := range keys {
+		if !known[k] {
+			errs = append(errs, field.NotSupported(field.NewPath(k), k, argFields))
+		}
+	}
+	if len(errs) > 0 {
+		return errs.ToAggregate()
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return field.Invalid(field.NewPath(te.Field), te.Value, "must be a "+te.Type.String())
+		}
+		if k, ok := keys["assumePulledFor"]; ok {
+			// metav1.Duration reports a bad duration without naming the field.
+			var s string
+			if json.Unmarshal(k, &s) == nil {
+				if _, perr := time.ParseDuration(s); perr != nil {
+					return field.Invalid(field.NewPath("assumePulledFor"), s, "must be a duration such as 90s or 5m")
+				}
+			}
+		}
+		return err
+	}
+	return nil
+}
+
+func setDefaults(a *Args) {
+	if a.AssumePulledFor == nil {
+		a.AssumePulledFor = &metav1.Duration{Duration: DefaultAssumePulledFor}
+	}
+	if a.UseNodeStatus == nil {
+		t := true
+		a.UseNodeStatus = &t
+	}
+	if a.TieBreakSmallImages == nil {
+		t := true
+		a.TieBreakSmallImages = &t
+	}
+}
+
+func validate(a *Args) field.ErrorList {
+	var errs field.ErrorList
+	if d := a.AssumePulledFor.Duration; d < 0 || d > MaxAssumePulledFor {
+		errs = append(errs, field.Invalid(field.NewPath("assumePulledFor"), d.String(),
+			fmt.Sprintf("must be between 0 (off) and %s", MaxAssumePulledFor)))
+	}
+	return errs
+}
