@@ -139,6 +139,11 @@ type PluginSet struct {
 	LoadVariationRiskBalancing *LoadVariationRiskBalancingPlugin `json:"loadVariationRiskBalancing,omitempty"`
 	// +optional
 	SySched *SySchedPlugin `json:"sySched,omitempty"`
+	// NodeImageLocality scores nodes by the images they already hold (NodeImages from the
+	// agents, else node.status.images). Enabling it disables the in-tree ImageLocality in the
+	// profile, so images are not counted twice.
+	// +optional
+	NodeImageLocality *NodeImageLocalityPlugin `json:"nodeImageLocality,omitempty"`
 	// DisableDefaultScore turns off the upstream score plugins that pull against load-aware
 	// packing (NodeResourcesBalancedAllocation, NodeResourcesFit scoring), as upstream's
 	// TargetLoadPacking example does.
@@ -249,6 +254,29 @@ type SySchedArgs struct {
 	// Name of the SeccompProfile whose syscalls stand for unconfined pods (default all-syscalls).
 	// +optional
 	DefaultProfileName string `json:"defaultProfileName,omitempty"`
+}
+
+// NodeImageLocalityPlugin enables NodeImageLocality.
+type NodeImageLocalityPlugin struct {
+	Weight `json:",inline"`
+	// +optional
+	Args NodeImageLocalityArgs `json:"args,omitempty"`
+}
+
+// NodeImageLocalityArgs mirror the plugin's arguments.
+type NodeImageLocalityArgs struct {
+	// AssumePulledFor is how long the images of a pod just placed on a node count as present
+	// there (the pull is under way); "0s" turns it off. Default 5m, at most 1h.
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	AssumePulledFor string `json:"assumePulledFor,omitempty"`
+	// UseNodeStatus reads node.status.images for nodes without a NodeImages object (default true).
+	// +optional
+	UseNodeStatus *bool `json:"useNodeStatus,omitempty"`
+	// TieBreakSmallImages scores 1 instead of 0 on nodes holding images too small for the
+	// in-tree 23 MiB floor (default true); false gives the in-tree formula exactly.
+	// +optional
+	TieBreakSmallImages *bool `json:"tieBreakSmallImages,omitempty"`
 }
 
 // Condition types.

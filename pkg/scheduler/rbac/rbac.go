@@ -57,6 +57,11 @@ func SchedulerRBACNamed(subject rbacv1.Subject, name, leaseName, leaseNamespace 
 				APIGroups: []string{"security-profiles-operator.x-k8s.io"},
 				Resources: []string{"seccompprofiles", "profilebindings"},
 				Verbs:     []string{"get", "list", "watch"},
+			}, {
+				// NodeImageLocality: the agents' image inventories (read only).
+				APIGroups: []string{"berth.dev"},
+				Resources: []string{"nodeimages"},
+				Verbs:     []string{"get", "list", "watch"},
 			}},
 		}},
 		ClusterRoleBindings: []*rbacv1.ClusterRoleBinding{

@@ -6,6 +6,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	fwkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/imagelocality"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadvariationriskbalancing"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/sysched"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/targetloadpacking"
@@ -18,6 +19,7 @@ func Plugins() fwkruntime.Registry {
 		targetloadpacking.Name:          targetloadpacking.New,
 		loadvariationriskbalancing.Name: loadvariationriskbalancing.New,
 		sysched.Name:                    sysched.New,
+		imagelocality.Name:              imagelocality.New,
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/imagelocality"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadvariationriskbalancing"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/sysched"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/targetloadpacking"
@@ -190,10 +191,20 @@ func fromPlugins(name string, ps *berthv1alpha1.PluginSet) (map[string]any, []st
 			return nil, nil, err
 		}
 	}
+	if p := ps.NodeImageLocality; p != nil {
+		if err := add(imagelocality.Name, "spec.plugins.nodeImageLocality.args", p.Weight.Weight, p.Args, nil); err != nil {
+			return nil, nil, err
+		}
+	}
 	if len(enabled) == 0 {
 		return nil, nil, errors.New("spec.plugins: enable at least one plugin")
 	}
-	plugins := map[string]any{"multiPoint": map[string]any{"enabled": enabled}}
+	multiPoint := map[string]any{"enabled": enabled}
+	if ps.NodeImageLocality != nil {
+		// NodeImageLocality is ImageLocality on better data; both would count images twice.
+		multiPoint["disabled"] = []any{map[string]any{"name": "ImageLocality"}}
+	}
+	plugins := map[string]any{"multiPoint": multiPoint}
 	if ps.DisableDefaultScore {
 		plugins["score"] = map[string]any{"disabled": []any{
 			map[string]any{"name": "NodeResourcesBalancedAllocation"},

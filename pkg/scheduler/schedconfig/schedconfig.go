@@ -23,6 +23,7 @@ import (
 	frameworkplugins "k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	"sigs.k8s.io/yaml"
 
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/imagelocality"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadvariationriskbalancing"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/sysched"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/targetloadpacking"
@@ -41,6 +42,10 @@ var argParsers = map[string]func(runtime.Object) error{
 		return err
 	},
 	sysched.Name: func(o runtime.Object) error { _, err := sysched.ParseArgs(o); return err },
+	imagelocality.Name: func(o runtime.Object) error {
+		_, err := imagelocality.ParseArgs(o)
+		return err
+	},
 }
 
 // ArgsError is a Berth plugin's args rejected by its ParseArgs.
