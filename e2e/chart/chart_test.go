@@ -199,7 +199,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 func TestTemplateRefusesIncoherentValues(t *testing.T) {
 	cases := []struct{ name, values, want string }{
 		{"prometheus without URL", `loadWatcher: {source: prometheus}`, "loadWatcher.prometheus.url: required"},
-		{"no plugin", `scheduler: {plugins: {targetLoadPacking: {enabled: false}, loadVariationRiskBalancing: {enabled: false}}}`, "scheduler.plugins: enable at least one"},
+		{"no plugin", `scheduler: {plugins: {targetLoadPacking: {enabled: false}, loadVariationRiskBalancing: {enabled: false}, nodeImageLocality: {enabled: false}}}`, "scheduler.plugins: enable at least one"},
 		{"agents without watcher", `{loadWatcher: {enabled: false}, scheduler: {enabled: false}}`, "loadWatcher.url: the agents need a load watcher"},
 		{"load-aware without watcher", `{loadWatcher: {enabled: false}, agent: {enabled: false}}`, "scheduler.loadAware.watcherAddress: required"},
 	}
