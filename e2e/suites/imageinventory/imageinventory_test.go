@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/berth-sched/berth/api/crds"
 	berthv1 "github.com/berth-sched/berth/api/v1alpha1"
@@ -92,6 +93,9 @@ func TestImageInventory(t *testing.T) {
 
 	t.Run("the admission policy lets an agent write only its own node's NodeImages", func(t *testing.T) {
 		testPolicy(ctx, t, c)
+	})
+	t.Run("the API server stores the largest inventory the agent publishes", func(t *testing.T) {
+		testLargest(ctx, t, c)
 	})
 	t.Run("the real agent publishes what containerd holds, follows changes, keeps it when the socket goes", func(t *testing.T) {
 		testRealAgent(ctx, t, c, rn, tmp)
@@ -790,4 +794,68 @@ func grep(page, prefix string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// testLargest writes, as the agent does, the largest inventories the agent publishes: at its byte
+// limit with typical names, and at its count limit with the shortest names (the most managed
+// fields per byte of spec). Each stored object, with its managed fields, must fit etcd's request
+// limit; the agent's byte limit is what keeps it there.
+func testLargest(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	typical := func(i int) *runtimeapi.Image {
+		return &runtimeapi.Image{Id: fmt.Sprintf("sha256:%064x", i), Size: uint64(1 << 20),
+			RepoTags:    []string{fmt.Sprintf("registry.example.com:5000/team/service-%d:v1.2.3", i), fmt.Sprintf("registry.example.com:5000/team/service-%d:latest", i)},
+			RepoDigests: []string{fmt.Sprintf("registry.example.com:5000/team/service-%d@sha256:%064x", i, i)}}
+	}
+	short := func(i int) *runtimeapi.Image {
+		return &runtimeapi.Image{Id: fmt.Sprintf("sha256:%064x", i), Size: 1, RepoTags: []string{fmt.Sprintf("a%d", i)}}
+	}
+	// why: ~200 bytes of spec per image puts 5000 images right at a spec-only limit, where the
+	// managed fields would push the stored object past etcd's.
+	medium := func(i int) *runtimeapi.Image {
+		return &runtimeapi.Image{Id: fmt.Sprintf("sha256:%064x", i), Size: 1, RepoTags: []string{fmt.Sprintf("registry.example.com/some-team/some-service-%06d:v1", i)}}
+	}
+	for _, tc := range []struct {
+		name string
+		gen  func(int) *runtimeapi.Image
+	}{{"typical names", typical}, {"shortest names", short}, {"medium names", medium}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var raw []*runtimeapi.Image
+			for i := range berthv1.NodeImagesMaxImages {
+				raw = append(raw, tc.gen(i))
+			}
+			// The most images, in listing order, that the agent would still publish.
+			n := sort.Search(len(raw)+1, func(n int) bool {
+				return n > 0 && agentimages.StoredBytes("node-big", agentimages.Build(raw[:n]).Images) > agentimages.DefaultMaxObjectBytes
+			}) - 1
+			if n > len(raw) {
+				n = len(raw)
+			}
+			inv := agentimages.Build(raw[:n])
+			store := agentimages.DynamicStore{Client: dynamic.NewForConfigOrDie(c.RESTConfig)}
+			name := "big-" + strings.ReplaceAll(tc.name, " ", "-")
+			obj, err := store.Create(ctx, nodeImages(name, inv.Images...))
+			if err != nil {
+				t.Fatalf("creating %d images (%d bytes of spec): %v", len(inv.Images), agentimages.SpecBytes(name, inv.Images), err)
+			}
+			obj.Status.ImageCount = int32(len(inv.Images))
+			meta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Listed", Message: "x"})
+			if _, err := store.UpdateStatus(ctx, obj); err != nil {
+				t.Fatalf("status of %d images: %v", len(inv.Images), err)
+			}
+			u, err := dynamic.NewForConfigOrDie(c.RESTConfig).Resource(agentimages.GVR).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := u.MarshalJSON()
+			t.Logf("%s: %d images, %d bytes of spec, %d estimated, %d stored with metadata and managed fields", tc.name, len(inv.Images),
+				agentimages.SpecBytes(name, inv.Images), agentimages.StoredBytes(name, inv.Images), len(b))
+			// why: the estimate is the agent's only guard; it must not undercount what is stored.
+			if len(b) > agentimages.StoredBytes(name, inv.Images)+4096 {
+				t.Errorf("stored %d bytes, estimated %d: the estimate undercounts", len(b), agentimages.StoredBytes(name, inv.Images))
+			}
+			if err := dynamic.NewForConfigOrDie(c.RESTConfig).Resource(agentimages.GVR).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }

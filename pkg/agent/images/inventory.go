@@ -143,9 +143,23 @@ func Hash(images []berthv1.NodeImage) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// SpecBytes is the encoded size of a spec holding images (the object's size is within a few
-// hundred bytes of it).
+// SpecBytes is the encoded size of a spec holding images.
 func SpecBytes(node string, images []berthv1.NodeImage) int {
 	b, _ := json.Marshal(berthv1.NodeImagesSpec{NodeName: node, Images: images})
 	return len(b)
+}
+
+// managedFieldsPerImage is what the API server's managed fields add per image beyond its id:
+// the list-map key and field names, measured at ~81 bytes (e2e/suites/imageinventory logs it).
+const managedFieldsPerImage = 96
+
+// StoredBytes estimates the stored object: the encoded spec plus the managed fields the API
+// server keeps for every list entry (an entry key holding the id). The managed fields roughly
+// double a list of short names, so the spec alone does not bound what etcd must accept.
+func StoredBytes(node string, images []berthv1.NodeImage) int {
+	n := SpecBytes(node, images)
+	for _, i := range images {
+		n += len(i.ID) + managedFieldsPerImage
+	}
+	return n
 }

@@ -157,4 +157,5 @@ func BenchmarkBuildHash5000(b *testing.B) {
 		_ = Hash(inv.Images)
 	}
 	b.ReportMetric(float64(SpecBytes("node", Build(raw).Images)), "spec-bytes")
+	b.ReportMetric(float64(StoredBytes("node", Build(raw).Images)), "stored-bytes")
 }

@@ -21,8 +21,9 @@ import (
 const (
 	DefaultInterval  = 15 * time.Second
 	DefaultHeartbeat = 5 * time.Minute
-	// DefaultMaxObjectBytes keeps the object well under etcd's default 1.5 MiB request limit.
-	DefaultMaxObjectBytes = 1 << 20
+	// DefaultMaxObjectBytes bounds StoredBytes, leaving ~170 kB of etcd's default 1.5 MiB
+	// request limit for metadata, status and the estimate's error.
+	DefaultMaxObjectBytes = 1_400_000
 	// DefaultMaxImages is the NodeImages limit (the CRD's maxItems).
 	DefaultMaxImages = berthv1.NodeImagesMaxImages
 )
@@ -52,7 +53,8 @@ type Config struct {
 	Heartbeat time.Duration
 	// MaxImages: a listing with more images is not published (Ready=False, TooManyImages).
 	MaxImages int
-	// MaxObjectBytes: an inventory whose spec encodes larger is not published (TooLarge).
+	// MaxObjectBytes: an inventory whose stored size (StoredBytes) would be larger is not
+	// published (TooLarge).
 	MaxObjectBytes int
 	// Registerer receives the metrics; nil registers nothing.
 	Registerer prometheus.Registerer
@@ -172,9 +174,9 @@ func (p *Publisher) Sync(ctx context.Context) error {
 		err := fmt.Errorf("the runtime lists %d images, more than the limit of %d (--max-images); the previous inventory is kept", n, p.cfg.MaxImages)
 		return errors.Join(err, p.fail(ctx, ReasonTooManyImages, err.Error()))
 	}
-	if b := SpecBytes(p.cfg.NodeName, inv.Images); b > p.cfg.MaxObjectBytes {
+	if b := StoredBytes(p.cfg.NodeName, inv.Images); b > p.cfg.MaxObjectBytes {
 		p.listErrors.WithLabelValues(ReasonTooLarge).Inc()
-		err := fmt.Errorf("the inventory of %d images encodes to %d bytes, more than the limit of %d; the previous inventory is kept", len(inv.Images), b, p.cfg.MaxObjectBytes)
+		err := fmt.Errorf("the inventory of %d images would be stored in about %d bytes, more than the limit of %d; the previous inventory is kept", len(inv.Images), b, p.cfg.MaxObjectBytes)
 		return errors.Join(err, p.fail(ctx, ReasonTooLarge, err.Error()))
 	}
 	p.images.Set(float64(len(inv.Images)))

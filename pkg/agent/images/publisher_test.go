@@ -248,7 +248,7 @@ func TestPublisherBounds(t *testing.T) {
 		{name: "more images than --max-images", cfg: func(c *Config) { c.MaxImages = 5 }, next: many(6), wantReason: ReasonTooManyImages},
 		// why: maxItems alone does not bound bytes (32 long names per image); etcd refuses
 		// large requests with an error that names no cause.
-		{name: "an inventory encoding past the byte limit", cfg: func(c *Config) { c.MaxObjectBytes = 600 }, next: many(8), wantReason: ReasonTooLarge},
+		{name: "an inventory encoding past the byte limit", cfg: func(c *Config) { c.MaxObjectBytes = 700 }, next: many(8), wantReason: ReasonTooLarge},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
