@@ -427,3 +427,28 @@ func TestNewValidates(t *testing.T) {
 func errConflict() error {
 	return apierrors.NewConflict(schema.GroupResource{Group: GVR.Group, Resource: GVR.Resource}, "node-a", errors.New("the object has been modified"))
 }
+
+// An agent restarted while its runtime is down finds its earlier object and marks it Stale,
+// keeping the images (it has nothing better to publish).
+func TestPublisherRestartWithRuntimeDown(t *testing.T) {
+	l := &scriptLister{}
+	l.set(nil, img("sha256:a", 1, []string{"nginx"}, nil))
+	h := newHarness(t, l, nil)
+	if err := h.sync(); err != nil {
+		t.Fatal(err)
+	}
+	// A new publisher on the same API, as after a restart.
+	l.set(&ListError{Reason: ReasonNotCRI, Err: errors.New("unknown service runtime.v1.ImageService")})
+	p2, err := New(Config{NodeName: "node-a", Lister: l, Store: DynamicStore{Client: h.dyn}, Recorder: h.rec,
+		GetNode: func(context.Context, string) (*corev1.Node, error) { return nil, errors.New("unused") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Sync(context.Background()); err == nil {
+		t.Fatal("sync succeeded")
+	}
+	obj := h.stored()
+	if len(obj.Spec.Images) != 1 || cond(obj, "Stale").Status != metav1.ConditionTrue || cond(obj, "Stale").Reason != ReasonNotCRI {
+		t.Fatalf("after restart with the runtime down: %d images, Stale %+v", len(obj.Spec.Images), cond(obj, "Stale"))
+	}
+}
