@@ -140,7 +140,7 @@ type nextSteps struct {
 
 var pidRe = regexp.MustCompile(`Supervisor pid (\d+)`)
 
-func parseUp(t *testing.T, r result) nextSteps {
+func parseUp(t *testing.T, r result, realNode bool) nextSteps {
 	t.Helper()
 	var s nextSteps
 	for _, l := range strings.Split(r.stdout, "\n") {
@@ -159,8 +159,8 @@ func parseUp(t *testing.T, r result) nextSteps {
 	if m := pidRe.FindStringSubmatch(r.stdout); m != nil {
 		s.pid, _ = strconv.Atoi(m[1])
 	}
-	if s.kubeconfig == "" || s.helm == "" || s.apply == "" || s.events == "" || s.pid == 0 {
-		t.Fatalf("up did not print every next step (kubeconfig, helm install, kubectl apply, kubectl get events, pid):\n%s", r)
+	if s.kubeconfig == "" || (s.helm == "") == realNode || s.apply == "" || s.events == "" || s.pid == 0 {
+		t.Fatalf("up did not print every next step (kubeconfig, helm install with a real node only, kubectl apply, kubectl get events, pid):\n%s", r)
 	}
 	return s
 }
@@ -194,7 +194,7 @@ func TestUpHelmInstallWorkloadDown(t *testing.T) {
 	if !strings.Contains(r.stdout, `real node "berth-real"`) {
 		t.Fatalf("up did not bring a real node:\n%s", r)
 	}
-	steps := parseUp(t, r)
+	steps := parseUp(t, r, true)
 	// up has returned: the cluster must be served by the supervisor alone.
 	cs := clientFor(t, steps.kubeconfig)
 	if _, err := cs.CoreV1().Nodes().Get(ctx, "berth-real", metav1.GetOptions{}); err != nil {
@@ -343,7 +343,7 @@ func TestKilledRunIsCleanedUpByTheNextUp(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("up: %s", r)
 	}
-	steps := parseUp(t, r)
+	steps := parseUp(t, r, true)
 	clusterDir := filepath.Join(dir, "cluster")
 	rec, err := cluster.ReadNodeRecord(clusterDir)
 	if err != nil || rec == nil {
@@ -389,7 +389,7 @@ func TestKilledRunIsCleanedUpByTheNextUp(t *testing.T) {
 			t.Errorf("up after a killed run does not say %q:\n%s", w, r)
 		}
 	}
-	steps2 := parseUp(t, r)
+	steps2 := parseUp(t, r, true)
 	// The killed run's cgroup and processes are gone while the new cluster runs.
 	cms, err := cluster.CgroupMounts()
 	if err != nil {
@@ -543,4 +543,67 @@ func pidsInNetNS(inode uint64) []int {
 		}
 	}
 	return out
+}
+
+// Without root or the packages, up falls back to simulated nodes and berth-scheduler as a
+// process (no helm line: nothing of the chart could run); the printed kubectl lines still show
+// the example placed by berth-scheduler. Needs no root, so it runs everywhere.
+func TestSimulatedUpDown(t *testing.T) {
+	dir := stateDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := local(t, "up", "-simulated", "-dir", dir)
+	if r.code != 0 || !strings.Contains(r.stdout, "SIMULATED (KWOK) nodes") {
+		t.Fatalf("up -simulated: %s", r)
+	}
+	steps := parseUp(t, r, false)
+	env := []string{"KUBECONFIG=" + steps.kubeconfig}
+	if r := run(t, env, "sh", "-c", steps.apply); r.code != 0 {
+		t.Fatalf("%s: %s", steps.apply, r)
+	}
+	cs := clientFor(t, steps.kubeconfig)
+	pods, err := framework.WaitPods(ctx, cs, "default", "app=hello-berth", 2, 2*time.Minute, framework.Bound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods {
+		ev, err := framework.WaitSchedulingEvent(ctx, cs, &pods[i], "Scheduled", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Scheduler != "berth-scheduler" {
+			t.Errorf("pod %s: Scheduled reported by %q, want berth-scheduler", pods[i].Name, ev.Scheduler)
+		}
+	}
+	if r := run(t, env, "sh", "-c", steps.events); r.code != 0 || strings.Count(r.stdout, "berth-scheduler") != 2 {
+		t.Errorf("%s: want two pods placed by berth-scheduler: %s", steps.events, r)
+	}
+	owned := append([]int{steps.pid}, cluster.PIDsWithArg(filepath.Join(dir, "cluster"))...)
+	if r := local(t, "down", "-dir", dir); r.code != 0 || !strings.Contains(r.stdout, "local cluster stopped") {
+		t.Fatalf("down: %s", r)
+	}
+	for _, pid := range owned {
+		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+			t.Errorf("process %d survived down: %s", pid, cmdline(pid))
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("state dir %s not removed: %v", dir, err)
+	}
+}
+
+// An up that cannot start (here: no control-plane binaries) says why and leaves nothing: no
+// supervisor, no state directory.
+func TestFailedUpLeavesNothing(t *testing.T) {
+	dir := stateDir(t)
+	r := run(t, []string{"BERTH_BIN_DIR=" + t.TempDir()}, berthLocal, "up", "-simulated", "-dir", dir)
+	if r.code == 0 || !strings.Contains(r.stderr, "make tools") || !strings.Contains(r.stderr, "last lines of the supervisor's log") {
+		t.Fatalf("up without binaries: want a non-zero exit naming `make tools` and the supervisor's log, got %s", r)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("state dir %s left after a failed up: %v", dir, err)
+	}
+	for _, pid := range cluster.PIDsWithArg(dir) {
+		t.Errorf("process %d left after a failed up: %s", pid, cmdline(pid))
+	}
 }
