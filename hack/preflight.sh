@@ -73,7 +73,7 @@ for f in "$repo"/e2e/suites/*/*_test.go; do
   src=$(<"$f")
   name=${f#"$repo"/}
   if [[ $src == *framework.NeedRealNode\(* ]]; then
-    left_out+=("$name (real node)")
+    left_out+=("$name (its tests that need a real node)")
   fi
   if [[ -n $prometheus_missing && $src == *framework.NeedHostTool\(t,\ \"prometheus\"* ]]; then
     left_out+=("$name (prometheus)")
