@@ -150,7 +150,9 @@ FUZZ_TARGETS := \
 	FuzzSySchedArgs:./pkg/scheduler/plugins/sysched \
 	FuzzParseProfile:./pkg/scheduler/plugins/sysched/profiles \
 	FuzzParseBinding:./pkg/scheduler/plugins/sysched/profiles \
-	FuzzRender:./pkg/scheduler/schedconfig
+	FuzzRender:./pkg/scheduler/schedconfig \
+	FuzzNodeImageLocalityArgs:./pkg/scheduler/plugins/imagelocality \
+	FuzzParseNodeImages:./pkg/scheduler/plugins/imagelocality
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		name=$${t%%:*}; pkg=$${t#*:}; echo "fuzz $$name in $$pkg for $(FUZZTIME)"; \

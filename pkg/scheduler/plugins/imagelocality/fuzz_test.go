@@ -1,0 +1,65 @@
+package imagelocality
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// FuzzNodeImageLocalityArgs: ParseArgs on arbitrary JSON or YAML never panics, and accepted
+// args survive an encode/parse round trip unchanged.
+func FuzzNodeImageLocalityArgs(f *testing.F) {
+	f.Add([]byte(`{"assumePulledFor":"5m","useNodeStatus":true,"tieBreakSmallImages":false}`), false)
+	f.Add([]byte("assumePulledFor: 0s\n"), true)
+	f.Add([]byte(`{"assumePulledFor":"-3h"}`), false)
+	f.Fuzz(func(t *testing.T, data []byte, yaml bool) {
+		ct := runtime.ContentTypeJSON
+		if yaml {
+			ct = runtime.ContentTypeYAML
+		}
+		a, err := ParseArgs(&runtime.Unknown{Raw: data, ContentType: ct})
+		if err != nil {
+			return
+		}
+		enc, err := json.Marshal(a)
+		if err != nil {
+			t.Fatalf("accepted args do not encode: %v", err)
+		}
+		b, err := ParseArgs(&runtime.Unknown{Raw: enc, ContentType: runtime.ContentTypeJSON})
+		if err != nil {
+			t.Fatalf("accepted args refused after a round trip: %v\n%s", err, enc)
+		}
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("round trip changed the args: %+v → %+v", a, b)
+		}
+	})
+}
+
+// FuzzParseNodeImages: any JSON document as a NodeImages object parses without panicking,
+// every key it yields is a normalised name the pod side can produce, and no size escapes
+// [0, 1 TiB].
+func FuzzParseNodeImages(f *testing.F) {
+	f.Add([]byte(`{"spec":{"nodeName":"n","images":[{"id":"sha256:` + "4c0fdaa8b6341bfdeca5f18f7837462c80cff90527ee35ef185571e1c327beac" + `","tags":["docker.io/library/nginx:1.16"],"digests":["docker.io/library/nginx@sha256:4c0fdaa8b6341bfdeca5f18f7837462c80cff90527ee35ef185571e1c327beac"],"sizeBytes":1000}]}}`))
+	f.Add([]byte(`{"spec":{"images":[{"tags":["Nginx"],"sizeBytes":-1},"x",{"tags":"y","sizeBytes":1e300}]}}`))
+	f.Add([]byte(`{"spec":"garbage"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var obj map[string]any
+		if err := json.Unmarshal(data, &obj); err != nil {
+			return
+		}
+		inv, _ := parseNodeImages(obj, newNameCache())
+		for k, size := range inv {
+			if size < 0 || size > maxImageSize {
+				t.Fatalf("size %d for %q out of range", size, k)
+			}
+			if _, ok := imageID(k); ok {
+				continue
+			}
+			if again, ok := keyOf(k); !ok || again != k {
+				t.Fatalf("inventory key %q does not normalise to itself (%q, %v)", k, again, ok)
+			}
+		}
+	})
+}
