@@ -1,0 +1,75 @@
+package instanceisolation
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+var podSeq int
+
+// pb builds pods for tests.
+type pb struct{ p *v1.Pod }
+
+func newPod(ns string) *pb {
+	podSeq++
+	return &pb{p: &v1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Namespace: ns, Name: fmt.Sprintf("p%d", podSeq), UID: types.UID(fmt.Sprintf("uid-%d", podSeq)),
+		Labels: map[string]string{}, Annotations: map[string]string{},
+	}}}
+}
+
+func (b *pb) label(k, v string) *pb       { b.p.Labels[k] = v; return b }
+func (b *pb) class(c string) *pb          { return b.label("ipp-class", c) }
+func (b *pb) on(node string) *pb          { b.p.Spec.NodeName = node; return b }
+func (b *pb) mirror() *pb                 { b.p.Annotations[MirrorPodAnnotation] = "x"; return b }
+func (b *pb) phase(ph v1.PodPhase) *pb    { b.p.Status.Phase = ph; return b }
+func (b *pb) owned(kind, name string) *pb { return b.ownedUID(kind, name, types.UID(kind+"-"+name)) }
+func (b *pb) ownedUID(kind, name string, uid types.UID) *pb {
+	t := true
+	b.p.OwnerReferences = append(b.p.OwnerReferences, metav1.OwnerReference{Kind: kind, Name: name, UID: uid, Controller: &t})
+	return b
+}
+func (b *pb) pod() *v1.Pod { return b.p }
+
+func nodeInfo(name string) fwk.NodeInfo {
+	ni := framework.NewNodeInfo()
+	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	return ni
+}
+
+func mustArgs(t testing.TB, a *Args) *Args {
+	t.Helper()
+	out, err := ParseArgs(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func newTestPlugin(t testing.TB, a *Args) *InstanceIsolation {
+	t.Helper()
+	return NewWithIndex(context.Background(), mustArgs(t, a), NewIndex())
+}
+
+func boolp(b bool) *bool { return &b }
+
+// filter runs PreFilter then Filter on node as the framework would; a PreFilter Skip means
+// the node passes (Filter is not called).
+func filter(pl *InstanceIsolation, pod *v1.Pod, node string) *fwk.Status {
+	ctx := context.Background()
+	cs := framework.NewCycleState()
+	if _, s := pl.PreFilter(ctx, cs, pod, nil); !s.IsSuccess() {
+		if s.IsSkip() {
+			return nil
+		}
+		return s
+	}
+	return pl.Filter(ctx, cs, pod, nodeInfo(node))
+}

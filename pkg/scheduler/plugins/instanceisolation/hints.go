@@ -1,0 +1,88 @@
+package instanceisolation
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/util"
+)
+
+// EventsToRegister lists what can turn this plugin's refusal into a fit: a new node (empty,
+// so no class holds it), a node relabelled or retainted (it may now be in the pod's pool), an
+// assigned pod deleted or relabelled away from the conflicting class, and the pending pod's
+// own labels changing.
+func (pl *InstanceIsolation) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	return []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}, QueueingHintFn: pl.isSchedulableAfterNodeChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete | fwk.UpdatePodLabel}, QueueingHintFn: pl.isSchedulableAfterAssignedPodChange},
+		{Event: fwk.ClusterEvent{Resource: fwk.TargetPod, ActionType: fwk.UpdatePodLabel}, QueueingHintFn: pl.isSchedulableAfterTargetPodChange},
+	}, nil
+}
+
+// isSchedulableAfterNodeChange queues the pod when the node is one this plugin would accept
+// it on: a new node normally is (nothing is bound there yet); a relabelled one only if no
+// conflicting pod holds it, since a label cannot change what runs there.
+func (pl *InstanceIsolation) isSchedulableAfterNodeChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	_, node, err := util.As[*v1.Node](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	pc := pl.cls.classify(pod)
+	if pc.conflict != "" || !pl.participates(&pc) {
+		return fwk.QueueSkip, nil
+	}
+	if reason := pl.index.verdict(node.Name, nil, &pc, pl.strict, pl.spread); reason != "" {
+		logger.V(5).Info("Node still conflicts with the pod's instance class", "pod", klog.KObj(pod), "node", klog.KObj(node), "reason", reason)
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}
+
+// blocks says whether an assigned pod, by itself, would make this plugin refuse pc on its
+// node.
+func (pl *InstanceIsolation) blocks(pc *podClass, other *v1.Pod) bool {
+	if other == nil {
+		return false
+	}
+	opc := pl.cls.classify(other)
+	if opc.exempt {
+		return false
+	}
+	var c counts
+	c.add(opc.classes, opc.owner, 1)
+	return verdict(view{base: &c}, pc, pl.strict, pl.spread) != ""
+}
+
+// isSchedulableAfterAssignedPodChange queues the pod when a pod that conflicted with it left
+// its node (deleted, or terminated: the scheduler's informer reports both as a delete) or was
+// relabelled so it no longer conflicts.
+func (pl *InstanceIsolation) isSchedulableAfterAssignedPodChange(logger klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	oldPod, newPod, err := util.As[*v1.Pod](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	pc := pl.cls.classify(pod)
+	if pc.conflict != "" || !pl.participates(&pc) {
+		return fwk.QueueSkip, nil
+	}
+	if pl.blocks(&pc, oldPod) && !pl.blocks(&pc, newPod) {
+		logger.V(5).Info("A pod conflicting with the pod's instance class left its node or changed class", "pod", klog.KObj(pod), "other", klog.KObj(oldPod))
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+// isSchedulableAfterTargetPodChange queues the pod when its own class (or exemption) changed.
+func (pl *InstanceIsolation) isSchedulableAfterTargetPodChange(_ klog.Logger, _ *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	oldPod, newPod, err := util.As[*v1.Pod](oldObj, newObj)
+	if err != nil {
+		return fwk.Queue, err
+	}
+	o, n := pl.cls.classify(oldPod), pl.cls.classify(newPod)
+	if o.exempt == n.exempt && o.conflict == n.conflict && equalStrings(o.classes, n.classes) {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
+}

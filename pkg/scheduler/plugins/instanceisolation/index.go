@@ -1,0 +1,384 @@
+package instanceisolation
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// MirrorPodAnnotation marks a static pod's mirror (kubelet's kubetypes.ConfigMirrorAnnotationKey).
+const MirrorPodAnnotation = "kubernetes.io/config.mirror"
+
+// podClass is what the plugin needs to know about a pod.
+type podClass struct {
+	// exempt pods neither count on a node nor are filtered.
+	exempt bool
+	// classes are the distinct non-empty values of the pod's class labels, sorted. Empty:
+	// the pod has no class. More than one: conflict says why the pod is refused; placed
+	// elsewhere (by another scheduler) it counts under each of them, which keeps every other
+	// class off its node.
+	classes  []string
+	conflict string
+	// owner is the UID of the controller owner reference (spreadReplicas), ownerRef its
+	// Kind/name for messages.
+	owner    types.UID
+	ownerRef string
+}
+
+func (pc *podClass) class() string {
+	if len(pc.classes) == 0 {
+		return ""
+	}
+	return pc.classes[0]
+}
+
+// classifier turns pods into podClass under one profile's args.
+type classifier struct {
+	keys     []string
+	exemptNS map[string]bool
+	exemptLS labels.Selector
+}
+
+func newClassifier(a *Args) *classifier {
+	c := &classifier{keys: a.ClassLabels, exemptNS: map[string]bool{}, exemptLS: exemptSelector(a)}
+	for _, ns := range a.ExemptNamespaces {
+		c.exemptNS[ns] = true
+	}
+	return c
+}
+
+func (c *classifier) isExempt(pod *v1.Pod) bool {
+	if _, ok := pod.Annotations[MirrorPodAnnotation]; ok {
+		return true
+	}
+	for _, o := range pod.OwnerReferences {
+		// why: any DaemonSet reference, controller or not, as IPP does: node daemons run on
+		// every node whatever its class.
+		if o.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	if c.exemptNS[pod.Namespace] {
+		return true
+	}
+	return c.exemptLS != nil && c.exemptLS.Matches(labels.Set(pod.Labels))
+}
+
+func (c *classifier) classify(pod *v1.Pod) podClass {
+	if c.isExempt(pod) {
+		return podClass{exempt: true}
+	}
+	var pc podClass
+	var found []string
+	for _, k := range c.keys {
+		v, ok := pod.Labels[k]
+		// why: IPP leaves a pod with an empty ipp-class alone; an empty value is no class.
+		if !ok || v == "" {
+			continue
+		}
+		found = append(found, k+"="+v)
+		dup := false
+		for _, have := range pc.classes {
+			dup = dup || have == v
+		}
+		if !dup {
+			pc.classes = append(pc.classes, v)
+		}
+	}
+	if len(pc.classes) > 1 {
+		pc.conflict = "pod carries conflicting instance classes: " + strings.Join(found, ", ")
+		sort.Strings(pc.classes)
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		pc.owner = ref.UID
+		pc.ownerRef = ref.Kind + "/" + ref.Name
+	}
+	return pc
+}
+
+// counts is what one node holds (or, in a cycle's delta, what nominated or preemption-removed
+// pods add or take away): non-exempt pods by class, unclassed pods, classed pods by
+// controller.
+type counts struct {
+	classes   map[string]int
+	unclassed int
+	owners    map[types.UID]int
+}
+
+func (c *counts) add(classes []string, owner types.UID, n int) {
+	if len(classes) == 0 {
+		c.unclassed += n
+		return
+	}
+	if c.classes == nil {
+		c.classes = map[string]int{}
+	}
+	for _, cl := range classes {
+		c.classes[cl] += n
+		if c.classes[cl] == 0 {
+			delete(c.classes, cl)
+		}
+	}
+	if owner != "" {
+		if c.owners == nil {
+			c.owners = map[types.UID]int{}
+		}
+		c.owners[owner] += n
+		if c.owners[owner] == 0 {
+			delete(c.owners, owner)
+		}
+	}
+}
+
+func (c *counts) empty() bool {
+	return c.unclassed == 0 && len(c.classes) == 0 && len(c.owners) == 0
+}
+
+func (c *counts) clone() *counts {
+	if c == nil {
+		return nil
+	}
+	out := &counts{unclassed: c.unclassed}
+	if c.classes != nil {
+		out.classes = make(map[string]int, len(c.classes))
+		for k, v := range c.classes {
+			out.classes[k] = v
+		}
+	}
+	if c.owners != nil {
+		out.owners = make(map[types.UID]int, len(c.owners))
+		for k, v := range c.owners {
+			out.owners[k] = v
+		}
+	}
+	return out
+}
+
+// view is a node's counts plus a cycle's delta; both may be nil.
+type view struct{ base, delta *counts }
+
+func (v view) class(cl string) int {
+	n := 0
+	if v.base != nil {
+		n += v.base.classes[cl]
+	}
+	if v.delta != nil {
+		n += v.delta.classes[cl]
+	}
+	return n
+}
+
+func (v view) unclassed() int {
+	n := 0
+	if v.base != nil {
+		n += v.base.unclassed
+	}
+	if v.delta != nil {
+		n += v.delta.unclassed
+	}
+	return n
+}
+
+func (v view) owner(uid types.UID) int {
+	n := 0
+	if v.base != nil {
+		n += v.base.owners[uid]
+	}
+	if v.delta != nil {
+		n += v.delta.owners[uid]
+	}
+	return n
+}
+
+// otherClass is the smallest class present other than mine ("": none). The loop is over the
+// classes on the node (one, while isolation holds), never over its pods.
+func (v view) otherClass(mine string) string {
+	best := ""
+	consider := func(m map[string]int) {
+		for cl := range m {
+			if cl != mine && v.class(cl) > 0 && (best == "" || cl < best) {
+				best = cl
+			}
+		}
+	}
+	if v.base != nil {
+		consider(v.base.classes)
+	}
+	if v.delta != nil {
+		consider(v.delta.classes)
+	}
+	return best
+}
+
+// verdict is "" when pc may run on a node with view v, else the reason it may not.
+func verdict(v view, pc *podClass, strict, spread bool) string {
+	mine := pc.class()
+	if mine == "" {
+		if strict {
+			if other := v.otherClass(""); other != "" {
+				return fmt.Sprintf("node holds instance class %s (strict: pods without a class stay off classed nodes)", other)
+			}
+		}
+		return ""
+	}
+	if other := v.otherClass(mine); other != "" {
+		return "node holds instance class " + other
+	}
+	if strict {
+		if n := v.unclassed(); n > 0 {
+			return fmt.Sprintf("node holds %d pod(s) without an instance class (strict)", n)
+		}
+	}
+	if spread && pc.owner != "" && v.owner(pc.owner) > 0 {
+		return fmt.Sprintf("node already holds a replica of %s (spreadReplicas)", pc.ownerRef)
+	}
+	return ""
+}
+
+type podEntry struct {
+	node    string
+	classes []string
+	owner   types.UID
+	// assumed: placed by this scheduler (Reserve) and not yet seen bound by the informer.
+	assumed bool
+}
+
+// Index is one plugin instance's per-node class counts: every non-exempt pod bound to a node
+// (from the scheduler's pod informer, which already leaves out Succeeded and Failed pods) plus
+// the pods this scheduler has reserved but not yet bound. Writers are informer handlers and
+// Reserve/Unreserve; readers are Filter, Score and queueing hints, each an O(1) map lookup by
+// node name.
+type Index struct {
+	mu    sync.RWMutex
+	pods  map[types.UID]*podEntry
+	nodes map[string]*counts
+}
+
+// NewIndex returns an empty index.
+func NewIndex() *Index {
+	return &Index{pods: map[types.UID]*podEntry{}, nodes: map[string]*counts{}}
+}
+
+// set records pod uid with class pc on node. An exempt pod is forgotten (it may have become
+// exempt by a relabel).
+func (ix *Index) set(uid types.UID, node string, pc *podClass, assumed bool) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if pc.exempt || node == "" {
+		ix.removeLocked(uid)
+		return
+	}
+	if pe := ix.pods[uid]; pe != nil {
+		if pe.node == node && pe.owner == pc.owner && equalStrings(pe.classes, pc.classes) {
+			// why: a Reserve after the informer saw the binding (or a resync) must not turn a
+			// confirmed pod back into one Unreserve could remove.
+			pe.assumed = pe.assumed && assumed
+			return
+		}
+		ix.removeLocked(uid)
+	}
+	pe := &podEntry{node: node, classes: pc.classes, owner: pc.owner, assumed: assumed}
+	ix.pods[uid] = pe
+	c := ix.nodes[node]
+	if c == nil {
+		c = &counts{}
+		ix.nodes[node] = c
+	}
+	c.add(pe.classes, pe.owner, 1)
+}
+
+// remove forgets uid. With onlyAssumedOn set, only an unconfirmed placement on that node is
+// removed, which makes Unreserve idempotent and harmless after the informer has caught up.
+func (ix *Index) remove(uid types.UID, onlyAssumedOn string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if onlyAssumedOn != "" {
+		pe := ix.pods[uid]
+		if pe == nil || !pe.assumed || pe.node != onlyAssumedOn {
+			return
+		}
+	}
+	ix.removeLocked(uid)
+}
+
+func (ix *Index) removeLocked(uid types.UID) {
+	pe := ix.pods[uid]
+	if pe == nil {
+		return
+	}
+	delete(ix.pods, uid)
+	if c := ix.nodes[pe.node]; c != nil {
+		c.add(pe.classes, pe.owner, -1)
+		if c.empty() {
+			delete(ix.nodes, pe.node)
+		}
+	}
+}
+
+// verdict is "" when pc may run on node (with a cycle's delta), else the reason.
+func (ix *Index) verdict(node string, delta *counts, pc *podClass, strict, spread bool) string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return verdict(view{base: ix.nodes[node], delta: delta}, pc, strict, spread)
+}
+
+// holds says whether node holds pods of class cl ("": whether it holds no classed pod).
+func (ix *Index) holds(node, cl string) bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	c := ix.nodes[node]
+	if cl == "" {
+		return c == nil || len(c.classes) == 0
+	}
+	return c != nil && c.classes[cl] > 0
+}
+
+// NodeSummary is a node's counts, for tests and diagnostics.
+type NodeSummary struct {
+	Classes   map[string]int
+	Unclassed int
+	Owners    map[types.UID]int
+}
+
+// Summary copies the whole index (tests, debugging; O(nodes)).
+func (ix *Index) Summary() map[string]NodeSummary {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	out := make(map[string]NodeSummary, len(ix.nodes))
+	for n, c := range ix.nodes {
+		cc := c.clone()
+		out[n] = NodeSummary{Classes: cc.classes, Unclassed: cc.unclassed, Owners: cc.owners}
+	}
+	return out
+}
+
+// Assumed counts the placements not yet confirmed by the informer.
+func (ix *Index) Assumed() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	n := 0
+	for _, pe := range ix.pods {
+		if pe.assumed {
+			n++
+		}
+	}
+	return n
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

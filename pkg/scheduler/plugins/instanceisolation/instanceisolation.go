@@ -1,0 +1,317 @@
+// Package instanceisolation implements InstanceIsolation: pods carrying an instance class
+// (IPP's ipp-class label, or Berth's berth.dev/instance-class) run only on nodes where every
+// non-exempt pod has the same class, across all namespaces, counting the pods this scheduler
+// has placed but not yet bound. It is what Instance-per-Pod's `ipp-class NotIn [X]` pod
+// anti-affinity on kubernetes.io/hostname asks for, read from a per-node class index in O(1)
+// per node instead of the generic InterPodAffinity machinery.
+package instanceisolation
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	fwkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+)
+
+// Name is the plugin name in KubeSchedulerConfiguration.
+const Name = "InstanceIsolation"
+
+const stateKey fwk.StateKey = Name
+
+// SignerName is this plugin's pod-signature fragment: what Filter and Score read from the
+// incoming pod (exemption, classes, and the controller when spreadReplicas is on).
+const SignerName = "v1.Pod.Labels.InstanceClass()"
+
+// syncTimeout bounds the one wait, at the first cycle, for the pod handler to have seen the
+// informer's initial list.
+const syncTimeout = 30 * time.Second
+
+// InstanceIsolation is one scheduler profile's instance of the plugin.
+type InstanceIsolation struct {
+	args   *Args
+	cls    *classifier
+	index  *Index
+	strict bool
+	spread bool
+	logger klog.Logger
+
+	synced     func() bool
+	syncedOnce atomic.Bool
+}
+
+var (
+	_ fwk.PreFilterPlugin     = &InstanceIsolation{}
+	_ fwk.FilterPlugin        = &InstanceIsolation{}
+	_ fwk.PreFilterExtensions = &InstanceIsolation{}
+	_ fwk.PreScorePlugin      = &InstanceIsolation{}
+	_ fwk.ScorePlugin         = &InstanceIsolation{}
+	_ fwk.ReservePlugin       = &InstanceIsolation{}
+	_ fwk.EnqueueExtensions   = &InstanceIsolation{}
+	// why: on k8s >= 1.35 one Filter/Score plugin without SignPlugin turns opportunistic
+	// batching off for every pod of the profile.
+	_ fwk.SignPlugin = &InstanceIsolation{}
+
+	_ fwkruntime.PluginFactory = New
+)
+
+// New is the registry factory: it parses the args and hooks the index on the scheduler's own
+// pod informer, so the index sees exactly the pods the scheduler's cache sees.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	args, err := ParseArgs(obj)
+	if err != nil {
+		return nil, err
+	}
+	pl := NewWithIndex(ctx, args, NewIndex())
+	if f := h.SharedInformerFactory(); f != nil {
+		reg, err := f.Core().V1().Pods().Informer().AddEventHandler(pl.PodHandler())
+		if err != nil {
+			return nil, fmt.Errorf("%s: pod informer: %w", Name, err)
+		}
+		pl.synced = reg.HasSynced
+	}
+	return pl, nil
+}
+
+// NewWithIndex builds the plugin on an index its caller feeds through PodHandler (tests,
+// benchmarks). args must come from ParseArgs.
+func NewWithIndex(ctx context.Context, args *Args, ix *Index) *InstanceIsolation {
+	return &InstanceIsolation{
+		args: args, cls: newClassifier(args), index: ix,
+		strict: *args.Strict, spread: *args.SpreadReplicas,
+		logger: klog.FromContext(ctx).WithName(Name),
+	}
+}
+
+// Name returns the plugin name.
+func (pl *InstanceIsolation) Name() string { return Name }
+
+// Index is the plugin's per-node class index.
+func (pl *InstanceIsolation) Index() *Index { return pl.index }
+
+// PodHandler feeds the index from pod events: a pod counts on its node from the moment it is
+// bound (by any scheduler, or created with spec.nodeName) until it is deleted or terminates.
+func (pl *InstanceIsolation) PodHandler() cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { pl.onPod(obj) },
+		UpdateFunc: func(_, obj any) { pl.onPod(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if p, ok := obj.(*v1.Pod); ok {
+				pl.index.remove(p.UID, "")
+			}
+		},
+	}
+}
+
+func (pl *InstanceIsolation) onPod(obj any) {
+	p, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	switch {
+	case p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed:
+		// why: the scheduler's informer already filters these out (they arrive as deletes);
+		// an informer without that selector must not keep them counted either.
+		pl.index.remove(p.UID, "")
+	case p.Spec.NodeName != "":
+		pc := pl.cls.classify(p)
+		pl.index.set(p.UID, p.Spec.NodeName, &pc, false)
+	}
+	// Unbound pods are ignored: a Reserve-d pod stays counted until Unreserve or deletion.
+}
+
+// cycleState is the incoming pod's class and what nominated pods (added) and preemption
+// victims (removed) change on each node during this cycle.
+type cycleState struct {
+	pc    podClass
+	delta map[string]*counts
+}
+
+// Clone copies the delta: the framework clones the state before adding nominated pods.
+func (c *cycleState) Clone() fwk.StateData {
+	out := &cycleState{pc: c.pc}
+	if len(c.delta) > 0 {
+		out.delta = make(map[string]*counts, len(c.delta))
+		for k, v := range c.delta {
+			out.delta[k] = v.clone()
+		}
+	}
+	return out
+}
+
+func (pl *InstanceIsolation) waitSynced(ctx context.Context) {
+	if pl.synced == nil || pl.syncedOnce.Load() {
+		return
+	}
+	if !pl.synced() {
+		wctx, cancel := context.WithTimeout(ctx, syncTimeout)
+		defer cancel()
+		if !cache.WaitForCacheSync(wctx.Done(), pl.synced) {
+			pl.logger.Error(nil, "Pod handler did not sync in time; isolation decisions may miss pods until it does", "timeout", syncTimeout)
+			return
+		}
+	}
+	pl.syncedOnce.Store(true)
+}
+
+// participates says whether Filter has anything to check for pc.
+func (pl *InstanceIsolation) participates(pc *podClass) bool {
+	return !pc.exempt && (len(pc.classes) > 0 || pl.strict)
+}
+
+// PreFilter classifies the pod once per cycle. A pod with conflicting class labels is refused
+// outright; an exempt pod, and an unclassed one outside strict mode, skips Filter.
+func (pl *InstanceIsolation) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	pl.waitSynced(ctx)
+	pc := pl.cls.classify(pod)
+	if pc.conflict != "" {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, pc.conflict)
+	}
+	if !pl.participates(&pc) {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	cs.Write(stateKey, &cycleState{pc: pc})
+	return nil, nil
+}
+
+// PreFilterExtensions keeps nominated pods and preemption victims in the cycle's view.
+func (pl *InstanceIsolation) PreFilterExtensions() fwk.PreFilterExtensions { return pl }
+
+func (pl *InstanceIsolation) adjust(cs fwk.CycleState, other *v1.Pod, nodeInfo fwk.NodeInfo, n int) *fwk.Status {
+	st, err := readState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	node := nodeInfo.Node()
+	if node == nil {
+		return fwk.NewStatus(fwk.Error, "node not found")
+	}
+	opc := pl.cls.classify(other)
+	if opc.exempt {
+		return nil
+	}
+	if st.delta == nil {
+		st.delta = map[string]*counts{}
+	}
+	d := st.delta[node.Name]
+	if d == nil {
+		d = &counts{}
+		st.delta[node.Name] = d
+	}
+	d.add(opc.classes, opc.owner, n)
+	return nil
+}
+
+// AddPod counts a nominated pod on nodeInfo for this cycle.
+func (pl *InstanceIsolation) AddPod(_ context.Context, cs fwk.CycleState, _ *v1.Pod, pi fwk.PodInfo, nodeInfo fwk.NodeInfo) *fwk.Status {
+	return pl.adjust(cs, pi.GetPod(), nodeInfo, 1)
+}
+
+// RemovePod discounts a pod (a preemption victim) from nodeInfo for this cycle.
+func (pl *InstanceIsolation) RemovePod(_ context.Context, cs fwk.CycleState, _ *v1.Pod, pi fwk.PodInfo, nodeInfo fwk.NodeInfo) *fwk.Status {
+	return pl.adjust(cs, pi.GetPod(), nodeInfo, -1)
+}
+
+func readState(cs fwk.CycleState) (*cycleState, error) {
+	d, err := cs.Read(stateKey)
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading cycle state: %w", Name, err)
+	}
+	st, ok := d.(*cycleState)
+	if !ok {
+		return nil, fmt.Errorf("%s: cycle state has type %T", Name, d)
+	}
+	return st, nil
+}
+
+// Filter refuses a node holding another class (or, strict, unclassed pods; or, spreading, a
+// replica of the same controller). UnschedulableAndUnresolvable: preemption is not asked to
+// evict another tenant's pods to make room; see README.
+func (pl *InstanceIsolation) Filter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	st, err := readState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	node := nodeInfo.Node()
+	if node == nil {
+		return fwk.NewStatus(fwk.Error, "node not found")
+	}
+	if reason := pl.index.verdict(node.Name, st.delta[node.Name], &st.pc, pl.strict, pl.spread); reason != "" {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
+	}
+	return nil
+}
+
+// PreScore skips Score for exempt pods.
+func (pl *InstanceIsolation) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	if st, err := readState(cs); err == nil && !st.pc.exempt {
+		return nil
+	}
+	pc := pl.cls.classify(pod)
+	if pc.exempt || pc.conflict != "" {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	cs.Write(stateKey, &cycleState{pc: pc})
+	return nil
+}
+
+// Score packs classes: 100 on a node already holding the pod's class (a classed pod) or no
+// class at all (an unclassed pod), 0 elsewhere, so a class fills its nodes before claiming an
+// empty one and unclassed pods leave empty nodes to the classes.
+func (pl *InstanceIsolation) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	st, err := readState(cs)
+	if err != nil {
+		return 0, fwk.AsStatus(err)
+	}
+	node := nodeInfo.Node()
+	if node == nil {
+		return 0, fwk.NewStatus(fwk.Error, "node not found")
+	}
+	if pl.index.holds(node.Name, st.pc.class()) {
+		return fwk.MaxNodeScore, nil
+	}
+	return 0, nil
+}
+
+// ScoreExtensions is nil: scores are already 0..100.
+func (pl *InstanceIsolation) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// Reserve counts the pod on its node at once, so the next cycle sees it before the binding.
+func (pl *InstanceIsolation) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	pc := pl.cls.classify(pod)
+	pl.index.set(pod.UID, nodeName, &pc, true)
+	return nil
+}
+
+// Unreserve drops a placement that did not happen (a failed bind or a later plugin's
+// refusal); idempotent, and a no-op once the informer has seen the pod bound.
+func (pl *InstanceIsolation) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) {
+	pl.index.remove(pod.UID, nodeName)
+}
+
+// signature is the part of a pod Filter and Score depend on.
+type signature struct {
+	Exempt  bool     `json:"exempt,omitempty"`
+	Classes []string `json:"classes,omitempty"`
+	Owner   string   `json:"owner,omitempty"`
+}
+
+// SignPod returns the pod's exemption, classes and (spreading) controller, so pods that
+// filter and score alike share a signature.
+func (pl *InstanceIsolation) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	pc := pl.cls.classify(pod)
+	s := signature{Exempt: pc.exempt, Classes: pc.classes}
+	if pl.spread {
+		s.Owner = string(pc.owner)
+	}
+	return []fwk.SignFragment{{Key: SignerName, Value: s}}, nil
+}
