@@ -99,4 +99,3 @@ func TestQueueingHints(t *testing.T) {
 		})
 	}
 }
-
