@@ -7,6 +7,7 @@ import (
 	fwkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/imagelocality"
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadvariationriskbalancing"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/sysched"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/targetloadpacking"
@@ -20,6 +21,7 @@ func Plugins() fwkruntime.Registry {
 		loadvariationriskbalancing.Name: loadvariationriskbalancing.New,
 		sysched.Name:                    sysched.New,
 		imagelocality.Name:              imagelocality.New,
+		instanceisolation.Name:          instanceisolation.New,
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/imagelocality"
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadvariationriskbalancing"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/sysched"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/targetloadpacking"
@@ -44,6 +45,10 @@ var argParsers = map[string]func(runtime.Object) error{
 	sysched.Name: func(o runtime.Object) error { _, err := sysched.ParseArgs(o); return err },
 	imagelocality.Name: func(o runtime.Object) error {
 		_, err := imagelocality.ParseArgs(o)
+		return err
+	},
+	instanceisolation.Name: func(o runtime.Object) error {
+		_, err := instanceisolation.ParseArgs(o)
 		return err
 	},
 }

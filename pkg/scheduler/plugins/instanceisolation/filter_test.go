@@ -26,7 +26,10 @@ func TestFilter(t *testing.T) {
 		existing []*v1.Pod // delivered through the pod handler (bound pods)
 		deleted  []*v1.Pod // delivered as deletes after existing
 		reserved []reservation
-		pod      *v1.Pod
+		// snapshotOnly are pods the snapshot's NodeInfo holds but this index has not seen
+		// (another profile's reservation, a binding the handler has not processed yet).
+		snapshotOnly []*v1.Pod
+		pod          *v1.Pod
 		// want is "" for a fit, else a substring of the UnschedulableAndUnresolvable reason.
 		want string
 	}{
@@ -51,6 +54,12 @@ func TestFilter(t *testing.T) {
 			existing: []*v1.Pod{newPod("t2").class("b").on("n1").pod()}, pod: newPod("infra").class("a").pod()},
 		{name: "assumed pod of another class (Reserve then Filter)", reserved: []reservation{{pod: newPod("t2").class("b").pod(), node: "n1"}},
 			pod: newPod("t1").class("a").pod(), want: "node holds instance class b"},
+		{name: "another profile's reservation, only in the snapshot", snapshotOnly: []*v1.Pod{newPod("t2").class("b").on("n1").pod()},
+			pod: newPod("t1").class("a").pod(), want: "node holds instance class b"},
+		{name: "snapshot-only exempt pod", snapshotOnly: []*v1.Pod{newPod("t2").class("b").mirror().on("n1").pod()},
+			existing: []*v1.Pod{newPod("t2").class("a").on("n1").pod()}, pod: newPod("t1").class("a").pod()},
+		{name: "snapshot-only replica, spreading", args: spread, snapshotOnly: []*v1.Pod{newPod("t1").class("a").owned("Job", "j").on("n1").pod()},
+			pod: newPod("t1").class("a").owned("Job", "j").pod(), want: "replica of Job/j"},
 		{name: "assumed pod unreserved", reserved: []reservation{{pod: newPod("t2").class("b").pod(), node: "n1", unreserve: true}},
 			pod: newPod("t1").class("a").pod()},
 		{name: "terminated pod does not count", existing: []*v1.Pod{newPod("t2").class("b").on("n1").phase(v1.PodSucceeded).pod()},
@@ -92,22 +101,39 @@ func TestFilter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pl := newTestPlugin(t, tc.args)
 			h := pl.PodHandler()
+			// snap is what the scheduler's snapshot of n1 holds after the same events.
+			snap := map[*v1.Pod]bool{}
 			for _, p := range tc.existing {
 				h.OnAdd(p, false)
+				snap[p] = p.Spec.NodeName == "n1" && p.Status.Phase != v1.PodSucceeded
 			}
 			for _, p := range tc.deleted {
 				h.OnDelete(p)
+				delete(snap, p)
 			}
 			ctx := context.Background()
 			for _, r := range tc.reserved {
-				if s := pl.Reserve(ctx, framework.NewCycleState(), r.pod, r.node); !s.IsSuccess() {
+				p := r.pod.DeepCopy()
+				p.Spec.NodeName = r.node
+				if s := pl.Reserve(ctx, framework.NewCycleState(), p, r.node); !s.IsSuccess() {
 					t.Fatal(s)
 				}
+				snap[p] = r.node == "n1"
 				if r.unreserve {
-					pl.Unreserve(ctx, framework.NewCycleState(), r.pod, r.node)
+					pl.Unreserve(ctx, framework.NewCycleState(), p, r.node)
+					delete(snap, p)
 				}
 			}
-			s := filter(pl, tc.pod, "n1")
+			for _, p := range tc.snapshotOnly {
+				snap[p] = true
+			}
+			var onNode []*v1.Pod
+			for p, ok := range snap {
+				if ok {
+					onNode = append(onNode, p)
+				}
+			}
+			s := filter(pl, tc.pod, "n1", onNode...)
 			if tc.want == "" {
 				if !s.IsSuccess() {
 					t.Fatalf("refused: %v", s)
@@ -136,28 +162,32 @@ func TestNominatedAndVictims(t *testing.T) {
 	if _, s := pl.PreFilter(ctx, cs, pod, nil); !s.IsSuccess() {
 		t.Fatal(s)
 	}
-	ni := nodeInfo("n1")
+	// The framework changes a copy of the NodeInfo and tells the plugin, as below.
+	ni := nodeInfo("n1", victim)
 	if s := pl.Filter(ctx, cs, pod, ni); s.IsSuccess() {
 		t.Fatal("class b on the node must refuse class a")
 	}
 	pi, _ := framework.NewPodInfo(victim)
 	withVictimGone := cs.Clone()
-	if s := pl.RemovePod(ctx, withVictimGone, pod, pi, ni); !s.IsSuccess() {
+	niGone := nodeInfo("n1")
+	if s := pl.RemovePod(ctx, withVictimGone, pod, pi, niGone); !s.IsSuccess() {
 		t.Fatal(s)
 	}
-	if s := pl.Filter(ctx, withVictimGone, pod, ni); !s.IsSuccess() {
+	if s := pl.Filter(ctx, withVictimGone, pod, niGone); !s.IsSuccess() {
 		t.Fatalf("without the victim the node fits: %v", s)
 	}
-	nominated, _ := framework.NewPodInfo(newPod("t3").class("c").pod())
+	nomPod := newPod("t3").class("c").pod()
+	nominated, _ := framework.NewPodInfo(nomPod)
 	withNominated := withVictimGone.Clone()
-	if s := pl.AddPod(ctx, withNominated, pod, nominated, ni); !s.IsSuccess() {
+	niNom := nodeInfo("n1", nomPod)
+	if s := pl.AddPod(ctx, withNominated, pod, nominated, niNom); !s.IsSuccess() {
 		t.Fatal(s)
 	}
-	if s := pl.Filter(ctx, withNominated, pod, ni); s.IsSuccess() || !strings.Contains(s.Message(), "instance class c") {
+	if s := pl.Filter(ctx, withNominated, pod, niNom); s.IsSuccess() || !strings.Contains(s.Message(), "instance class c") {
 		t.Fatalf("a nominated class c pod must refuse class a: %v", s)
 	}
 	// why: Clone must copy the delta, or the nominated pod would leak into the parent state.
-	if s := pl.Filter(ctx, withVictimGone, pod, ni); !s.IsSuccess() {
+	if s := pl.Filter(ctx, withVictimGone, pod, niGone); !s.IsSuccess() {
 		t.Fatalf("the parent state changed through a clone: %v", s)
 	}
 	if got := pl.Index().Summary()["n1"].Classes["b"]; got != 1 {

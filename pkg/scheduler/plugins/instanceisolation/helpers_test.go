@@ -38,8 +38,9 @@ func (b *pb) ownedUID(kind, name string, uid types.UID) *pb {
 }
 func (b *pb) pod() *v1.Pod { return b.p }
 
-func nodeInfo(name string) fwk.NodeInfo {
-	ni := framework.NewNodeInfo()
+// nodeInfo is a snapshot NodeInfo holding pods.
+func nodeInfo(name string, pods ...*v1.Pod) fwk.NodeInfo {
+	ni := framework.NewNodeInfo(pods...)
 	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	return ni
 }
@@ -60,9 +61,9 @@ func newTestPlugin(t testing.TB, a *Args) *InstanceIsolation {
 
 func boolp(b bool) *bool { return &b }
 
-// filter runs PreFilter then Filter on node as the framework would; a PreFilter Skip means
-// the node passes (Filter is not called).
-func filter(pl *InstanceIsolation, pod *v1.Pod, node string) *fwk.Status {
+// filter runs PreFilter then Filter on node (holding pods in the snapshot) as the framework
+// would; a PreFilter Skip means the node passes (Filter is not called).
+func filter(pl *InstanceIsolation, pod *v1.Pod, node string, pods ...*v1.Pod) *fwk.Status {
 	ctx := context.Background()
 	cs := framework.NewCycleState()
 	if _, s := pl.PreFilter(ctx, cs, pod, nil); !s.IsSuccess() {
@@ -71,5 +72,5 @@ func filter(pl *InstanceIsolation, pod *v1.Pod, node string) *fwk.Status {
 		}
 		return s
 	}
-	return pl.Filter(ctx, cs, pod, nodeInfo(node))
+	return pl.Filter(ctx, cs, pod, nodeInfo(node, pods...))
 }

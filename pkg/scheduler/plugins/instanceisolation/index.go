@@ -104,11 +104,20 @@ func (c *classifier) classify(pod *v1.Pod) podClass {
 
 // counts is what one node holds (or, in a cycle's delta, what nominated or preemption-removed
 // pods add or take away): non-exempt pods by class, unclassed pods, classed pods by
-// controller.
+// controller, and every pod including exempt ones (pods; the guard against the snapshot).
 type counts struct {
 	classes   map[string]int
 	unclassed int
 	owners    map[types.UID]int
+	pods      int
+}
+
+// addPod counts one pod (n = 1) or discounts it (n = -1).
+func (c *counts) addPod(pc *podClass, n int) {
+	c.pods += n
+	if !pc.exempt {
+		c.add(pc.classes, pc.owner, n)
+	}
 }
 
 func (c *counts) add(classes []string, owner types.UID, n int) {
@@ -137,14 +146,14 @@ func (c *counts) add(classes []string, owner types.UID, n int) {
 }
 
 func (c *counts) empty() bool {
-	return c.unclassed == 0 && len(c.classes) == 0 && len(c.owners) == 0
+	return c.pods == 0 && c.unclassed == 0 && len(c.classes) == 0 && len(c.owners) == 0
 }
 
 func (c *counts) clone() *counts {
 	if c == nil {
 		return nil
 	}
-	out := &counts{unclassed: c.unclassed}
+	out := &counts{unclassed: c.unclassed, pods: c.pods}
 	if c.classes != nil {
 		out.classes = make(map[string]int, len(c.classes))
 		for k, v := range c.classes {
@@ -242,14 +251,13 @@ func verdict(v view, pc *podClass, strict, spread bool) string {
 }
 
 type podEntry struct {
-	node    string
-	classes []string
-	owner   types.UID
+	node string
+	pc   podClass
 	// assumed: placed by this scheduler (Reserve) and not yet seen bound by the informer.
 	assumed bool
 }
 
-// Index is one plugin instance's per-node class counts: every non-exempt pod bound to a node
+// Index is one plugin instance's per-node class counts: every pod bound to a node
 // (from the scheduler's pod informer, which already leaves out Succeeded and Failed pods) plus
 // the pods this scheduler has reserved but not yet bound. Writers are informer handlers and
 // Reserve/Unreserve; readers are Filter, Score and queueing hints, each an O(1) map lookup by
@@ -265,17 +273,17 @@ func NewIndex() *Index {
 	return &Index{pods: map[types.UID]*podEntry{}, nodes: map[string]*counts{}}
 }
 
-// set records pod uid with class pc on node. An exempt pod is forgotten (it may have become
-// exempt by a relabel).
+// set records pod uid with class pc on node. Exempt pods are recorded too: they count only in
+// the node's pod total, which Filter compares with the snapshot.
 func (ix *Index) set(uid types.UID, node string, pc *podClass, assumed bool) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if pc.exempt || node == "" {
+	if node == "" {
 		ix.removeLocked(uid)
 		return
 	}
 	if pe := ix.pods[uid]; pe != nil {
-		if pe.node == node && pe.owner == pc.owner && equalStrings(pe.classes, pc.classes) {
+		if pe.node == node && pe.pc.exempt == pc.exempt && pe.pc.owner == pc.owner && equalStrings(pe.pc.classes, pc.classes) {
 			// why: a Reserve after the informer saw the binding (or a resync) must not turn a
 			// confirmed pod back into one Unreserve could remove.
 			pe.assumed = pe.assumed && assumed
@@ -283,14 +291,14 @@ func (ix *Index) set(uid types.UID, node string, pc *podClass, assumed bool) {
 		}
 		ix.removeLocked(uid)
 	}
-	pe := &podEntry{node: node, classes: pc.classes, owner: pc.owner, assumed: assumed}
+	pe := &podEntry{node: node, pc: podClass{exempt: pc.exempt, classes: pc.classes, owner: pc.owner, ownerRef: pc.ownerRef}, assumed: assumed}
 	ix.pods[uid] = pe
 	c := ix.nodes[node]
 	if c == nil {
 		c = &counts{}
 		ix.nodes[node] = c
 	}
-	c.add(pe.classes, pe.owner, 1)
+	c.addPod(&pe.pc, 1)
 }
 
 // remove forgets uid. With onlyAssumedOn set, only an unconfirmed placement on that node is
@@ -314,7 +322,7 @@ func (ix *Index) removeLocked(uid types.UID) {
 	}
 	delete(ix.pods, uid)
 	if c := ix.nodes[pe.node]; c != nil {
-		c.add(pe.classes, pe.owner, -1)
+		c.addPod(&pe.pc, -1)
 		if c.empty() {
 			delete(ix.nodes, pe.node)
 		}
@@ -328,6 +336,25 @@ func (ix *Index) verdict(node string, delta *counts, pc *podClass, strict, sprea
 	return verdict(view{base: ix.nodes[node], delta: delta}, pc, strict, spread)
 }
 
+// verdictIfPods is verdict when the index (plus delta) holds exactly wantPods pods on node;
+// ok is false otherwise, and the caller must decide from the snapshot's pods.
+func (ix *Index) verdictIfPods(node string, delta *counts, wantPods int, pc *podClass, strict, spread bool) (reason string, ok bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	base := ix.nodes[node]
+	have := 0
+	if base != nil {
+		have += base.pods
+	}
+	if delta != nil {
+		have += delta.pods
+	}
+	if have != wantPods {
+		return "", false
+	}
+	return verdict(view{base: base, delta: delta}, pc, strict, spread), true
+}
+
 // holds says whether node holds pods of class cl ("": whether it holds no classed pod).
 func (ix *Index) holds(node, cl string) bool {
 	ix.mu.RLock()
@@ -339,11 +366,13 @@ func (ix *Index) holds(node, cl string) bool {
 	return c != nil && c.classes[cl] > 0
 }
 
-// NodeSummary is a node's counts, for tests and diagnostics.
+// NodeSummary is a node's counts, for tests and diagnostics. Pods counts every pod,
+// exempt ones included.
 type NodeSummary struct {
 	Classes   map[string]int
 	Unclassed int
 	Owners    map[types.UID]int
+	Pods      int
 }
 
 // Summary copies the whole index (tests, debugging; O(nodes)).
@@ -353,7 +382,7 @@ func (ix *Index) Summary() map[string]NodeSummary {
 	out := make(map[string]NodeSummary, len(ix.nodes))
 	for n, c := range ix.nodes {
 		cc := c.clone()
-		out[n] = NodeSummary{Classes: cc.classes, Unclassed: cc.unclassed, Owners: cc.owners}
+		out[n] = NodeSummary{Classes: cc.classes, Unclassed: cc.unclassed, Owners: cc.owners, Pods: cc.pods}
 	}
 	return out
 }
@@ -364,7 +393,7 @@ func (ix *Index) Assumed() int {
 	defer ix.mu.RUnlock()
 	n := 0
 	for _, pe := range ix.pods {
-		if pe.assumed {
+		if pe.assumed && !pe.pc.exempt {
 			n++
 		}
 	}

@@ -196,9 +196,6 @@ func (pl *InstanceIsolation) adjust(cs fwk.CycleState, other *v1.Pod, nodeInfo f
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
 	opc := pl.cls.classify(other)
-	if opc.exempt {
-		return nil
-	}
 	if st.delta == nil {
 		st.delta = map[string]*counts{}
 	}
@@ -207,7 +204,7 @@ func (pl *InstanceIsolation) adjust(cs fwk.CycleState, other *v1.Pod, nodeInfo f
 		d = &counts{}
 		st.delta[node.Name] = d
 	}
-	d.add(opc.classes, opc.owner, n)
+	d.addPod(&opc, n)
 	return nil
 }
 
@@ -245,7 +242,22 @@ func (pl *InstanceIsolation) Filter(_ context.Context, cs fwk.CycleState, _ *v1.
 	if node == nil {
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
-	if reason := pl.index.verdict(node.Name, st.delta[node.Name], &st.pc, pl.strict, pl.spread); reason != "" {
+	pods := nodeInfo.GetPods()
+	reason, ok := pl.index.verdictIfPods(node.Name, st.delta[node.Name], len(pods), &st.pc, pl.strict, pl.spread)
+	if !ok {
+		// why: the snapshot holds pods the index does not (yet), e.g. a pod another profile
+		// of this scheduler has just reserved (each profile has its own index) or a binding
+		// the index has not seen. The NodeInfo, which already includes this cycle's nominated
+		// pods and excludes its victims, decides; this costs O(pods on the node) on such a
+		// node only.
+		var c counts
+		for _, pi := range pods {
+			pc := pl.cls.classify(pi.GetPod())
+			c.addPod(&pc, 1)
+		}
+		reason = verdict(view{base: &c}, &st.pc, pl.strict, pl.spread)
+	}
+	if reason != "" {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
 	}
 	return nil
