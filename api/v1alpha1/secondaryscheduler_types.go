@@ -144,6 +144,10 @@ type PluginSet struct {
 	// profile, so images are not counted twice.
 	// +optional
 	NodeImageLocality *NodeImageLocalityPlugin `json:"nodeImageLocality,omitempty"`
+	// InstanceIsolation gives each instance class (pod label ipp-class or
+	// berth.dev/instance-class) nodes of its own, across all namespaces.
+	// +optional
+	InstanceIsolation *InstanceIsolationPlugin `json:"instanceIsolation,omitempty"`
 	// DisableDefaultScore turns off the upstream score plugins that pull against load-aware
 	// packing (NodeResourcesBalancedAllocation, NodeResourcesFit scoring), as upstream's
 	// TargetLoadPacking example does.
@@ -277,6 +281,51 @@ type NodeImageLocalityArgs struct {
 	// in-tree 23 MiB floor (default true); false gives the in-tree formula exactly.
 	// +optional
 	TieBreakSmallImages *bool `json:"tieBreakSmallImages,omitempty"`
+}
+
+// InstanceIsolationPlugin enables InstanceIsolation.
+type InstanceIsolationPlugin struct {
+	// Weight of its class-packing score (default 1; a class fills its nodes before claiming
+	// an empty one when the weight outranks the spreading scores, e.g. 10).
+	Weight `json:",inline"`
+	// IsolatedProfileName adds a second profile with this schedulerName in which
+	// InterPodAffinity is disabled and InstanceIsolation enforces the classes: for pods whose
+	// only pod-affinity terms are IPP's class anti-affinity (the webhook's "both" mode).
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self != 'default-scheduler'",message="default-scheduler is the cluster's default scheduler; choose another name"
+	// +optional
+	IsolatedProfileName string `json:"isolatedProfileName,omitempty"`
+	// +optional
+	Args InstanceIsolationArgs `json:"args,omitempty"`
+}
+
+// InstanceIsolationArgs mirror the plugin's arguments.
+type InstanceIsolationArgs struct {
+	// ClassLabels are the pod label keys carrying the class (default ["ipp-class",
+	// "berth.dev/instance-class"]).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +optional
+	ClassLabels []string `json:"classLabels,omitempty"`
+	// Strict keeps classed and unclassed pods off each other's nodes too (IPP's NotIn
+	// semantics). Default false.
+	// +optional
+	Strict *bool `json:"strict,omitempty"`
+	// SpreadReplicas allows one classed pod per node per controller (ReplicaSet,
+	// StatefulSet, Job, ...). Default false.
+	// +optional
+	SpreadReplicas *bool `json:"spreadReplicas,omitempty"`
+	// ExemptNamespaces: pods there neither count on a node nor are filtered (DaemonSet and
+	// mirror pods always are exempt).
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=set
+	// +optional
+	ExemptNamespaces []string `json:"exemptNamespaces,omitempty"`
+	// ExemptSelector: pods whose labels match it are exempt.
+	// +optional
+	ExemptSelector *metav1.LabelSelector `json:"exemptSelector,omitempty"`
 }
 
 // Condition types.

@@ -11,6 +11,7 @@ import (
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/imagelocality"
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadvariationriskbalancing"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/sysched"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/targetloadpacking"
@@ -109,15 +110,24 @@ func mapArgsErrors(err error, argsFields []string) error {
 		return err
 	}
 	var out []error
+	seen := map[string]bool{}
 	for _, e := range unjoin(err) {
 		var ae *ArgsError
 		if errors.As(e, &ae) {
 			for i, f := range argsFields {
-				if ae.Path == fmt.Sprintf("profiles[0].pluginConfig[%d].args", i) {
-					e = fmt.Errorf("%s: %w", f, ae.Err)
+				// why: the isolated profile (profiles[1]) repeats profile 0's pluginConfig,
+				// so its args errors name the same CR field; report each once.
+				for _, prof := range []int{0, 1} {
+					if ae.Path == fmt.Sprintf("profiles[%d].pluginConfig[%d].args", prof, i) {
+						e = fmt.Errorf("%s: %w", f, ae.Err)
+					}
 				}
 			}
 		}
+		if seen[e.Error()] {
+			continue
+		}
+		seen[e.Error()] = true
 		out = append(out, e)
 	}
 	return errors.Join(out...)
@@ -196,6 +206,11 @@ func fromPlugins(name string, ps *berthv1alpha1.PluginSet) (map[string]any, []st
 			return nil, nil, err
 		}
 	}
+	if p := ps.InstanceIsolation; p != nil {
+		if err := add(instanceisolation.Name, "spec.plugins.instanceIsolation.args", p.Weight.Weight, p.Args, nil); err != nil {
+			return nil, nil, err
+		}
+	}
 	if len(enabled) == 0 {
 		return nil, nil, errors.New("spec.plugins: enable at least one plugin")
 	}
@@ -211,14 +226,55 @@ func fromPlugins(name string, ps *berthv1alpha1.PluginSet) (map[string]any, []st
 			map[string]any{"name": "NodeResourcesFit"},
 		}}
 	}
+	profiles := []any{map[string]any{
+		"schedulerName": name,
+		"plugins":       plugins,
+		"pluginConfig":  pluginConfig,
+	}}
+	if iso, err := isolatedProfile(name, ps, plugins, pluginConfig); err != nil {
+		return nil, nil, err
+	} else if iso != nil {
+		profiles = append(profiles, iso)
+	}
 	doc := map[string]any{
 		"apiVersion": APIVersion,
 		"kind":       "KubeSchedulerConfiguration",
-		"profiles": []any{map[string]any{
-			"schedulerName": name,
-			"plugins":       plugins,
-			"pluginConfig":  pluginConfig,
-		}},
+		"profiles":   profiles,
 	}
 	return doc, fields, nil
+}
+
+// isolatedProfile is the second profile spec.plugins.instanceIsolation.isolatedProfileName
+// asks for: the same plugins and args with InterPodAffinity disabled, for pods whose only
+// pod-affinity terms are IPP's class anti-affinity, which InstanceIsolation enforces natively
+// (the webhook's "both" mode routes such pods here). nil when not asked for.
+func isolatedProfile(main string, ps *berthv1alpha1.PluginSet, plugins map[string]any, pluginConfig []any) (map[string]any, error) {
+	if ps.InstanceIsolation == nil || ps.InstanceIsolation.IsolatedProfileName == "" {
+		return nil, nil
+	}
+	iso := ps.InstanceIsolation.IsolatedProfileName
+	if iso == main {
+		return nil, fmt.Errorf("spec.plugins.instanceIsolation.isolatedProfileName: Invalid value: %q: must differ from spec.schedulerName", iso)
+	}
+	if iso == "default-scheduler" {
+		return nil, fmt.Errorf("spec.plugins.instanceIsolation.isolatedProfileName: Invalid value: %q: default-scheduler is the cluster's default scheduler", iso)
+	}
+	mp, _ := plugins["multiPoint"].(map[string]any)
+	isoMP := map[string]any{"enabled": mp["enabled"]}
+	disabled := []any{map[string]any{"name": "InterPodAffinity"}}
+	if d, ok := mp["disabled"].([]any); ok {
+		disabled = append(append([]any{}, d...), disabled...)
+	}
+	isoMP["disabled"] = disabled
+	isoPlugins := map[string]any{"multiPoint": isoMP}
+	for k, v := range plugins {
+		if k != "multiPoint" {
+			isoPlugins[k] = v
+		}
+	}
+	return map[string]any{
+		"schedulerName": iso,
+		"plugins":       isoPlugins,
+		"pluginConfig":  pluginConfig,
+	}, nil
 }
