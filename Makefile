@@ -27,7 +27,7 @@ UNIT_PKGS := ./pkg/... $(patsubst %,./%/...,$(wildcard cmd/*))
 E2E_PKGS := ./e2e/...
 GO_TEST_FLAGS ?=
 
-.PHONY: all tools build images push kind-load generate lint-chart preflight test test-unit test-e2e verify bench bench-exs bench-agent bench-images demo up down fmt clean fuzz
+.PHONY: all tools build images push kind-load generate lint-chart preflight test test-unit test-e2e verify bench bench-exs bench-agent bench-images bench-isolation demo up down fmt clean fuzz
 
 all: build
 
@@ -188,6 +188,15 @@ IMAGE_PODS ?= 2000
 bench-images: tools build $(BIN)/schedbench
 	$(GO) run ./e2e/bench/imageshare/cmd/imagesharebench -nodes 20 -images 10 -pods 500 -weights 1,5
 	$(BIN)/schedbench -nodes $(IMAGE_NODES) -pods $(IMAGE_PODS) -rounds $(ROUNDS) -profiles 'default plugins,NodeImageLocality' -v
+
+## bench-isolation: instance-class isolation throughput on the same pods: stock kube-scheduler with
+## IPP's anti-affinity (cluster-wide) vs InstanceIsolation (berth mode), the isolated profile (both
+## mode) and no class (ISO_NODES, ISO_PODS, ISO_CLASSES, ROUNDS)
+ISO_NODES ?= 1000
+ISO_PODS ?= 2000
+ISO_CLASSES ?= 50
+bench-isolation: tools build
+	$(GO) run ./e2e/bench/cmd/isolationbench -nodes $(ISO_NODES) -pods $(ISO_PODS) -classes $(ISO_CLASSES) -rounds $(ROUNDS) -v
 
 ## bench-agent: the node agent's RSS and CPU over 60 s at 1 s sampling
 bench-agent: build
