@@ -1,0 +1,123 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/framework"
+)
+
+func init() {
+	register(40, Scenario{Name: "InstanceIsolation: each instance class gets nodes of its own, across namespaces (IPP)", Run: isolationDemo})
+}
+
+// isolationDemo: two KWOK nodes labelled and tainted as IPP's pool, classes tenant-a and
+// tenant-b with pods in two namespaces, then a third class that finds no node of its own and
+// waits Pending until the scenario adds a pool node (what Cluster Autoscaler would do).
+func isolationDemo(ctx context.Context, env *Env) error {
+	const (
+		schedulerName = "berth-isolation"
+		pool          = "berth.io/demo-isolation"
+	)
+	namespaces := []string{"demo-iso-a", "demo-iso-b"}
+	node := func(name string) cluster.NodeSpec {
+		return cluster.NodeSpec{Name: name, CPU: "4", Memory: "16Gi", Labels: map[string]string{pool: "true"},
+			Taints: []corev1.Taint{{Key: pool, Value: "true", Effect: corev1.TaintEffectNoSchedule}}}
+	}
+	if err := env.Cluster.AddNodes(ctx, node("iso-node-1"), node("iso-node-2")); err != nil {
+		return err
+	}
+	profiles, err := framework.InstanceIsolationProfiles(schedulerName, "", 10, berthv1alpha1.InstanceIsolationArgs{})
+	if err != nil {
+		return err
+	}
+	sched, err := env.Cluster.StartScheduler(ctx, cluster.SchedulerOptions{Name: "berth-scheduler-isolation",
+		Config: framework.SchedulerConfig(profiles)})
+	if err != nil {
+		return err
+	}
+	defer env.Cluster.StopComponent(sched.Process)
+	for _, ns := range namespaces {
+		if err := framework.EnsureNamespace(ctx, env.Client, ns); err != nil {
+			return err
+		}
+	}
+	pod := func(ns, name, class string) (*corev1.Pod, error) {
+		spec := framework.PodSpec(schedulerName, "100m", "64Mi")
+		spec.Tolerations = []corev1.Toleration{{Key: pool, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+		spec.NodeSelector = map[string]string{pool: "true"}
+		return env.Client.CoreV1().Pods(ns).Create(ctx, framework.Pod(ns, name, map[string]string{framework.ClassLabel: class, "demo": "isolation"}, spec), createOpts)
+	}
+	var created []*corev1.Pod
+	// Both classes have pods in both namespaces: isolation is cluster-wide.
+	for i := 0; i < 6; i++ {
+		class := []string{"tenant-a", "tenant-b"}[i%2]
+		p, err := pod(namespaces[(i/2)%2], fmt.Sprintf("%s-%d", class, i/2), class)
+		if err != nil {
+			return err
+		}
+		created = append(created, p)
+	}
+	if err := waitAllBound(ctx, env, created, time.Minute); err != nil {
+		return err
+	}
+	late, err := pod(namespaces[0], "tenant-c-0", "tenant-c")
+	if err != nil {
+		return err
+	}
+	ev, err := framework.WaitSchedulingEvent(ctx, env.Client, late, "FailedScheduling", time.Minute)
+	if err != nil {
+		return fmt.Errorf("tenant-c-0 should wait for a node of its own: %w", err)
+	}
+	if err := printIsolation(ctx, env, append(created, late)); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Out, "\ntenant-c-0 is Pending: %s\n", ev.Note)
+	fmt.Fprintln(env.Out, "adding pool node iso-node-3 (as Cluster Autoscaler would) ...")
+	if err := env.Cluster.AddNodes(ctx, node("iso-node-3")); err != nil {
+		return err
+	}
+	if err := waitAllBound(ctx, env, []*corev1.Pod{late}, time.Minute); err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Out)
+	return printIsolation(ctx, env, append(created, late))
+}
+
+func waitAllBound(ctx context.Context, env *Env, pods []*corev1.Pod, timeout time.Duration) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		for _, p := range pods {
+			got, err := env.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			if err != nil || got.Spec.NodeName == "" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// printIsolation reads the pods back and prints namespace, pod, class and node.
+func printIsolation(ctx context.Context, env *Env, pods []*corev1.Pod) error {
+	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCLASS\tNODE")
+	for _, p := range pods {
+		got, err := env.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node := got.Spec.NodeName
+		if node == "" {
+			node = "<Pending>"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", got.Namespace, got.Name, got.Labels[framework.ClassLabel], node)
+	}
+	return tw.Flush()
+}
