@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/berth-sched/berth/e2e/bench"
@@ -21,6 +22,8 @@ func main() {
 	classes := flag.Int("classes", 50, "instance classes (pod i has class i mod classes)")
 	rounds := flag.Int("rounds", 2, "runs per profile; profiles alternate")
 	verbose := flag.Bool("v", false, "print progress")
+	only := flag.String("profiles", "", "comma-separated substrings of profile names to run (default: all four)")
+	allNodes := flag.Bool("all-nodes", false, "percentageOfNodesToScore 100 in every profile (no node sampling)")
 	dir := flag.String("dir", "", "keep the cluster's state and logs here (default: a temporary directory, removed)")
 	flag.Parse()
 	if *classes < 1 || *nodes < 1 || *pods < 2 || *rounds < 1 {
@@ -33,6 +36,25 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "isolationbench:", err)
 		os.Exit(1)
+	}
+	if *only != "" {
+		var keep []bench.Profile
+		for _, p := range profiles {
+			for _, want := range strings.Split(*only, ",") {
+				if want != "" && strings.Contains(p.Name, want) {
+					keep = append(keep, p)
+					break
+				}
+			}
+		}
+		profiles = keep
+	}
+	if *allNodes {
+		for i := range profiles {
+			// why: a profile entry is a YAML list item; a key at its indentation extends it.
+			profiles[i].Profiles += "  percentageOfNodesToScore: 100\n"
+			profiles[i].Name += ", all nodes"
+		}
 	}
 	o := bench.Options{Dir: *dir, Nodes: *nodes, Pods: *pods, Rounds: *rounds, Profiles: profiles}
 	if *verbose {

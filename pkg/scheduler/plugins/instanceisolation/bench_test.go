@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
@@ -43,4 +44,39 @@ func BenchmarkFilter(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkFilterParallel is Filter as the scheduler calls it: from 16 goroutines at once
+// over many nodes (the framework's parallelism), so read-side contention on the index shows.
+func BenchmarkFilterParallel(b *testing.B) {
+	const nodes = 1000
+	pl := newTestPlugin(b, nil)
+	h := pl.PodHandler()
+	nis := make([]fwk.NodeInfo, nodes)
+	for n := 0; n < nodes; n++ {
+		name := fmt.Sprintf("n%04d", n)
+		var pods []*v1.Pod
+		for i := 0; i < 2; i++ {
+			p := newPod("t1").class(fmt.Sprint("c", n%50)).on(name).pod()
+			h.OnAdd(p, false)
+			pods = append(pods, p)
+		}
+		nis[n] = nodeInfo(name, pods...)
+	}
+	ctx := context.Background()
+	pod := newPod("t1").class("c7").pod()
+	cs := framework.NewCycleState()
+	if _, s := pl.PreFilter(ctx, cs, pod, nil); !s.IsSuccess() {
+		b.Fatal(s)
+	}
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			_ = pl.Filter(ctx, cs, pod, nis[i%nodes])
+			i++
+		}
+	})
 }
