@@ -74,6 +74,17 @@ func TestRenderInstanceIsolation(t *testing.T) {
 			if _, dis := multiPointHas(main.Plugins.MultiPoint, "InterPodAffinity"); dis {
 				t.Errorf("main profile must keep InterPodAffinity")
 			}
+			// Its Filter runs right after the node-level filters (a cheap refusal before
+			// resource fit, ports, volumes and inter-pod affinity).
+			for _, prof := range cfg.Profiles {
+				var names []string
+				for _, f := range prof.Plugins.Filter.Enabled {
+					names = append(names, f.Name)
+				}
+				if got := strings.Join(names, ","); !strings.HasPrefix(got, "NodeUnschedulable,NodeName,TaintToleration,NodeAffinity,InstanceIsolation") {
+					t.Errorf("profile %s: filter.enabled %s, want InstanceIsolation after the node-level filters", prof.SchedulerName, got)
+				}
+			}
 			if tc.profiles == 2 {
 				iso := cfg.Profiles[1]
 				if iso.SchedulerName != tc.ps.InstanceIsolation.IsolatedProfileName {

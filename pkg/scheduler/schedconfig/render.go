@@ -220,6 +220,18 @@ func fromPlugins(name string, ps *berthv1alpha1.PluginSet) (map[string]any, []st
 		multiPoint["disabled"] = []any{map[string]any{"name": "ImageLocality"}}
 	}
 	plugins := map[string]any{"multiPoint": multiPoint}
+	if ps.InstanceIsolation != nil {
+		// why: plugins also enabled at a specific extension point run first there, in this
+		// order. InstanceIsolation's Filter is one map lookup, so nodes of another class are
+		// refused before resource fit, ports, volumes and inter-pod affinity spend time on
+		// them; the node-level filters stay ahead of it so a node outside the pod's pool is
+		// still reported as such, not as another class's node.
+		var filter []any
+		for _, n := range []string{"NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", instanceisolation.Name} {
+			filter = append(filter, map[string]any{"name": n})
+		}
+		plugins["filter"] = map[string]any{"enabled": filter}
+	}
 	if ps.DisableDefaultScore {
 		plugins["score"] = map[string]any{"disabled": []any{
 			map[string]any{"name": "NodeResourcesBalancedAllocation"},
