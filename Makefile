@@ -132,13 +132,13 @@ preflight:
 ## test: formatting, unit tests (race detector), then end-to-end tests on the local cluster
 test: preflight verify fuzz tools build images
 	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
-	$(GO) test -race -count=1 -timeout 40m $(GO_TEST_FLAGS) $(E2E_PKGS)
+	GO=$(GO) GO_TEST_FLAGS="$(GO_TEST_FLAGS)" hack/e2e.sh
 
 test-unit:
 	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
 
 test-e2e: preflight tools build images
-	$(GO) test -race -count=1 -timeout 40m $(GO_TEST_FLAGS) $(E2E_PKGS)
+	GO=$(GO) GO_TEST_FLAGS="$(GO_TEST_FLAGS)" hack/e2e.sh
 
 ## fuzz: every fuzz target of untrusted input for FUZZTIME each (seed corpora in testdata/fuzz/<Fuzz...>;
 ## a crash is written there and fails the run: commit it, it becomes a regression test)

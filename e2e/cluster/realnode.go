@@ -88,8 +88,10 @@ type RealNode struct {
 // realNodeLockPath serialises real nodes across processes: `go test ./e2e/...` runs suites
 // in parallel, and kubelets share host-global paths (the device-plugin socket, container log
 // links, kernel settings they change and teardown restores) that one cluster's teardown must
-// not take from another's.
-var realNodeLockPath = filepath.Join(os.TempDir(), "berth-realnode.lock")
+// not take from another's. Why a fixed path under /run (root-only, like a real node) and not
+// the temporary directory: suites give every process a private TMPDIR, and a lock two
+// processes find in different places serialises nothing.
+var realNodeLockPath = "/run/berth-realnode.lock"
 
 // lockHost waits (bounded) until no other real node runs on this machine.
 func lockHost(timeout time.Duration) (*os.File, error) {

@@ -62,3 +62,15 @@ func BerthTempEntries(dir string) []string {
 	}
 	return out
 }
+
+// RunIsolated is a suite's whole TestMain when it needs nothing else: it runs the tests with
+// IsolateTemp and exits non-zero if they failed or left anything named berth-* behind.
+func RunIsolated(m interface{ Run() int }) {
+	check := IsolateTemp()
+	code := m.Run()
+	if err := check(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
+}

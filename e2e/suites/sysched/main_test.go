@@ -1,8 +1,6 @@
 package sysched
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/berth-sched/berth/e2e/framework"
@@ -10,12 +8,4 @@ import (
 
 // TestMain fails the suite when anything it or the processes it started put in the temporary
 // directory (cluster directories, berth-scheduler's default configuration) outlives teardown.
-func TestMain(m *testing.M) {
-	check := framework.IsolateTemp()
-	code := m.Run()
-	if err := check(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { framework.RunIsolated(m) }

@@ -39,10 +39,16 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The supervisor and berth-local inherit TMPDIR: whatever they leave there fails the suite.
+	check := framework.IsolateTemp()
 	code, err := setup(m)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "userpath:", err)
-		os.Exit(1)
+		code = 1
+	}
+	if err := check(); err != nil {
+		fmt.Fprintln(os.Stderr, "userpath:", err)
+		code = 1
 	}
 	os.Exit(code)
 }

@@ -1,0 +1,11 @@
+package imageinventory
+
+import (
+	"testing"
+
+	"github.com/berth-sched/berth/e2e/framework"
+)
+
+// TestMain runs the suite in a private temporary directory and fails it if anything named
+// berth-* is left there once every cluster it started has stopped (issue 13: nothing left behind).
+func TestMain(m *testing.M) { framework.RunIsolated(m) }
