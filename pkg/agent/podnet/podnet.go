@@ -1,0 +1,577 @@
+// Package podnet is the node agent's PodConfig executor: for the pods of its own node that a
+// valid PodConfig selects, it creates the attachments the operator allocated (a host bridge
+// with the gateway, a veth pair with one end in the pod's sandbox, the address, routes and
+// MTU), removes exactly what it created when an entry goes Removing, sweeps links no
+// allocation accounts for, and reports each entry's result by server-side apply with field
+// manager berth-agent/<node>. See README.md and /pkg/podconfig/README.md for the contract.
+package podnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/pkg/podconfig"
+)
+
+// GVRs of the contract's objects.
+var (
+	PodConfigGVR    = schema.GroupVersionResource{Group: berthv1alpha1.GroupVersion.Group, Version: berthv1alpha1.GroupVersion.Version, Resource: "podconfigs"}
+	IPAllocationGVR = schema.GroupVersionResource{Group: berthv1alpha1.GroupVersion.Group, Version: berthv1alpha1.GroupVersion.Version, Resource: "ipallocations"}
+)
+
+// DefaultResync is how often every entry of the node is re-checked (a sandbox recreated
+// without a pod update, a link deleted by hand) and stale links are swept.
+const DefaultResync = 30 * time.Second
+
+// sweepKey is the queue key of the node-wide sweep (no PodConfig key is empty).
+const sweepKey = ""
+
+// Config of an Executor.
+type Config struct {
+	NodeName string
+	// Resolver finds sandboxes (CRIResolver); Dataplane makes links (Links).
+	Resolver  Resolver
+	Dataplane Dataplane
+	// Status writes the node's entries (DynamicStatus).
+	Status StatusApplier
+	// Resync (default DefaultResync).
+	Resync time.Duration
+	// Registerer receives the metrics; nil registers nowhere.
+	Registerer prometheus.Registerer
+	// Now is the clock (tests).
+	Now func() time.Time
+}
+
+// StatusApplier applies the node's entries of one PodConfig.
+type StatusApplier interface {
+	Apply(ctx context.Context, namespace, name string, entries []berthv1alpha1.PodAttachmentStatus) error
+}
+
+// Executor reconciles the node's attachments.
+type Executor struct {
+	cfg Config
+
+	podConfigs cache.Indexer // *PodConfig
+	allocs     cache.Indexer // *IPAllocation
+	pods       corelisters.PodLister
+
+	queue workqueue.TypedRateLimitingInterface[string]
+
+	synced []cache.InformerSynced
+
+	syncs, applies, swept, writes *prometheus.CounterVec
+	attachments                   *prometheus.GaugeVec
+	applySeconds                  prometheus.Histogram
+}
+
+// New builds an executor over the given stores (tests fill them directly; NewForCluster wires
+// informers).
+func New(cfg Config, podConfigs, allocs cache.Indexer, pods corelisters.PodLister) (*Executor, error) {
+	if cfg.NodeName == "" {
+		return nil, errors.New("podnet: node name is required")
+	}
+	if cfg.Resolver == nil || cfg.Dataplane == nil || cfg.Status == nil {
+		return nil, errors.New("podnet: resolver, dataplane and status writer are required")
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = DefaultResync
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	e := &Executor{cfg: cfg, podConfigs: podConfigs, allocs: allocs, pods: pods,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 30*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "podnet"})}
+	e.syncs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_agent_podnet_syncs_total",
+		Help: "PodConfig reconciles of this node's entries by result (ok, error)."}, []string{"result"})
+	e.applies = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_agent_podnet_results_total",
+		Help: "Attachment results written by state (Configured, Failed, Removed)."}, []string{"state"})
+	e.swept = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_agent_podnet_swept_total",
+		Help: "Links removed by the sweep because no allocation accounts for them, by kind (peer, bridge)."}, []string{"kind"})
+	e.writes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_agent_podnet_status_writes_total",
+		Help: "Server-side applies of PodConfig status by result (ok, error)."}, []string{"result"})
+	e.attachments = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "berth_agent_podnet_attachments",
+		Help: "This node's PodConfig entries by state, as of the last sweep."}, []string{"state"})
+	e.applySeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "berth_agent_podnet_apply_seconds",
+		Help: "Time to make one attachment (netlink calls included).", Buckets: prometheus.ExponentialBuckets(0.001, 3, 9)})
+	if cfg.Registerer != nil {
+		for _, c := range []prometheus.Collector{e.syncs, e.applies, e.swept, e.writes, e.attachments, e.applySeconds} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return e, nil
+}
+
+// NewForCluster wires the informers: PodConfigs and IPAllocations of the whole cluster (read
+// only) and the pods of this node (field selector spec.nodeName).
+func NewForCluster(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface) (*Executor, func(<-chan struct{}), error) {
+	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	pcInf := df.ForResource(PodConfigGVR).Informer()
+	alInf := df.ForResource(IPAllocationGVR).Informer()
+	// Typed objects in the stores: converted once per event, not on every read.
+	if err := pcInf.SetTransform(toTyped[berthv1alpha1.PodConfig]); err != nil {
+		return nil, nil, err
+	}
+	if err := alInf.SetTransform(toTyped[berthv1alpha1.IPAllocation]); err != nil {
+		return nil, nil, err
+	}
+	kf := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
+	}))
+	podInf := kf.Core().V1().Pods()
+	e, err := New(cfg, pcInf.GetIndexer(), alInf.GetIndexer(), podInf.Lister())
+	if err != nil {
+		return nil, nil, err
+	}
+	e.synced = []cache.InformerSynced{pcInf.HasSynced, alInf.HasSynced, podInf.Informer().HasSynced}
+	_, _ = pcInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { e.enqueueObj(o) },
+		UpdateFunc: func(_, o any) { e.enqueueObj(o) },
+		DeleteFunc: func(any) { e.queue.Add(sweepKey) },
+	})
+	onAlloc := func(any) { e.enqueueAll(); e.queue.Add(sweepKey) }
+	_, _ = alInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onAlloc, UpdateFunc: func(_, o any) { onAlloc(o) }, DeleteFunc: onAlloc})
+	onPod := func(o any) {
+		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+			o = d.Obj
+		}
+		if p, ok := o.(*corev1.Pod); ok {
+			e.enqueueNamespace(p.Namespace)
+		}
+	}
+	_, _ = podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onPod, UpdateFunc: func(_, o any) { onPod(o) }, DeleteFunc: onPod})
+	start := func(stop <-chan struct{}) { df.Start(stop); kf.Start(stop) }
+	return e, start, nil
+}
+
+func toTyped[T any](o any) (any, error) {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return o, nil // a tombstone or an already converted object
+	}
+	t := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// HasSynced reports whether the informers have synced (true without informers).
+func (e *Executor) HasSynced() bool {
+	for _, s := range e.synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
+func (e *Executor) enqueueObj(o any) {
+	if k, err := cache.MetaNamespaceKeyFunc(o); err == nil {
+		e.queue.Add(k)
+	}
+}
+
+func (e *Executor) enqueueAll() {
+	for _, k := range e.podConfigs.ListKeys() {
+		e.queue.Add(k)
+	}
+}
+
+func (e *Executor) enqueueNamespace(ns string) {
+	objs, _ := e.podConfigs.ByIndex(cache.NamespaceIndex, ns)
+	for _, o := range objs {
+		e.enqueueObj(o)
+	}
+}
+
+// Run waits for the caches, sweeps once, then reconciles until ctx is done (one worker: the
+// node's links are changed by one goroutine only).
+func (e *Executor) Run(ctx context.Context) {
+	log := klog.FromContext(ctx).WithValues("node", e.cfg.NodeName)
+	defer e.queue.ShutDown()
+	if !cache.WaitForCacheSync(ctx.Done(), e.synced...) {
+		return
+	}
+	log.Info("PodConfig executor started", "resync", e.cfg.Resync)
+	e.queue.Add(sweepKey)
+	e.enqueueAll()
+	go func() {
+		t := time.NewTicker(e.cfg.Resync)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				e.queue.ShutDown()
+				return
+			case <-t.C:
+				e.queue.Add(sweepKey)
+				e.enqueueAll()
+			}
+		}
+	}()
+	for e.processNext(ctx) {
+	}
+	log.Info("PodConfig executor stopped")
+}
+
+func (e *Executor) processNext(ctx context.Context) bool {
+	key, quit := e.queue.Get()
+	if quit {
+		return false
+	}
+	defer e.queue.Done(key)
+	var err error
+	var requeue time.Duration
+	if key == sweepKey {
+		err = e.Sweep(ctx)
+	} else {
+		requeue, err = e.Sync(ctx, key)
+	}
+	switch {
+	case err != nil:
+		klog.FromContext(ctx).Error(err, "PodConfig sync failed", "key", key)
+		e.queue.AddRateLimited(key)
+	case requeue > 0:
+		e.queue.Forget(key)
+		e.queue.AddAfter(key, requeue)
+	default:
+		e.queue.Forget(key)
+	}
+	return true
+}
+
+// retryAfter is when an entry waiting for something outside the API (a sandbox being
+// created, a runtime coming back, a namespace being replaced) is looked at again.
+const retryAfter = 2 * time.Second
+
+// Sync reconciles this node's entries of the PodConfig key (namespace/name) and applies their
+// status if it changed. It returns a delay after which to look again (0: only on events).
+func (e *Executor) Sync(ctx context.Context, key string) (time.Duration, error) {
+	obj, exists, err := e.podConfigs.GetByKey(key)
+	if err != nil || !exists {
+		return 0, err
+	}
+	pc := obj.(*berthv1alpha1.PodConfig)
+	var mine []berthv1alpha1.PodAttachmentStatus
+	for _, en := range pc.Status.Pods {
+		if en.Node == e.cfg.NodeName {
+			mine = append(mine, en)
+		}
+	}
+	if len(mine) == 0 {
+		return 0, nil
+	}
+	// The agent re-validates what the operator accepted: an object written around the CRD's
+	// rules (an older CRD, a direct etcd write) never reaches netlink.
+	specErrs := podconfig.ValidateSpec(&pc.Spec, field.NewPath("spec"))
+	atts := map[string]*berthv1alpha1.NetworkAttachment{}
+	for i := range pc.Spec.NetworkAttachments {
+		atts[pc.Spec.NetworkAttachments[i].Name] = &pc.Spec.NetworkAttachments[i]
+	}
+	deleting := !pc.DeletionTimestamp.IsZero()
+	var requeue time.Duration
+	changed := false
+	out := make([]berthv1alpha1.PodAttachmentStatus, 0, len(mine))
+	for _, en := range mine {
+		r, again := e.entry(ctx, pc, specErrs, atts[en.Attachment], deleting, en)
+		if again {
+			requeue = retryAfter
+		}
+		if r.State != en.State {
+			r.LastTransitionTime = &metav1.Time{Time: e.cfg.Now().UTC().Truncate(time.Second)}
+			switch r.State {
+			case berthv1alpha1.AttachmentConfigured, berthv1alpha1.AttachmentFailed, berthv1alpha1.AttachmentRemoved:
+				e.applies.WithLabelValues(string(r.State)).Inc()
+			}
+		}
+		if !sameReport(r, en) {
+			changed = true
+		}
+		out = append(out, r)
+	}
+	if _, err := e.gcBridges(); err != nil {
+		klog.FromContext(ctx).Error(err, "Removing unused bridges failed")
+	}
+	if !changed {
+		e.syncs.WithLabelValues("ok").Inc()
+		return requeue, nil
+	}
+	if err := e.cfg.Status.Apply(ctx, pc.Namespace, pc.Name, out); err != nil {
+		e.writes.WithLabelValues("error").Inc()
+		e.syncs.WithLabelValues("error").Inc()
+		if apierrors.IsNotFound(err) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("applying the status of %s: %w", key, err)
+	}
+	e.writes.WithLabelValues("ok").Inc()
+	e.syncs.WithLabelValues("ok").Inc()
+	return requeue, nil
+}
+
+func sameReport(a, b berthv1alpha1.PodAttachmentStatus) bool {
+	return a.State == b.State && a.LastError == b.LastError && a.Interface == b.Interface && a.Address == b.Address &&
+		a.HostPeer == b.HostPeer && a.Bridge == b.Bridge && a.PodUID == b.PodUID && a.Node == b.Node
+}
+
+// entry works out (and makes happen) one entry of this node. The second result asks for a
+// retry soon.
+func (e *Executor) entry(ctx context.Context, pc *berthv1alpha1.PodConfig, specErrs field.ErrorList,
+	att *berthv1alpha1.NetworkAttachment, deleting bool, en berthv1alpha1.PodAttachmentStatus) (berthv1alpha1.PodAttachmentStatus, bool) {
+	log := klog.FromContext(ctx).WithValues("podConfig", klog.KObj(pc), "pod", en.Pod, "attachment", en.Attachment)
+	r := en
+	hp := podconfig.HostPeerName(en.PodUID, en.Attachment)
+	if en.PodUID == "" {
+		return r, false
+	}
+	if deleting || en.State == berthv1alpha1.AttachmentRemoving || en.State == berthv1alpha1.AttachmentRemoved || att == nil {
+		if en.State == berthv1alpha1.AttachmentRemoved {
+			return r, false
+		}
+		if err := e.cfg.Dataplane.Remove(hp); err != nil {
+			// The operator's state stays; lastError says why removal is stuck.
+			r.LastError = "removing host peer " + hp + ": " + err.Error()
+			return r, true
+		}
+		log.V(2).Info("Attachment removed", "hostPeer", hp)
+		r.State, r.LastError, r.HostPeer, r.Interface = berthv1alpha1.AttachmentRemoved, "", hp, en.Attachment
+		return r, false
+	}
+	if en.State == berthv1alpha1.AttachmentPending || (en.State == berthv1alpha1.AttachmentFailed && en.Address == "") {
+		return r, false // the operator's: nothing allocated (exhaustion, interface claimed, refusal)
+	}
+	fail := func(again bool, format string, args ...any) (berthv1alpha1.PodAttachmentStatus, bool) {
+		r.State, r.LastError = berthv1alpha1.AttachmentFailed, fmt.Sprintf(format, args...)
+		return r, again
+	}
+	if len(specErrs) > 0 {
+		return fail(false, "spec refused by the node agent: %s", podconfig.FormatErrors(specErrs.ToAggregate().Errors()))
+	}
+	network, err := podconfig.NetworkOf(att)
+	if err != nil {
+		return fail(false, "attachment %s: %v", att.Name, err)
+	}
+	addr, ok := e.lookup(network, en.PodUID, en.Attachment)
+	if !ok {
+		// Not (yet) in the allocation this agent sees: never act on an address the operator
+		// has not recorded.
+		return r, false
+	}
+	pod, err := e.pods.Pods(pc.Namespace).Get(en.Pod)
+	if err != nil || string(pod.UID) != en.PodUID || pod.Spec.NodeName != e.cfg.NodeName {
+		return r, false // gone or not seen yet: the operator removes the entry of a gone pod
+	}
+	if !pod.DeletionTimestamp.IsZero() || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return r, false // its sandbox, and the links in it, are going
+	}
+	if pod.Spec.HostNetwork {
+		return fail(false, "pod %s uses the host network: attachments are only made in a pod's own network namespace", pod.Name)
+	}
+	r.Interface, r.HostPeer, r.Bridge = att.Name, hp, att.Master
+	r.Address = podconfig.AddressCIDR(addr, network.Prefix)
+	sb, err := e.cfg.Resolver.Sandbox(ctx, en.PodUID)
+	var rerr *RuntimeError
+	switch {
+	case errors.Is(err, ErrNoSandbox):
+		if pod.Status.Phase == corev1.PodPending && en.State != berthv1alpha1.AttachmentConfigured {
+			return en, true // the kubelet is still creating it
+		}
+		return fail(true, "pod %s (phase %s) has no ready sandbox in the container runtime", pod.Name, pod.Status.Phase)
+	case errors.As(err, &rerr):
+		if en.State == berthv1alpha1.AttachmentConfigured {
+			// Links do not depend on the runtime: keep reporting what was made.
+			log.Error(err, "Cannot check the sandbox; keeping the configured attachment")
+			return en, true
+		}
+		return fail(true, "%v", err)
+	case err != nil:
+		return fail(true, "finding the sandbox of pod %s: %v", pod.Name, err)
+	case sb.HostNetwork:
+		return fail(false, "pod %s's sandbox uses the node's network namespace", pod.Name)
+	}
+	a := Attachment{NetNS: sb.NetNS, Interface: att.Name, HostPeer: hp, Bridge: att.Master, Gateway: network.Gateway,
+		Address: netip.PrefixFrom(addr, network.Prefix.Bits()), Alias: pc.Namespace + "/" + pod.Name + " " + att.Name}
+	if att.MTU != nil {
+		a.MTU = int(*att.MTU)
+	}
+	for _, rt := range att.Routes {
+		dst, err := netip.ParsePrefix(rt.Destination)
+		if err != nil {
+			return fail(false, "route %s: %v", rt.Destination, err)
+		}
+		rs := RouteSpec{Dst: dst.Masked(), Via: network.Gateway}
+		if rt.Via != "" {
+			if rs.Via, err = netip.ParseAddr(rt.Via); err != nil {
+				return fail(false, "route via %s: %v", rt.Via, err)
+			}
+		}
+		a.Routes = append(a.Routes, rs)
+	}
+	start := time.Now()
+	err = e.cfg.Dataplane.Apply(a)
+	e.applySeconds.Observe(time.Since(start).Seconds())
+	var conflict *ConflictError
+	switch {
+	case err == nil:
+		if en.State != berthv1alpha1.AttachmentConfigured {
+			log.Info("Attachment configured", "interface", a.Interface, "address", a.Address, "hostPeer", hp, "bridge", a.Bridge, "sandbox", short(sb.ID))
+		}
+		r.State, r.LastError = berthv1alpha1.AttachmentConfigured, ""
+		return r, false
+	case vanished(err):
+		// The sandbox stopped under us: whatever half of the pair exists goes now, and the
+		// next sandbox (if any) is configured on the retry.
+		_ = e.cfg.Dataplane.Remove(hp)
+		return fail(true, "the pod's network namespace vanished while it was being configured (sandbox %s stopped or replaced): %v", short(sb.ID), err)
+	case errors.As(err, &conflict):
+		return fail(false, "%s", conflict.Msg)
+	default:
+		return fail(true, "%v", err)
+	}
+}
+
+// lookup finds the address the operator allocated to (podUID, attachment) in the network's
+// IPAllocation.
+func (e *Executor) lookup(n podconfig.Network, podUID, attachment string) (netip.Addr, bool) {
+	obj, ok, _ := e.allocs.GetByKey(n.Name())
+	if !ok {
+		return netip.Addr{}, false
+	}
+	al := obj.(*berthv1alpha1.IPAllocation)
+	if al.Spec.Master != n.Master || al.Spec.CIDR != n.Prefix.String() {
+		return netip.Addr{}, false
+	}
+	for _, a := range al.Spec.Allocations {
+		if a.PodUID == podUID && a.Attachment == attachment {
+			if ad, err := netip.ParseAddr(a.Address); err == nil && n.Prefix.Contains(ad) {
+				return ad, true
+			}
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// Sweep removes host peers no allocation of this node accounts for (a node that was dead
+// while the operator freed its addresses, an agent killed after creating a link whose pod
+// then went) and bridges the agent created that nothing uses, and refreshes the gauges.
+func (e *Executor) Sweep(ctx context.Context) error {
+	log := klog.FromContext(ctx)
+	keep := map[string]bool{}
+	for _, o := range e.allocs.List() {
+		for _, a := range o.(*berthv1alpha1.IPAllocation).Spec.Allocations {
+			if a.Node == "" || a.Node == e.cfg.NodeName {
+				keep[podconfig.HostPeerName(a.PodUID, a.Attachment)] = true
+			}
+		}
+	}
+	peers, err := e.cfg.Dataplane.HostPeers()
+	if err != nil {
+		return fmt.Errorf("listing host peers: %w", err)
+	}
+	var errs []error
+	for _, p := range peers {
+		if keep[p] {
+			continue
+		}
+		if err := e.cfg.Dataplane.Remove(p); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		e.swept.WithLabelValues("peer").Inc()
+		log.Info("Removed a host peer no allocation accounts for", "hostPeer", p)
+	}
+	removed, err := e.gcBridges()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, b := range removed {
+		log.Info("Removed an unused bridge", "bridge", b)
+	}
+	return errors.Join(errs...)
+}
+
+// gcBridges removes the agent's bridges that have no port and that no live entry of this node
+// needs, and refreshes the per-state gauge.
+func (e *Executor) gcBridges() ([]string, error) {
+	keep := map[string]bool{}
+	states := map[string]float64{}
+	for _, o := range e.podConfigs.List() {
+		pc := o.(*berthv1alpha1.PodConfig)
+		for _, en := range pc.Status.Pods {
+			if en.Node != e.cfg.NodeName {
+				continue
+			}
+			states[string(en.State)]++
+			if pc.DeletionTimestamp.IsZero() && en.State != berthv1alpha1.AttachmentRemoving && en.State != berthv1alpha1.AttachmentRemoved {
+				keep[en.Bridge] = true
+			}
+		}
+	}
+	e.attachments.Reset()
+	for s, n := range states {
+		e.attachments.WithLabelValues(s).Set(n)
+	}
+	removed, err := e.cfg.Dataplane.RemoveUnusedBridges(keep)
+	e.swept.WithLabelValues("bridge").Add(float64(len(removed)))
+	return removed, err
+}
+
+// DynamicStatus applies entries to the status subresource with the dynamic client, as field
+// manager berth-agent/<node>, forced (the node's entries are the agent's to state).
+type DynamicStatus struct {
+	Client   dynamic.Interface
+	NodeName string
+}
+
+// Apply implements StatusApplier.
+func (d DynamicStatus) Apply(ctx context.Context, namespace, name string, entries []berthv1alpha1.PodAttachmentStatus) error {
+	sort.Slice(entries, func(i, j int) bool {
+		if entries[i].Pod != entries[j].Pod {
+			return entries[i].Pod < entries[j].Pod
+		}
+		return entries[i].Attachment < entries[j].Attachment
+	})
+	list := make([]any, 0, len(entries))
+	for i := range entries {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&entries[i])
+		if err != nil {
+			return err
+		}
+		list = append(list, m)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": berthv1alpha1.GroupVersion.String(), "kind": "PodConfig",
+		"metadata": map[string]any{"name": name, "namespace": namespace},
+		"status":   map[string]any{"pods": list},
+	}}
+	_, err := d.Client.Resource(PodConfigGVR).Namespace(namespace).ApplyStatus(ctx, name, u, metav1.ApplyOptions{
+		FieldManager: berthv1alpha1.PodConfigAgentFieldManagerPrefix + d.NodeName, Force: true})
+	return err
+}

@@ -1,0 +1,316 @@
+package podnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/pkg/podconfig"
+)
+
+const node = "node-1"
+
+type fakeResolver struct {
+	sandboxes map[string]Sandbox
+	err       error
+}
+
+func (f *fakeResolver) Sandbox(_ context.Context, uid string) (Sandbox, error) {
+	if f.err != nil {
+		return Sandbox{}, f.err
+	}
+	sb, ok := f.sandboxes[uid]
+	if !ok {
+		return Sandbox{}, ErrNoSandbox
+	}
+	return sb, nil
+}
+
+type fakeDataplane struct {
+	applied  []Attachment
+	removed  []string
+	peers    []string
+	applyErr error
+	keptBr   map[string]bool
+}
+
+func (f *fakeDataplane) Apply(a Attachment) error {
+	if f.applyErr != nil {
+		return f.applyErr
+	}
+	f.applied = append(f.applied, a)
+	return nil
+}
+func (f *fakeDataplane) Remove(hp string) error      { f.removed = append(f.removed, hp); return nil }
+func (f *fakeDataplane) HostPeers() ([]string, error) { return f.peers, nil }
+func (f *fakeDataplane) RemoveUnusedBridges(keep map[string]bool) ([]string, error) {
+	f.keptBr = keep
+	return nil, nil
+}
+
+type fakeStatus struct {
+	calls int
+	got   []berthv1alpha1.PodAttachmentStatus
+}
+
+func (f *fakeStatus) Apply(_ context.Context, ns, name string, entries []berthv1alpha1.PodAttachmentStatus) error {
+	f.calls++
+	f.got = append([]berthv1alpha1.PodAttachmentStatus(nil), entries...)
+	return nil
+}
+
+func pcOf(entries ...berthv1alpha1.PodAttachmentStatus) *berthv1alpha1.PodConfig {
+	return &berthv1alpha1.PodConfig{
+		ObjectMeta: metav1.ObjectMeta{Name: "cnf", Namespace: "ns"},
+		Spec: berthv1alpha1.PodConfigSpec{NetworkAttachments: []berthv1alpha1.NetworkAttachment{
+			{Name: "net1", LinkType: berthv1alpha1.LinkVeth, Master: "berth0", CIDR: "192.168.100.0/24", Gateway: "192.168.100.1", MTU: ptr.To[int32](1400),
+				Routes: []berthv1alpha1.Route{{Destination: "10.50.0.0/16"}}},
+		}},
+		Status: berthv1alpha1.PodConfigStatus{Pods: entries},
+	}
+}
+
+func allocOf(entries ...berthv1alpha1.Allocation) *berthv1alpha1.IPAllocation {
+	n := podconfig.Network{Master: "berth0", Prefix: netip.MustParsePrefix("192.168.100.0/24")}
+	return &berthv1alpha1.IPAllocation{ObjectMeta: metav1.ObjectMeta{Name: n.Name()},
+		Spec: berthv1alpha1.IPAllocationSpec{Master: "berth0", CIDR: "192.168.100.0/24", Gateway: "192.168.100.1", Allocations: entries}}
+}
+
+func podOf(name, uid string, phase corev1.PodPhase, mut ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID(uid)},
+		Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase}}
+	for _, m := range mut {
+		m(p)
+	}
+	return p
+}
+
+func entryOf(pod, uid, nodeName string, state berthv1alpha1.AttachmentState, addr string) berthv1alpha1.PodAttachmentStatus {
+	return berthv1alpha1.PodAttachmentStatus{Pod: pod, Attachment: "net1", PodUID: uid, Node: nodeName, Address: addr, Bridge: "berth0", Interface: "net1", State: state}
+}
+
+type harness struct {
+	e  *Executor
+	dp *fakeDataplane
+	st *fakeStatus
+}
+
+func newHarness(t *testing.T, res *fakeResolver, dp *fakeDataplane, pcs []*berthv1alpha1.PodConfig, allocs []*berthv1alpha1.IPAllocation, pods []*corev1.Pod) harness {
+	t.Helper()
+	pci := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	ali := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	podi := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, o := range pcs {
+		_ = pci.Add(o)
+	}
+	for _, o := range allocs {
+		_ = ali.Add(o)
+	}
+	for _, o := range pods {
+		_ = podi.Add(o)
+	}
+	st := &fakeStatus{}
+	e, err := New(Config{NodeName: node, Resolver: res, Dataplane: dp, Status: st,
+		Now: func() time.Time { return time.Unix(1000, 0) }}, pci, ali, corelisters.NewPodLister(podi))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return harness{e: e, dp: dp, st: st}
+}
+
+func TestSync(t *testing.T) {
+	hpA := podconfig.HostPeerName("uid-a", "net1")
+	sbA := map[string]Sandbox{"uid-a": {ID: "sb-a", NetNS: "/proc/42/ns/net"}}
+	allocA := allocOf(berthv1alpha1.Allocation{Address: "192.168.100.2", PodNamespace: "ns", PodName: "a", PodUID: "uid-a", PodConfig: "cnf", Attachment: "net1", Node: node})
+	running := podOf("a", "uid-a", corev1.PodRunning)
+	allocated := entryOf("a", "uid-a", node, berthv1alpha1.AttachmentAllocated, "192.168.100.2/24")
+	vanishedErr := &NetNSError{Path: "/proc/42/ns/net", Err: fmt.Errorf("open: %w", os.ErrNotExist)}
+
+	for _, tc := range []struct {
+		name      string
+		pc        *berthv1alpha1.PodConfig
+		pods      []*corev1.Pod
+		allocs    []*berthv1alpha1.IPAllocation
+		res       *fakeResolver
+		applyErr  error
+		wantState berthv1alpha1.AttachmentState // "" = no status write
+		wantErr   string
+		wantApply bool
+		wantRm    bool
+		requeue   bool
+	}{
+		{name: "allocated and sandbox ready: configured with the allocation's address", pc: pcOf(allocated), pods: []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA},
+			res: &fakeResolver{sandboxes: sbA}, wantState: berthv1alpha1.AttachmentConfigured, wantApply: true},
+		{name: "configured already: applied again (idempotent), no write", pc: pcOf(func() berthv1alpha1.PodAttachmentStatus {
+			e := allocated
+			e.State, e.HostPeer = berthv1alpha1.AttachmentConfigured, hpA
+			return e
+		}()), pods: []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA}, wantApply: true},
+		{name: "no allocation seen yet: nothing done, nothing said", pc: pcOf(allocated), pods: []*corev1.Pod{running},
+			res: &fakeResolver{sandboxes: sbA}},
+		{name: "pod not in the node's cache: nothing done", pc: pcOf(allocated), allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA}},
+		{name: "pod with another UID (re-created): nothing done", pc: pcOf(allocated), pods: []*corev1.Pod{podOf("a", "uid-other", corev1.PodRunning)},
+			allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA}},
+		{name: "pending pod without a sandbox yet: retried quietly", pc: pcOf(allocated), pods: []*corev1.Pod{podOf("a", "uid-a", corev1.PodPending)},
+			allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{}, requeue: true},
+		{name: "running pod without a ready sandbox: Failed, retried", pc: pcOf(allocated), pods: []*corev1.Pod{running},
+			allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{}, wantState: berthv1alpha1.AttachmentFailed, wantErr: "no ready sandbox", requeue: true},
+		{name: "runtime socket gone: Failed naming it", pc: pcOf(allocated), pods: []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA},
+			res: &fakeResolver{err: &RuntimeError{Err: errors.New("CRI socket /run/containerd/containerd.sock: no such file or directory")}},
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "container runtime unreachable: CRI socket /run/containerd/containerd.sock", requeue: true},
+		{name: "runtime gone but already configured: the working link keeps its state", pc: pcOf(func() berthv1alpha1.PodAttachmentStatus {
+			e := allocated
+			e.State, e.HostPeer = berthv1alpha1.AttachmentConfigured, hpA
+			return e
+		}()), pods: []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{err: &RuntimeError{Err: errors.New("down")}}, requeue: true},
+		{name: "namespace vanished mid-apply: Failed, half-made pair removed, retried", pc: pcOf(allocated), pods: []*corev1.Pod{running},
+			allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA}, applyErr: vanishedErr,
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "vanished while it was being configured", wantRm: true, requeue: true},
+		{name: "interface name taken in the pod: Failed with the conflict", pc: pcOf(allocated), pods: []*corev1.Pod{running},
+			allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA}, applyErr: &ConflictError{Msg: "interface net1 already exists in the pod and is not Berth's veth"},
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "already exists in the pod"},
+		{name: "host-network pod: Failed, never touched", pc: pcOf(allocated), pods: []*corev1.Pod{podOf("a", "uid-a", corev1.PodRunning, func(p *corev1.Pod) { p.Spec.HostNetwork = true })},
+			allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA}, wantState: berthv1alpha1.AttachmentFailed, wantErr: "host network"},
+		{name: "operator's failure (no address, e.g. exhausted): left alone", pc: pcOf(func() berthv1alpha1.PodAttachmentStatus {
+			e := allocated
+			e.State, e.Address, e.LastError = berthv1alpha1.AttachmentFailed, "", "network 192.168.100.0/24 on berth0 exhausted"
+			return e
+		}()), pods: []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA}},
+		{name: "Removing: links removed, Removed reported", pc: pcOf(func() berthv1alpha1.PodAttachmentStatus {
+			e := allocated
+			e.State = berthv1alpha1.AttachmentRemoving
+			return e
+		}()), res: &fakeResolver{}, wantState: berthv1alpha1.AttachmentRemoved, wantRm: true},
+		{name: "PodConfig deleting: links removed even before the operator marks Removing", pc: func() *berthv1alpha1.PodConfig {
+			p := pcOf(allocated)
+			p.DeletionTimestamp = &metav1.Time{Time: time.Unix(999, 0)}
+			return p
+		}(), res: &fakeResolver{}, wantState: berthv1alpha1.AttachmentRemoved, wantRm: true},
+		{name: "spec the agent refuses (written around the CRD): Failed naming the field", pc: func() *berthv1alpha1.PodConfig {
+			p := pcOf(allocated)
+			p.Spec.NetworkAttachments[0].Gateway = "192.168.100.255"
+			return p
+		}(), pods: []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA},
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "spec.networkAttachments[0].gateway"},
+		{name: "another node's entry: neither acted on nor sent", pc: pcOf(entryOf("b", "uid-b", "node-2", berthv1alpha1.AttachmentAllocated, "192.168.100.3/24")),
+			res: &fakeResolver{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dp := &fakeDataplane{applyErr: tc.applyErr}
+			h := newHarness(t, tc.res, dp, []*berthv1alpha1.PodConfig{tc.pc}, tc.allocs, tc.pods)
+			requeue, err := h.e.Sync(context.Background(), "ns/cnf")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (requeue > 0) != tc.requeue {
+				t.Errorf("requeue %v, want %v", requeue, tc.requeue)
+			}
+			if got := len(dp.applied) > 0; got != tc.wantApply {
+				t.Errorf("applied %v, want %v", dp.applied, tc.wantApply)
+			}
+			if got := slices.Contains(dp.removed, hpA); got != tc.wantRm {
+				t.Errorf("removed %v, want removal of %s: %v", dp.removed, hpA, tc.wantRm)
+			}
+			if tc.wantState == "" {
+				if h.st.calls != 0 {
+					t.Errorf("status written %+v, want none", h.st.got)
+				}
+				return
+			}
+			if h.st.calls != 1 || len(h.st.got) != 1 {
+				t.Fatalf("status writes %d with %+v, want one write of one entry", h.st.calls, h.st.got)
+			}
+			got := h.st.got[0]
+			if got.State != tc.wantState || !strings.Contains(got.LastError, tc.wantErr) || (tc.wantErr == "" && got.LastError != "") {
+				t.Errorf("entry %+v, want state %s error %q", got, tc.wantState, tc.wantErr)
+			}
+			if got.LastTransitionTime == nil || !got.LastTransitionTime.Time.Equal(time.Unix(1000, 0)) {
+				t.Errorf("lastTransitionTime %v, want the state change's time", got.LastTransitionTime)
+			}
+			if got.Pod != "a" || got.Attachment != "net1" || got.PodUID != "uid-a" || got.Node != node {
+				t.Errorf("keys changed: %+v", got)
+			}
+			if tc.wantState != berthv1alpha1.AttachmentRemoved && got.Address != "192.168.100.2/24" && tc.wantErr != "host network" && !strings.Contains(tc.wantErr, "spec") {
+				t.Errorf("address %q, want the allocation's 192.168.100.2/24 (kept on failure)", got.Address)
+			}
+			if got.HostPeer != hpA && tc.wantErr != "host network" && !strings.Contains(tc.wantErr, "spec") {
+				t.Errorf("hostPeer %q, want %s", got.HostPeer, hpA)
+			}
+		})
+	}
+
+	t.Run("the attachment made is the spec's and the allocation's", func(t *testing.T) {
+		dp := &fakeDataplane{}
+		h := newHarness(t, &fakeResolver{sandboxes: sbA}, dp, []*berthv1alpha1.PodConfig{pcOf(allocated)}, []*berthv1alpha1.IPAllocation{allocA}, []*corev1.Pod{running})
+		if _, err := h.e.Sync(context.Background(), "ns/cnf"); err != nil {
+			t.Fatal(err)
+		}
+		want := Attachment{NetNS: "/proc/42/ns/net", Interface: "net1", HostPeer: hpA, Bridge: "berth0", Gateway: netip.MustParseAddr("192.168.100.1"),
+			Address: netip.MustParsePrefix("192.168.100.2/24"), MTU: 1400, Alias: "ns/a net1",
+			Routes: []RouteSpec{{Dst: netip.MustParsePrefix("10.50.0.0/16"), Via: netip.MustParseAddr("192.168.100.1")}}}
+		if len(dp.applied) != 1 || fmt.Sprint(dp.applied[0]) != fmt.Sprint(want) {
+			t.Errorf("applied %+v, want %+v", dp.applied, want)
+		}
+	})
+
+	t.Run("every entry of the node is sent together; other nodes' are not", func(t *testing.T) {
+		dp := &fakeDataplane{}
+		other := entryOf("b", "uid-b", "node-2", berthv1alpha1.AttachmentAllocated, "192.168.100.3/24")
+		waiting := entryOf("c", "uid-c", node, berthv1alpha1.AttachmentAllocated, "192.168.100.4/24")
+		h := newHarness(t, &fakeResolver{sandboxes: sbA}, dp, []*berthv1alpha1.PodConfig{pcOf(allocated, other, waiting)}, []*berthv1alpha1.IPAllocation{allocA}, []*corev1.Pod{running})
+		if _, err := h.e.Sync(context.Background(), "ns/cnf"); err != nil {
+			t.Fatal(err)
+		}
+		var pods []string
+		for _, g := range h.st.got {
+			pods = append(pods, g.Pod+"="+string(g.State))
+		}
+		if !slices.Equal(pods, []string{"a=Configured", "c=Allocated"}) {
+			t.Errorf("applied %v, want a=Configured and c as it stands (SSA drops fields a manager stops sending)", pods)
+		}
+	})
+}
+
+func TestSweep(t *testing.T) {
+	keepHP := podconfig.HostPeerName("uid-a", "net1")
+	staleHP := podconfig.HostPeerName("uid-gone", "net1")
+	otherNodeHP := podconfig.HostPeerName("uid-elsewhere", "net1")
+	dp := &fakeDataplane{peers: []string{keepHP, staleHP, otherNodeHP}}
+	allocs := []*berthv1alpha1.IPAllocation{allocOf(
+		berthv1alpha1.Allocation{Address: "192.168.100.2", PodUID: "uid-a", Attachment: "net1", Node: node},
+		berthv1alpha1.Allocation{Address: "192.168.100.3", PodUID: "uid-elsewhere", Attachment: "net1", Node: "node-2"},
+	)}
+	removing := entryOf("r", "uid-r", node, berthv1alpha1.AttachmentRemoving, "192.168.100.5/24")
+	removing.Bridge = "berth-old"
+	pcs := []*berthv1alpha1.PodConfig{pcOf(entryOf("a", "uid-a", node, berthv1alpha1.AttachmentConfigured, "192.168.100.2/24"), removing)}
+	h := newHarness(t, &fakeResolver{}, dp, pcs, allocs, nil)
+	if err := h.e.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// why: a link of this node whose allocation is gone is stale; a link named after another
+	// node's allocation cannot be this node's (same pod UID is impossible), so it goes too.
+	slices.Sort(dp.removed)
+	want := []string{staleHP, otherNodeHP}
+	slices.Sort(want)
+	if !slices.Equal(dp.removed, want) {
+		t.Errorf("removed %v, want %v", dp.removed, want)
+	}
+	if !dp.keptBr["berth0"] || dp.keptBr["berth-old"] {
+		t.Errorf("bridges kept %v, want berth0 (live entry) and not berth-old (only a Removing entry)", dp.keptBr)
+	}
+}
+
