@@ -55,7 +55,7 @@ func (f *fakeDataplane) Apply(a Attachment) error {
 	f.applied = append(f.applied, a)
 	return nil
 }
-func (f *fakeDataplane) Remove(hp string) error      { f.removed = append(f.removed, hp); return nil }
+func (f *fakeDataplane) Remove(hp string) error       { f.removed = append(f.removed, hp); return nil }
 func (f *fakeDataplane) HostPeers() ([]string, error) { return f.peers, nil }
 func (f *fakeDataplane) RemoveUnusedBridges(keep map[string]bool) ([]string, error) {
 	f.keptBr = keep
@@ -170,7 +170,7 @@ func TestSync(t *testing.T) {
 		{name: "running pod without a ready sandbox: Failed, retried", pc: pcOf(allocated), pods: []*corev1.Pod{running},
 			allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{}, wantState: berthv1alpha1.AttachmentFailed, wantErr: "no ready sandbox", requeue: true},
 		{name: "runtime socket gone: Failed naming it", pc: pcOf(allocated), pods: []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA},
-			res: &fakeResolver{err: &RuntimeError{Err: errors.New("CRI socket /run/containerd/containerd.sock: no such file or directory")}},
+			res:       &fakeResolver{err: &RuntimeError{Err: errors.New("CRI socket /run/containerd/containerd.sock: no such file or directory")}},
 			wantState: berthv1alpha1.AttachmentFailed, wantErr: "container runtime unreachable: CRI socket /run/containerd/containerd.sock", requeue: true},
 		{name: "runtime gone but already configured: the working link keeps its state", pc: pcOf(func() berthv1alpha1.PodAttachmentStatus {
 			e := allocated
@@ -313,4 +313,3 @@ func TestSweep(t *testing.T) {
 		t.Errorf("bridges kept %v, want berth0 (live entry) and not berth-old (only a Removing entry)", dp.keptBr)
 	}
 }
-
