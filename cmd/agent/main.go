@@ -12,6 +12,7 @@ import (
 
 	"github.com/berth-sched/berth/pkg/agent"
 	"github.com/berth-sched/berth/pkg/agent/images"
+	"github.com/berth-sched/berth/pkg/agent/podnet"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -38,11 +39,18 @@ func main() {
 	fs.DurationVar(&imgCfg.Interval, "image-interval", images.DefaultInterval, "how often the runtime's images are listed (the change detection: the CRI has no image events)")
 	fs.DurationVar(&imgCfg.Heartbeat, "image-heartbeat", images.DefaultHeartbeat, "NodeImages status.observedTime is refreshed at least this often while nothing changes")
 	fs.IntVar(&imgCfg.MaxImages, "max-images", images.DefaultMaxImages, "a node listing more images is not published (Ready=False, the previous inventory kept)")
+	// PodConfig executor (pkg/agent/podnet): links in this node's pods selected by PodConfigs.
+	podConfig := fs.Bool("podconfig", false, "run the PodConfig executor: make the network attachments the operator allocated in this node's pods (needs --cri-socket, the node's network namespace, NET_ADMIN and SYS_ADMIN)")
+	podConfigResync := fs.Duration("podconfig-resync", podnet.DefaultResync, "how often every attachment of this node is re-checked and stale links are swept")
 	_ = fs.Parse(os.Args[1:])
 	defer klog.Flush()
+	if *podConfig && *criSocket == "" {
+		klog.ErrorS(nil, "--podconfig needs --cri-socket (the sandboxes' network namespaces are found through the CRI)")
+		os.Exit(2)
+	}
 
 	var rc *rest.Config
-	if *watchPods || *criSocket != "" {
+	if *watchPods || *criSocket != "" || *podConfig {
 		var err error
 		if rc, err = restConfig(*kubeconfig); err != nil {
 			klog.ErrorS(err, "Building the Kubernetes client failed")
@@ -74,6 +82,14 @@ func main() {
 		done := make(chan struct{})
 		go func() { defer close(done); pub.Run(ctx) }()
 		defer func() { <-done; lister.Close(context.Background()); stopEvents() }()
+	}
+	if *podConfig {
+		stopPodNet, err := runPodNet(ctx, cfg.NodeName, *criSocket, cfg.ProcRoot, *podConfigResync, a, rc)
+		if err != nil {
+			klog.ErrorS(err, "PodConfig executor cannot start")
+			os.Exit(2)
+		}
+		defer stopPodNet()
 	}
 	if err := a.Run(ctx); err != nil {
 		klog.ErrorS(err, "Agent failed")
