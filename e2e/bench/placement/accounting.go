@@ -1,0 +1,129 @@
+package placement
+
+import (
+	"math/rand/v2"
+	"sort"
+	"sync"
+)
+
+// Accounting is the load simulator's ledger: which scenario pods run on which node, and what
+// that makes each node's load. It is what the fixture /proc trees are rewritten from, so a
+// mistake here would make the benchmark measure nothing; TestAccounting pins it.
+type Accounting struct {
+	mu      sync.Mutex
+	nodes   map[string]NodeSpec
+	pods    map[string]*PodSpec
+	running map[string]string // pod → node
+	// dev is each bursty pod's current deviation from its mean CPU use, in millicores.
+	dev map[string]float64
+}
+
+// NewAccounting starts with no pod running.
+func NewAccounting(s *Scenario) *Accounting {
+	a := &Accounting{nodes: map[string]NodeSpec{}, pods: map[string]*PodSpec{}, running: map[string]string{}, dev: map[string]float64{}}
+	for _, n := range s.Nodes {
+		a.nodes[n.Name] = n
+	}
+	for i := range s.Pods {
+		a.pods[s.Pods[i].Name] = &s.Pods[i]
+	}
+	return a
+}
+
+// Place records pod running on node (moving it if it ran elsewhere). Pods or nodes the
+// scenario does not know (agent pods, other namespaces) are ignored: they use nothing here.
+func (a *Accounting) Place(pod, node string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.pods[pod]; !ok {
+		return
+	}
+	if _, ok := a.nodes[node]; !ok {
+		return
+	}
+	a.running[pod] = node
+}
+
+// Remove records that pod stopped (deleted, finished, or never ran).
+func (a *Accounting) Remove(pod string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.running, pod)
+	delete(a.dev, pod)
+}
+
+// Redraw gives every running bursty pod a new deviation from its mean use, normally
+// distributed with its BurstMilliCPU as standard deviation; the agent's windowed standard
+// deviation then reflects it, which is what LoadVariationRiskBalancing reads.
+func (a *Accounting) Redraw(rng *rand.Rand) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	// Sorted so one seed gives one sequence of draws for the same placements.
+	names := make([]string, 0, len(a.running))
+	for p := range a.running {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	for _, p := range names {
+		if s := a.pods[p].BurstMilliCPU; s > 0 {
+			a.dev[p] = s * rng.NormFloat64()
+		}
+	}
+}
+
+// Load is a node's utilisation in percent: its base load plus the use of the pods running on
+// it. CPU is what the node can deliver (at most 100 %); demand is the CPU asked for, which
+// exceeds 100 % on an overcommitted node. Unknown nodes have no load.
+func (a *Accounting) Load(node string) (cpu, mem, demand float64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n, ok := a.nodes[node]
+	if !ok {
+		return 0, 0, 0
+	}
+	var useCPU, useMem float64
+	for p, on := range a.running {
+		if on != node {
+			continue
+		}
+		spec := a.pods[p]
+		useCPU += max(0, spec.UseMilliCPU+a.dev[p])
+		useMem += spec.UseMemMiB
+	}
+	demand = n.BaseCPU + 100*useCPU/float64(n.MilliCPU)
+	mem = min(100, n.BaseMemory+100*useMem/float64(n.MemoryMiB))
+	return min(100, demand), mem, demand
+}
+
+// Running lists the pods running on node, sorted.
+func (a *Accounting) Running(node string) []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for p, on := range a.running {
+		if on == node {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Expected is a node's utilisation with every pod at its mean use (no burst draw): what the
+// watcher's served value should average to, for the end-of-run cross-check.
+func (a *Accounting) Expected(node string) (cpu, mem float64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n, ok := a.nodes[node]
+	if !ok {
+		return 0, 0
+	}
+	var useCPU, useMem float64
+	for p, on := range a.running {
+		if on == node {
+			useCPU += a.pods[p].UseMilliCPU
+			useMem += a.pods[p].UseMemMiB
+		}
+	}
+	return min(100, n.BaseCPU+100*useCPU/float64(n.MilliCPU)), min(100, n.BaseMemory+100*useMem/float64(n.MemoryMiB))
+}

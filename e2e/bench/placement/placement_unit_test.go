@@ -1,0 +1,256 @@
+package placement
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/berth-sched/berth/pkg/scheduler/schedconfig"
+)
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+// TestAccounting pins the simulator's ledger: a node's load is its base plus the use of the
+// pods running on it, nothing else — otherwise the benchmark would measure nothing (or the
+// wrong thing) while printing a plausible table.
+func TestAccounting(t *testing.T) {
+	sc := &Scenario{
+		Nodes: []NodeSpec{
+			{Name: "a", MilliCPU: 4000, MemoryMiB: 8192, BaseCPU: 10, BaseMemory: 20},
+			{Name: "b", MilliCPU: 8000, MemoryMiB: 16384, BaseCPU: 5, BaseMemory: 10},
+		},
+		Pods: []PodSpec{
+			{Name: "p1", UseMilliCPU: 400, UseMemMiB: 819.2},
+			{Name: "p2", UseMilliCPU: 1000, UseMemMiB: 1638.4},
+			{Name: "p3", UseMilliCPU: 4000, UseMemMiB: 0},
+			{Name: "bursty", UseMilliCPU: 800, BurstMilliCPU: 400},
+		},
+	}
+	type step struct {
+		place  map[string]string // pod → node
+		remove []string
+	}
+	tests := []struct {
+		name                string
+		steps               []step
+		node                string
+		cpu, mem, demand    float64
+		running             []string
+		expectedCPU, expMem float64
+	}{
+		{name: "no pods: base load", node: "a", cpu: 10, mem: 20, demand: 10, expectedCPU: 10, expMem: 20},
+		{name: "one pod adds its use", steps: []step{{place: map[string]string{"p1": "a"}}}, node: "a",
+			cpu: 20, mem: 30, demand: 20, running: []string{"p1"}, expectedCPU: 20, expMem: 30},
+		{name: "pods on another node do not count", steps: []step{{place: map[string]string{"p1": "a", "p2": "b"}}}, node: "a",
+			cpu: 20, mem: 30, demand: 20, running: []string{"p1"}, expectedCPU: 20, expMem: 30},
+		{name: "the other node gets its own pods", steps: []step{{place: map[string]string{"p1": "a", "p2": "b"}}}, node: "b",
+			cpu: 5 + 12.5, mem: 20, demand: 17.5, running: []string{"p2"}, expectedCPU: 17.5, expMem: 20},
+		{name: "a removed pod stops counting", steps: []step{{place: map[string]string{"p1": "a", "p2": "a"}}, {remove: []string{"p1"}}}, node: "a",
+			cpu: 35, mem: 40, demand: 35, running: []string{"p2"}, expectedCPU: 35, expMem: 40},
+		{name: "a moved pod counts on its new node only", steps: []step{{place: map[string]string{"p2": "a"}}, {place: map[string]string{"p2": "b"}}}, node: "a",
+			cpu: 10, mem: 20, demand: 10, expectedCPU: 10, expMem: 20},
+		{name: "overcommitted: CPU saturates at 100, demand does not", steps: []step{{place: map[string]string{"p2": "a", "p3": "a"}}}, node: "a",
+			cpu: 100, mem: 40, demand: 135, running: []string{"p2", "p3"}, expectedCPU: 100, expMem: 40},
+		{name: "unknown pods and nodes are ignored", steps: []step{{place: map[string]string{"agent-pod": "a", "p1": "nowhere"}}}, node: "a",
+			cpu: 10, mem: 20, demand: 10, expectedCPU: 10, expMem: 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := NewAccounting(sc)
+			for _, s := range tt.steps {
+				for p, n := range s.place {
+					a.Place(p, n)
+				}
+				for _, p := range s.remove {
+					a.Remove(p)
+				}
+			}
+			cpu, mem, demand := a.Load(tt.node)
+			if !near(cpu, tt.cpu) || !near(mem, tt.mem) || !near(demand, tt.demand) {
+				t.Errorf("Load(%s) = cpu %v mem %v demand %v, want %v %v %v", tt.node, cpu, mem, demand, tt.cpu, tt.mem, tt.demand)
+			}
+			if got := a.Running(tt.node); strings.Join(got, ",") != strings.Join(tt.running, ",") {
+				t.Errorf("Running(%s) = %v, want %v", tt.node, got, tt.running)
+			}
+			ec, em := a.Expected(tt.node)
+			if !near(ec, tt.expectedCPU) || !near(em, tt.expMem) {
+				t.Errorf("Expected(%s) = %v %v, want %v %v", tt.node, ec, em, tt.expectedCPU, tt.expMem)
+			}
+		})
+	}
+
+	t.Run("bursty use varies around its mean with its standard deviation", func(t *testing.T) {
+		a := NewAccounting(sc)
+		a.Place("bursty", "b")
+		rng := rand.New(rand.NewPCG(1, 2))
+		var sum, sq float64
+		const n = 20000
+		for range n {
+			a.Redraw(rng)
+			cpu, _, _ := a.Load("b")
+			use := (cpu - 5) / 100 * 8000 // back to millicores
+			sum += use
+			sq += use * use
+		}
+		mean := sum / n
+		std := math.Sqrt(sq/n - mean*mean)
+		// Clipping at 0 is 2 σ below the mean here, so the moments stay within a few %.
+		if math.Abs(mean-800) > 20 || math.Abs(std-400) > 25 {
+			t.Errorf("bursty pod: mean %.1f std %.1f millicores, want about 800 and 400", mean, std)
+		}
+		if ec, _ := a.Expected("b"); !near(ec, 15) {
+			t.Errorf("Expected ignores the burst draw: got %v, want 15", ec)
+		}
+	})
+}
+
+func TestGenerate(t *testing.T) {
+	tests := []struct {
+		name      string
+		o         ScenarioOptions
+		wantErr   string
+		oversized bool
+	}{
+		{name: "default mix", o: ScenarioOptions{Seed: 1, Nodes: 50, Pods: 600, Waves: 10}},
+		{name: "pods bigger than any node", o: ScenarioOptions{Seed: 1, Nodes: 5, Pods: 40, Waves: 2, PodScale: 20}, oversized: true},
+		{name: "no nodes", o: ScenarioOptions{Seed: 1, Pods: 10, Waves: 1}, wantErr: "must be positive"},
+		{name: "negative scale", o: ScenarioOptions{Seed: 1, Nodes: 1, Pods: 1, Waves: 1, PodScale: -1}, wantErr: "negative"},
+		{name: "leave share above 1", o: ScenarioOptions{Seed: 1, Nodes: 1, Pods: 1, Waves: 1, LeaveShare: 2}, wantErr: "outside"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Generate(tt.o)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, _ := Generate(tt.o)
+			for i := range s.Pods {
+				if s.Pods[i] != again.Pods[i] {
+					t.Fatalf("same seed, different pod %d: %+v vs %+v", i, s.Pods[i], again.Pods[i])
+				}
+			}
+			if got := len(s.Oversized()) > 0; got != tt.oversized {
+				t.Errorf("oversized pods: %v, want %v", s.Oversized(), tt.oversized)
+			}
+			waves := map[int]int{}
+			for _, p := range s.Pods {
+				waves[p.Arrive]++
+				if p.Leave >= 0 && (p.Leave <= p.Arrive || p.Leave >= tt.o.Waves) {
+					t.Errorf("%s arrives at wave %d and leaves at %d", p.Name, p.Arrive, p.Leave)
+				}
+				if p.UseMilliCPU <= 0 || p.ReqMilliCPU <= 0 {
+					t.Errorf("%s has no use or request: %+v", p.Name, p)
+				}
+			}
+			if len(waves) != tt.o.Waves {
+				t.Errorf("pods arrive in %d waves, want %d", len(waves), tt.o.Waves)
+			}
+		})
+	}
+	t.Run("the default mix over- and under-requests and has bursty pods", func(t *testing.T) {
+		s, _ := Generate(ScenarioOptions{Seed: 7, Nodes: 50, Pods: 600, Waves: 10})
+		classes := map[string]int{}
+		bursty, leave := 0, 0
+		for _, p := range s.Pods {
+			classes[p.Class]++
+			if p.BurstMilliCPU > 0 {
+				bursty++
+			}
+			if p.Leave >= 0 {
+				leave++
+			}
+			if p.Class == "under" && p.UseMilliCPU <= float64(p.ReqMilliCPU) || p.Class == "over" && p.UseMilliCPU >= float64(p.ReqMilliCPU) {
+				t.Errorf("%s: class %s but uses %.0f of %d", p.Name, p.Class, p.UseMilliCPU, p.ReqMilliCPU)
+			}
+		}
+		if classes["over"] < 300 || classes["under"] < 30 || classes["right"] < 60 || bursty < 100 || leave < 50 {
+			t.Errorf("mix: %v, %d bursty, %d leave", classes, bursty, leave)
+		}
+		sizes := map[int64]bool{}
+		for _, n := range s.Nodes {
+			sizes[n.MilliCPU] = true
+		}
+		if len(sizes) != 3 {
+			t.Errorf("node sizes %v, want 3", sizes)
+		}
+	})
+}
+
+// TestRender: every berth run's configuration is what the operator would deploy (it passes
+// schedconfig.Validate), with the plugins and arguments the run names.
+func TestRender(t *testing.T) {
+	for _, rc := range catalog {
+		if rc.Stock() {
+			continue
+		}
+		t.Run(rc.Key, func(t *testing.T) {
+			y, err := rc.render("http://127.0.0.1:2020", Timing{RefreshSeconds: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := schedconfig.Validate([]byte(y)); err != nil {
+				t.Fatalf("%v\n%s", err, y)
+			}
+			for _, want := range []string{"leaderElect: false", "refreshIntervalSeconds: 1", "schedulerName: " + SchedulerName, rc.WaitPlugin} {
+				if !strings.Contains(y, want) {
+					t.Errorf("missing %q in\n%s", want, y)
+				}
+			}
+			if got, want := strings.Contains(y, "usageThresholds"), strings.Contains(rc.Key, "filter"); got != want {
+				t.Errorf("usageThresholds present %v, want %v", got, want)
+			}
+			if got, want := strings.Contains(y, "NodeResourcesBalancedAllocation"), strings.HasSuffix(rc.Key, "nds"); got != want {
+				t.Errorf("default score disabled %v, want %v", got, want)
+			}
+		})
+	}
+	if _, err := Runs([]string{"tlp40", "nope"}); err == nil || !strings.Contains(err.Error(), "unknown run") {
+		t.Errorf("unknown run accepted: %v", err)
+	}
+}
+
+// TestPrintReportsFailures: a run whose watcher died and whose pods could not all be placed
+// says so in the table and its notes.
+func TestPrintReportsFailures(t *testing.T) {
+	sc, _ := Generate(ScenarioOptions{Seed: 1, Nodes: 4, Pods: 20, Waves: 2, PodScale: 20})
+	p := newPoller("http://unused", sc, time.Now())
+	p.polls, p.failed, p.firstFail, p.lastErr = 10, 4, 7e9, errString("connection refused")
+	p.recent = []map[string]float64{{sc.Nodes[0].Name: 41, sc.Nodes[1].Name: 95}}
+	p.hot[sc.Nodes[1].Name] = 30
+	r := &RunResult{Name: "TLP 40", Waves: 2, WavesRun: 2, Unplaced: 3, Oversized: len(sc.Oversized())}
+	p.finish(r, 1e9)
+	res := &Result{Scenario: sc, Runs: []*RunResult{r}}
+	res.Options.Defaults()
+	var b bytes.Buffer
+	res.Print(&b)
+	out := b.String()
+	for _, want := range []string{
+		"watcher unreachable in 4 of 10 polls from 7 s (connection refused)",
+		"2 nodes without load data",
+		"4/10", // polls failed column
+		"oversized)",
+		"no scheduler can place them",
+		"  40–50  % | # ",
+		"25 %", // 1 of 4 nodes within ±10 of 40
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if r.HotNodes != 1 || !near(r.HotNodeMinutes, 0.5) {
+		t.Errorf("hot: %d nodes %.2f min, want 1 and 0.5", r.HotNodes, r.HotNodeMinutes)
+	}
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }

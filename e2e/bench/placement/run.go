@@ -1,0 +1,389 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
+)
+
+// Options size and pace the benchmark.
+type Options struct {
+	Scenario ScenarioOptions
+	Runs     []RunConfig
+	// SampleInterval and ReportInterval are the agents' flags; WavePause must exceed the
+	// report interval plus the scheduler's refresh so each wave sees the previous one reported.
+	SampleInterval, ReportInterval time.Duration
+	WavePause, Settle              time.Duration
+	// PollInterval is how often the benchmark reads the watcher for its figures.
+	PollInterval time.Duration
+	// RefreshSeconds is the plugins' refreshIntervalSeconds.
+	RefreshSeconds int
+	// KillWatcherAtWave stops the load watcher at the start of that wave (1-based) of every
+	// run, a failure drill; 0: never.
+	KillWatcherAtWave int
+	// Dir keeps the cluster's state and logs (default: a temporary directory, removed).
+	Dir  string
+	Logf func(string, ...any)
+}
+
+// Defaults fills unset pacing with values that make a 50-node, 600-pod run take about a
+// minute: agents sample every 500 ms and report every second (flags the agent accepts), the
+// scheduler refreshes every second, waves are 5 s apart.
+func (o *Options) Defaults() {
+	if o.SampleInterval == 0 {
+		o.SampleInterval = 500 * time.Millisecond
+	}
+	if o.ReportInterval == 0 {
+		o.ReportInterval = time.Second
+	}
+	if o.WavePause == 0 {
+		o.WavePause = 5 * time.Second
+	}
+	if o.Settle == 0 {
+		o.Settle = 8 * time.Second
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = time.Second
+	}
+	if o.RefreshSeconds == 0 {
+		o.RefreshSeconds = 1
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+}
+
+// Result is the whole benchmark.
+type Result struct {
+	Options  Options
+	Scenario *Scenario
+	Runs     []*RunResult
+}
+
+// Execute starts one local cluster (KWOK nodes, the stock kube-scheduler), creates the
+// scenario's nodes and agent identities once, then replays the scenario once per run config.
+// A run that goes wrong (watcher down, pods that cannot be placed) is reported in its row; only
+// a failure to build the cluster or a run's scheduler is an error.
+func Execute(ctx context.Context, o Options) (*Result, error) {
+	o.Defaults()
+	if o.WavePause <= o.ReportInterval+time.Duration(o.RefreshSeconds)*time.Second {
+		return nil, fmt.Errorf("wave pause %s must exceed the report interval (%s) plus the scheduler's refresh (%ds)",
+			o.WavePause, o.ReportInterval, o.RefreshSeconds)
+	}
+	sc, err := Generate(o.Scenario)
+	if err != nil {
+		return nil, err
+	}
+	c, err := cluster.Start(ctx, cluster.Config{Dir: o.Dir, WithoutBerthCRDs: true, Logf: o.Logf})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Stop()
+	// The in-process agents log through klog; their per-push lines would drown the table.
+	if err := logToFile(filepath.Join(c.Dir, "logs", "placement-agents.log")); err != nil {
+		return nil, err
+	}
+	o.Logf("creating %d nodes", len(sc.Nodes))
+	err = parallel(ctx, 8, len(sc.Nodes), func(i int) error {
+		n := sc.Nodes[i]
+		return c.AddNodes(ctx, cluster.NodeSpec{Name: n.Name, CPU: strconv.FormatInt(n.MilliCPU, 10) + "m",
+			Memory: strconv.FormatInt(n.MemoryMiB, 10) + "Mi", Pods: 110})
+	})
+	if err != nil {
+		return nil, err
+	}
+	o.Logf("starting the agent identities and fixture /proc trees")
+	p, err := newPipeline(ctx, c, sc, o.SampleInterval/3)
+	if err != nil {
+		return nil, err
+	}
+	defer p.stop()
+	res := &Result{Options: o, Scenario: sc}
+	for i, rc := range o.Runs {
+		o.Logf("run %d/%d: %s", i+1, len(o.Runs), rc.Name)
+		r, err := runOne(ctx, c, p, o, rc, fmt.Sprintf("placement-r%d", i+1))
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", rc.Name, err)
+		}
+		o.Logf("%s: %s", rc.Name, r.summary())
+		res.Runs = append(res.Runs, r)
+	}
+	return res, nil
+}
+
+var logMu sync.Mutex
+
+func logToFile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	klog.LogToStderr(false)
+	klog.SetOutput(f)
+	return nil
+}
+
+// runOne replays the scenario with one scheduler configuration.
+func runOne(ctx context.Context, c *cluster.Cluster, p *pipeline, o Options, rc RunConfig, ns string) (*RunResult, error) {
+	sc := p.sc
+	r := &RunResult{Name: rc.Name, Key: rc.Key, Waves: sc.Waves, Oversized: len(sc.Oversized())}
+	if err := p.resetLoads(); err != nil {
+		return nil, err
+	}
+	if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
+		return nil, err
+	}
+	l, err := p.startLive(ctx, ns, o.SampleInterval, o.ReportInterval)
+	if err != nil {
+		return nil, err
+	}
+	defer l.stop(c)
+
+	schedName := corev1.DefaultSchedulerName
+	if !rc.Stock() {
+		cfg, err := rc.render(l.watcher.URL, Timing{RefreshSeconds: o.RefreshSeconds})
+		if err != nil {
+			return nil, err
+		}
+		sched, err := c.StartBerthScheduler(ctx, cluster.SchedulerOptions{Name: "berth-scheduler-" + ns, Config: cfg})
+		if err != nil {
+			return nil, err
+		}
+		defer c.StopComponent(sched.Process)
+		metrics, err := stack.SchedulerMetrics(ctx, c, sched.Port)
+		if err != nil {
+			return nil, err
+		}
+		// Pods scheduled before the first fetch would see every node neutral.
+		if err := stack.WaitFetched(ctx, metrics, rc.WaitPlugin, time.Minute); err != nil {
+			return nil, fmt.Errorf("berth-scheduler never fetched the load watcher: %v\n%s", err, sched.Tail(20))
+		}
+		schedName = SchedulerName
+	}
+
+	// The simulator: pods the API says run on a node add their use to its fixture /proc.
+	acct := NewAccounting(sc)
+	simCtx, stopSim := context.WithCancel(ctx)
+	simDone := make(chan struct{})
+	factory := informers.NewSharedInformerFactoryWithOptions(c.Client, 0, informers.WithNamespace(ns))
+	podInf := factory.Core().V1().Pods().Informer()
+	observe := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		if pod.Spec.NodeName != "" && pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil {
+			acct.Place(pod.Name, pod.Spec.NodeName)
+		} else {
+			acct.Remove(pod.Name)
+		}
+	}
+	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, n any) { observe(n) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				acct.Remove(pod.Name)
+			}
+		},
+	}); err != nil {
+		stopSim()
+		return nil, err
+	}
+	factory.Start(simCtx.Done())
+	defer func() { stopSim(); <-simDone; factory.Shutdown() }()
+	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced) {
+		close(simDone)
+		return nil, fmt.Errorf("pod informer did not sync")
+	}
+	go func() {
+		defer close(simDone)
+		simulate(simCtx, p, acct, sc.Seed, o.SampleInterval)
+	}()
+
+	// The measurement: the watcher's answers, polled for the whole run.
+	start := time.Now()
+	poll := newPoller(l.watcher.URL, sc, start)
+	pollCtx, stopPoll := context.WithCancel(ctx)
+	pollDone := make(chan struct{})
+	go func() { defer close(pollDone); poll.run(pollCtx, o.PollInterval) }()
+
+	created := map[string]bool{}
+	for w := 0; w < sc.Waves; w++ {
+		if w+1 == o.KillWatcherAtWave {
+			c.StopComponent(l.watcher.Process)
+			r.Notes = append(r.Notes, fmt.Sprintf("load watcher stopped at wave %d (%.0f s) by the failure drill", w+1, time.Since(start).Seconds()))
+		}
+		var leave, arrive []PodSpec
+		for _, ps := range sc.Pods {
+			if ps.Leave == w {
+				leave = append(leave, ps)
+			}
+			if ps.Arrive == w {
+				arrive = append(arrive, ps)
+			}
+		}
+		zero := int64(0)
+		for _, ps := range leave {
+			if err := c.Client.CoreV1().Pods(ns).Delete(ctx, ps.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+				r.noteOnce("delete", fmt.Sprintf("deleting pods failed (first: %v)", err))
+			}
+		}
+		var mu sync.Mutex
+		_ = parallel(ctx, 8, len(arrive), func(i int) error {
+			_, err := c.Client.CoreV1().Pods(ns).Create(ctx, podObject(ns, schedName, arrive[i]), metav1.CreateOptions{})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				r.CreateErrors++
+				r.noteOnce("create", fmt.Sprintf("creating pods failed (first: %v)", err))
+				return nil // counted; the run goes on with the pods that exist
+			}
+			created[arrive[i].Name] = true
+			return nil
+		})
+		r.WavesRun++
+		pause := o.WavePause
+		if w == sc.Waves-1 {
+			pause = o.Settle
+		}
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			stopPoll()
+			<-pollDone
+			return nil, ctx.Err()
+		}
+	}
+	stopPoll()
+	<-pollDone
+	r.Duration = time.Since(start)
+	poll.finish(r, o.PollInterval)
+	if exited, _ := l.watcher.Exited(); exited && o.KillWatcherAtWave == 0 {
+		r.Notes = append(r.Notes, "load watcher exited during the run:\n"+l.watcher.Tail(5))
+	}
+
+	// Placements, read back from the API server.
+	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading placements: %w", err)
+	}
+	want := map[string]bool{}
+	for _, ps := range sc.Pods {
+		if ps.Leave < 0 && created[ps.Name] {
+			want[ps.Name] = true
+		}
+	}
+	used := map[string]bool{}
+	for _, pod := range pods.Items {
+		if !want[pod.Name] || pod.DeletionTimestamp != nil {
+			continue
+		}
+		if pod.Spec.NodeName == "" {
+			r.Unplaced++
+			continue
+		}
+		r.Placed++
+		used[pod.Spec.NodeName] = true
+	}
+	r.NodesWithPods = len(used)
+	// Cross-check: what the simulator wrote against what the watcher served at the end.
+	var sum float64
+	var n int
+	for node, u := range r.Util {
+		exp, _ := acct.Expected(node)
+		sum += abs(u - exp)
+		n++
+	}
+	if n > 0 {
+		r.ServedVsSimulated = sum / float64(n)
+	}
+
+	// Back to the same cluster state for the next run.
+	zero := int64(0)
+	if err := c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+		return nil, err
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil && len(l.Items) == 0, nil
+	}); err != nil {
+		return nil, fmt.Errorf("pods of %s still present: %w", ns, err)
+	}
+	return r, nil
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// simulate rewrites every node's fixture /proc from the accounting: bursty pods get new
+// draws once a second, loads are written a few times per agent sample.
+func simulate(ctx context.Context, p *pipeline, acct *Accounting, seed uint64, sample time.Duration) {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	tick := time.NewTicker(sample / 2)
+	defer tick.Stop()
+	last := map[string][2]float64{}
+	lastDraw := time.Time{}
+	for {
+		if time.Since(lastDraw) >= time.Second {
+			acct.Redraw(rng)
+			lastDraw = time.Now()
+		}
+		for _, n := range p.sc.Nodes {
+			cpu, mem, _ := acct.Load(n.Name)
+			if v := ([2]float64{cpu, mem}); last[n.Name] != v {
+				if err := p.fixtures[n.Name].Set(cpu, mem); err != nil {
+					klog.ErrorS(err, "Writing a fixture /proc failed", "node", n.Name)
+					continue
+				}
+				last[n.Name] = v
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// podObject is a scenario pod: its requests (and CPU limit, if any) and the scheduler name.
+func podObject(ns, schedulerName string, ps PodSpec) *corev1.Pod {
+	spec := framework.PodSpec(schedulerName, strconv.FormatInt(ps.ReqMilliCPU, 10)+"m", strconv.FormatInt(ps.ReqMemMiB, 10)+"Mi")
+	if ps.LimMilliCPU > 0 {
+		spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(ps.LimMilliCPU, resource.DecimalSI)}
+	}
+	return framework.Pod(ns, ps.Name, map[string]string{"app": "placement", "class": ps.Class}, spec)
+}
