@@ -29,6 +29,9 @@ import (
 // PauseRef is the pause image's tag; containerd's sandbox_image on the real node names it.
 const PauseRef = "registry.k8s.io/pause:3.10.1"
 
+// NetechoRef is the tag of the PodConfig test workload (e2e/images/netecho).
+const NetechoRef = "localhost/berth/netecho:dev"
+
 // Nonroot is the distroless "nonroot" uid/gid the images run as unless the binary needs root.
 const Nonroot = 65532
 
@@ -75,7 +78,10 @@ func Targets(root string) []Target {
 	if mains, _ := filepath.Glob(filepath.Join(root, "cmd", "operator", "*.go")); len(mains) > 0 {
 		ts = append(ts, Target{Name: "berth-operator", Package: "./cmd/operator", LDFlags: "-s -w"})
 	}
-	return append(ts, Target{Name: "pause", Package: "./e2e/images/pause", LDFlags: "-s -w", Ref: PauseRef})
+	return append(ts, Target{Name: "pause", Package: "./e2e/images/pause", LDFlags: "-s -w", Ref: PauseRef},
+		// The PodConfig test and demo workload (unprivileged, uid 65532); a Ref of its own
+		// keeps it out of PushTargets.
+		Target{Name: "netecho", Package: "./e2e/images/netecho", LDFlags: "-s -w", Ref: NetechoRef})
 }
 
 // Options of BuildAll.
