@@ -27,7 +27,7 @@ UNIT_PKGS := ./pkg/... $(patsubst %,./%/...,$(wildcard cmd/*))
 E2E_PKGS := ./e2e/...
 GO_TEST_FLAGS ?=
 
-.PHONY: all tools build images push kind-load generate lint-chart preflight test test-unit test-e2e verify bench bench-exs bench-agent bench-images bench-isolation demo up down fmt clean fuzz
+.PHONY: all tools build images push kind-load generate lint-chart preflight test test-unit test-e2e verify bench bench-exs bench-agent bench-images bench-isolation bench-placement demo up down fmt clean fuzz
 
 all: build
 
@@ -201,6 +201,16 @@ bench-isolation: tools build
 ## bench-agent: the node agent's RSS and CPU over 60 s at 1 s sampling
 bench-agent: build
 	$(GO) run ./e2e/bench/agentres/cmd/agentbench
+
+## bench-placement: placement quality on simulated real load (agents → load watcher → scheduler):
+## default scheduler vs TargetLoadPacking 40/60 %, LoadVariationRiskBalancing, both + usage Filter
+## (PLACEMENT_NODES, PLACEMENT_PODS, PLACEMENT_SEED, PLACEMENT_RUNS; e2e/bench/placement)
+PLACEMENT_NODES ?= 50
+PLACEMENT_PODS ?= 600
+PLACEMENT_SEED ?= 1
+PLACEMENT_RUNS ?= default,tlp40,tlp60,lvrb,both-filter
+bench-placement: tools build
+	$(GO) run ./e2e/bench/placement/cmd/placementbench -nodes $(PLACEMENT_NODES) -pods $(PLACEMENT_PODS) -seed $(PLACEMENT_SEED) -runs $(PLACEMENT_RUNS) -v
 
 fmt:
 	gofmt -w api pkg cmd e2e tools

@@ -97,9 +97,11 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 	}
 	defer c.Stop()
 	// The in-process agents log through klog; their per-push lines would drown the table.
-	if err := logToFile(filepath.Join(c.Dir, "logs", "placement-agents.log")); err != nil {
+	restoreLog, err := logToFile(filepath.Join(c.Dir, "logs", "placement-agents.log"))
+	if err != nil {
 		return nil, err
 	}
+	defer restoreLog()
 	o.Logf("creating %d nodes", len(sc.Nodes))
 	err = parallel(ctx, 8, len(sc.Nodes), func(i int) error {
 		n := sc.Nodes[i]
@@ -130,19 +132,28 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 
 var logMu sync.Mutex
 
-func logToFile(path string) error {
+// logToFile sends klog to path until the returned function puts it back on stderr (before
+// the cluster directory holding the file is removed).
+func logToFile(path string) (restore func(), err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	logMu.Lock()
 	defer logMu.Unlock()
 	klog.LogToStderr(false)
 	klog.SetOutput(f)
-	return nil
+	return func() {
+		logMu.Lock()
+		defer logMu.Unlock()
+		klog.Flush()
+		klog.SetOutput(os.Stderr)
+		klog.LogToStderr(true)
+		_ = f.Close()
+	}, nil
 }
 
 // runOne replays the scenario with one scheduler configuration.
