@@ -34,7 +34,7 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.yaml from the current chart")
 
 // valueSets are the values files under testdata/values, each rendered as its own release.
-var valueSets = []string{"default", "scheduler-only", "prometheus", "ha", "podconfig"}
+var valueSets = []string{"default", "scheduler-only", "prometheus", "ha", "podconfig", "agent-images"}
 
 func releaseOf(name string) (release, ns string) {
 	if name == "default" {
@@ -251,6 +251,7 @@ func TestDefaultCRValidatesLikeTheOperator(t *testing.T) {
 		"prometheus":     {"TargetLoadPacking": 5},
 		"ha":             {"TargetLoadPacking": 2, "LoadVariationRiskBalancing": 1, "SySched": 1},
 		"podconfig":      {"TargetLoadPacking": 1, "LoadVariationRiskBalancing": 1},
+		"agent-images":   {"TargetLoadPacking": 1, "LoadVariationRiskBalancing": 1},
 	}
 	for _, name := range valueSets {
 		t.Run(name, func(t *testing.T) {
