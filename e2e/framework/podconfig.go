@@ -1,0 +1,230 @@
+package framework
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/images"
+)
+
+// PodConfig helpers shared by e2e/suites/podconfig and the demo: the real berth-operator and
+// berth-agent as processes of the cluster, the netecho workload, and views of the real node's
+// network namespace.
+
+// PodConfigClusterCIDRs are the harness's pod and service CIDRs, given to the operator as the
+// chart's podConfig.clusterCIDRs would.
+const PodConfigClusterCIDRs = "10.244.0.0/16,10.96.0.0/16"
+
+// PodConfigAgentUser is the identity the agent process runs as; it gets exactly the chart's
+// agent ClusterRole (PodConfigAgentRBAC), so the suite proves that role is enough.
+const PodConfigAgentUser = "berth-agent-e2e"
+
+// StartPodConfigOperator runs bin/berth-operator with the PodConfig controller (no leader
+// election) and waits until it is ready.
+func StartPodConfigOperator(ctx context.Context, c *cluster.Cluster, name string) (*cluster.Process, error) {
+	port, err := cluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	return c.StartComponent(ctx, cluster.ProcessSpec{
+		Name: name, Binary: filepath.Join(c.BinDir, "berth-operator"),
+		Args: []string{"--kubeconfig=" + c.Kubeconfig, "--leader-elect=false", "--metrics-bind-address=0",
+			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", port),
+			"--podconfig", "--podconfig-cluster-cidrs=" + PodConfigClusterCIDRs},
+	}, cluster.HTTPCheck(fmt.Sprintf("http://127.0.0.1:%d/readyz", port)))
+}
+
+// PodConfigAgentRBAC creates role (the chart's agent ClusterRole, rendered by the caller with
+// podConfig.enabled) under another name and binds it to PodConfigAgentUser.
+func PodConfigAgentRBAC(ctx context.Context, c *cluster.Cluster, role *rbacv1.ClusterRole) error {
+	role = role.DeepCopy()
+	role.Name, role.ResourceVersion = "berth-agent-e2e", ""
+	if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	b := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "berth-agent-e2e"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: PodConfigAgentUser}}}
+	if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// StartPodConfigAgent runs bin/berth-agent --podconfig for the real node, inside the node's
+// network namespace (as the DaemonSet's hostNetwork pod would be), as PodConfigAgentUser.
+// Its load part is not under test: its first report is due after an hour.
+func StartPodConfigAgent(ctx context.Context, c *cluster.Cluster, name string, extra ...string) (*cluster.Process, error) {
+	rn := c.RealNode()
+	if rn == nil {
+		return nil, fmt.Errorf("the PodConfig agent needs the real node")
+	}
+	kc, err := c.WriteKubeconfig(name, cluster.Identity{User: PodConfigAgentUser})
+	if err != nil {
+		return nil, err
+	}
+	tok := filepath.Join(c.Dir, name+".token")
+	if err := os.WriteFile(tok, []byte("unused"), 0o600); err != nil {
+		return nil, err
+	}
+	port, err := cluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	args := append([]string{"--node-name=" + rn.NodeName, "--kubeconfig=" + kc, "--watch-pods=false",
+		"--watcher-url=http://[::1]:9", "--token-file=" + tok, "--listen=" + addr,
+		"--sample-interval=200ms", "--report-interval=1h", "--cri-socket=" + rn.ContainerdSocket,
+		"--image-interval=1h", "--podconfig", "--podconfig-resync=5s", "-v=2"}, extra...)
+	return c.StartComponent(ctx, cluster.ProcessSpec{Name: name, Binary: filepath.Join(c.BinDir, "berth-agent"), Args: args},
+		cluster.HTTPCheck("http://"+addr+"/readyz"))
+}
+
+// NetechoImage builds the netecho image tarball into dir (about 5 s) for RealNodeConfig.Images.
+func NetechoImage(ctx context.Context, dir string) (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	res, err := images.BuildAll(ctx, images.Options{Root: root, OutDir: dir, Only: []string{"netecho"}})
+	if err != nil {
+		return "", err
+	}
+	return res[0].Path, nil
+}
+
+// NetechoPod is an unprivileged netecho pod (non-root, no capabilities, RuntimeDefault
+// seccomp, read-only root) pinned to node.
+func NetechoPod(ns, name, node string, labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: corev1.PodSpec{
+			NodeName:                      node,
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			AutomountServiceAccountToken:  ptr.To(false),
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](images.Nonroot),
+				RunAsGroup: ptr.To[int64](images.Nonroot), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{
+				Name: "netecho", Image: images.NetechoRef, ImagePullPolicy: corev1.PullNever,
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+				ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{
+					HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}}},
+			}},
+		},
+	}
+}
+
+// NetechoIface is one interface a netecho pod reports.
+type NetechoIface struct {
+	Name  string   `json:"name"`
+	MTU   int      `json:"mtu"`
+	Up    bool     `json:"up"`
+	Addrs []string `json:"addrs"`
+}
+
+// NetechoReply is a netecho /send answer.
+type NetechoReply struct {
+	Payload  string `json:"payload"`
+	SeenFrom string `json:"seenFrom"`
+	Server   string `json:"server"`
+}
+
+func netechoGet(ctx context.Context, rn *cluster.RealNode, podIP, path string, out any) error {
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: rn.DialContext, DisableKeepAlives: true}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(podIP, "8080")+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s on %s: %s: %s", path, podIP, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return json.Unmarshal(b, out)
+}
+
+// NetechoInterfaces asks the pod (over its cluster address, from the node's namespace) for its
+// interfaces, by name.
+func NetechoInterfaces(ctx context.Context, rn *cluster.RealNode, podIP string) (map[string]NetechoIface, error) {
+	var ifs []NetechoIface
+	if err := netechoGet(ctx, rn, podIP, "/interfaces", &ifs); err != nil {
+		return nil, err
+	}
+	out := map[string]NetechoIface{}
+	for _, i := range ifs {
+		out[i.Name] = i
+	}
+	return out, nil
+}
+
+// NetechoSend makes the pod at podIP send one echo request to "to" (IP:port) over proto.
+func NetechoSend(ctx context.Context, rn *cluster.RealNode, podIP, proto, to string) (NetechoReply, error) {
+	var r NetechoReply
+	err := netechoGet(ctx, rn, podIP, "/send?proto="+proto+"&to="+to, &r)
+	return r, err
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.work above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// volatile are `ip -d` fields that change on their own (bridge timers, statistics).
+var volatile = regexp.MustCompile(`\s(\S+_timer|tx_queue_len|gso_max_\S+|gro_max_\S+|tso_max_\S+)\s+\S+`)
+
+// NodeNetState is the node namespace's links (`ip -o -d link`) and addresses (`ip -o addr`),
+// one sorted line each, with self-changing fields left out: equal states mean nothing was
+// added or left behind.
+func NodeNetState(ctx context.Context, rn *cluster.RealNode) ([]string, error) {
+	var out []string
+	for _, args := range [][]string{{"-o", "-d", "link", "show"}, {"-o", "addr", "show"}} {
+		s, err := rn.InNetNS(ctx, "ip", args...)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+			l = volatile.ReplaceAllString(l, "")
+			// Link state flags of the CNI bridge flip with its ports' carrier.
+			l = regexp.MustCompile(`state \S+|\stentative\s`).ReplaceAllString(l, " ")
+			out = append(out, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
