@@ -110,6 +110,8 @@ func TestPodConfigRealNode(t *testing.T) {
 	t.Run("deleting the PodConfig removes every link, bridge and address it created", func(t *testing.T) {
 		e.testDeletePodConfig(t, before)
 	})
+	t.Run("the chart's load-only agent runs unprivileged (uid 65532, no capability)", e.testLoadOnlyUnprivileged)
+	t.Run("the chart's PodConfig agent (capabilities, not privileged) configures pods", e.testChartPodConfigAgent)
 }
 
 // chartAgentRole is the chart's agent ClusterRole with podConfig enabled: the agent process
