@@ -152,7 +152,7 @@ func (e *env) testLoadOnlyUnprivileged(t *testing.T) {
 // testChartPodConfigAgent: the chart's agent with podConfig.enabled (capabilities, not
 // privileged) makes the attachments of a fresh PodConfig in the running pods.
 func (e *env) testChartPodConfigAgent(t *testing.T) {
-	e.deletePodConfig(t) // a fresh PodConfig, configured by the DaemonSet's agent alone
+	e.deletePodConfig(t)       // a fresh PodConfig, configured by the DaemonSet's agent alone
 	e.c.StopComponent(e.agent) // the process agent steps aside for the DaemonSet's
 	e.importAgentImage(t)
 	// why: the harness's node namespace has no default route (nothing leaves the machine), so
@@ -163,7 +163,9 @@ func (e *env) testChartPodConfigAgent(t *testing.T) {
 	if out, err := e.rn.InNetNS(e.ctx, "ip", route...); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	defer func() { _, _ = e.rn.InNetNS(context.Background(), "ip", "route", "del", "10.96.0.0/16", "dev", cluster.RealNodeBridge) }()
+	defer func() {
+		_, _ = e.rn.InNetNS(context.Background(), "ip", "route", "del", "10.96.0.0/16", "dev", cluster.RealNodeBridge)
+	}()
 	_, cleanup := e.deployChartAgent(t, map[string]any{
 		"podConfig": map[string]any{"enabled": true, "clusterCIDRs": []any{"10.244.0.0/16", "10.96.0.0/16"}},
 		"agent":     map[string]any{"criSocket": e.rn.ContainerdSocket}})
