@@ -1,0 +1,246 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/berth-sched/berth/api/crds"
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/e2e/chart"
+	"github.com/berth-sched/berth/e2e/framework"
+)
+
+func init() {
+	register(60, Scenario{Name: "PodConfig: extra networks for unprivileged pods, made and removed by the node agent (seed 003)", Run: podConfigDemo})
+}
+
+func podConfigDemo(ctx context.Context, env *Env) error {
+	c := env.Cluster
+	rn := c.RealNode()
+	if rn == nil {
+		fmt.Fprintln(env.Out, "SKIPPED: PodConfig needs the real node (links are made in real pod sandboxes): run `make demo` as root with containerd, runc and the CNI plugins installed.")
+		return nil
+	}
+	const ns = "demo-podconfig"
+	if err := installPodConfigCRDs(ctx, env); err != nil {
+		return err
+	}
+	s := runtime.NewScheme()
+	_ = corev1.AddToScheme(s)
+	_ = berthv1alpha1.AddToScheme(s)
+	cl, err := client.New(c.RESTConfig, client.Options{Scheme: s})
+	if err != nil {
+		return err
+	}
+	if err := framework.EnsureNamespace(ctx, env.Client, ns); err != nil {
+		return err
+	}
+	role, err := agentRole(rn.ContainerdSocket)
+	if err != nil {
+		return err
+	}
+	if err := framework.PodConfigAgentRBAC(ctx, c, role); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "berth-demo-netecho-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	img, err := framework.NetechoImage(ctx, dir)
+	if err != nil {
+		return err
+	}
+	if _, err := rn.Ctr(ctx, "images", "import", img); err != nil {
+		return err
+	}
+	op, err := framework.StartPodConfigOperator(ctx, c, "berth-operator-podconfig")
+	if err != nil {
+		return err
+	}
+	defer c.StopComponent(op)
+	agent, err := framework.StartPodConfigAgent(ctx, c, "berth-agent-podconfig")
+	if err != nil {
+		return err
+	}
+	defer c.StopComponent(agent)
+
+	for _, n := range []string{"cnf-a", "cnf-b"} {
+		if err := cl.Create(ctx, framework.NetechoPod(ns, n, rn.NodeName, map[string]string{berthv1alpha1.PodConfigLabel: "cnf"})); err != nil {
+			return err
+		}
+	}
+	if _, err := framework.WaitPods(ctx, env.Client, ns, berthv1alpha1.PodConfigLabel+"=cnf", 2, 90*time.Second, framework.Running); err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Out, "Two unprivileged pods (uid 65532, no capabilities) on the real node; PodConfig cnf gives them two networks:")
+	pc := &berthv1alpha1.PodConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cnf"},
+		Spec: berthv1alpha1.PodConfigSpec{NetworkAttachments: []berthv1alpha1.NetworkAttachment{
+			{Name: "net1", Master: "berth-demo1", CIDR: "192.168.160.0/24", Gateway: "192.168.160.1", MTU: ptr.To[int32](1400)},
+			{Name: "net2", Master: "berth-demo2", CIDR: "10.161.0.0/28"},
+		}}}
+	if err := cl.Create(ctx, pc); err != nil {
+		return err
+	}
+	fmt.Fprintln(env.Out, "  net1: bridge berth-demo1, 192.168.160.0/24, gateway .1, MTU 1400;  net2: bridge berth-demo2, 10.161.0.0/28, layer 2 only")
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(pc), pc); err != nil {
+			return false, nil
+		}
+		return pc.Status.Phase == berthv1alpha1.PodConfigConfigured && pc.Status.ConfiguredCount == 2, nil
+	})
+	if err != nil {
+		return fmt.Errorf("PodConfig not configured (phase %s): %w", pc.Status.Phase, err)
+	}
+	podIP := map[string]string{}
+	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POD\tINTERFACE (as the pod sees it)\tMTU\tADDRESS\tHOST PEER\tBRIDGE\tSTATE")
+	for _, n := range []string{"cnf-a", "cnf-b"} {
+		p := &corev1.Pod{}
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, p); err != nil {
+			return err
+		}
+		podIP[n] = p.Status.PodIP
+		ifs, err := framework.NetechoInterfaces(ctx, rn, p.Status.PodIP)
+		if err != nil {
+			return err
+		}
+		for _, en := range pc.Status.Pods {
+			if en.Pod == n {
+				i := ifs[en.Interface]
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", n, en.Interface, i.MTU, strings.Join(i.Addrs, " "), en.HostPeer, en.Bridge, en.State)
+			}
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	addr := func(pod, att string) string {
+		for _, en := range pc.Status.Pods {
+			if en.Pod == pod && en.Attachment == att {
+				return netip.MustParsePrefix(en.Address).Addr().String()
+			}
+		}
+		return ""
+	}
+	fmt.Fprintln(env.Out, "Traffic between the pods over each network (sent by the pods themselves):")
+	for _, t := range []struct{ from, to, att, proto string }{
+		{"cnf-a", "cnf-b", "net1", "udp"}, {"cnf-b", "cnf-a", "net1", "tcp"}, {"cnf-a", "cnf-b", "net2", "udp"}, {"cnf-b", "cnf-a", "net2", "tcp"}} {
+		var rep framework.NetechoReply
+		for i := 0; i < 3; i++ {
+			if rep, err = framework.NetechoSend(ctx, rn, podIP[t.from], t.proto, net.JoinHostPort(addr(t.to, t.att), "7777")); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s -> %s over %s: %w", t.from, t.to, t.att, err)
+		}
+		fmt.Fprintf(env.Out, "  %s -> %s over %s (%s): %s answered, saw the sender as %s\n", t.from, t.to, t.att, t.proto, rep.Server, rep.SeenFrom)
+	}
+	links := func() string {
+		out, _ := rn.InNetNS(ctx, "ip", "-o", "link", "show")
+		var ours []string
+		for _, l := range strings.Split(out, "\n") {
+			if f := strings.Fields(l); len(f) > 1 && (strings.HasPrefix(f[1], "berth-demo") || strings.HasPrefix(f[1], "bp")) {
+				name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+				ours = append(ours, name)
+			}
+		}
+		if len(ours) == 0 {
+			return "none"
+		}
+		return strings.Join(ours, " ")
+	}
+	fmt.Fprintf(env.Out, "Berth's links on the node: %s\n", links())
+	if err := cl.Delete(ctx, pc); err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		return apierrors.IsNotFound(cl.Get(ctx, client.ObjectKeyFromObject(pc), &berthv1alpha1.PodConfig{})) && links() == "none", nil
+	})
+	if err != nil {
+		return fmt.Errorf("PodConfig deletion did not remove the links (%s): %w", links(), err)
+	}
+	ifs, err := framework.NetechoInterfaces(ctx, rn, podIP["cnf-a"])
+	if err != nil {
+		return err
+	}
+	var names []string
+	for n := range ifs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(env.Out, "PodConfig deleted: Berth's links on the node: %s; cnf-a's interfaces now: %s\n", links(), strings.Join(names, " "))
+	return nil
+}
+
+func agentRole(criSocket string) (*rbacv1.ClusterRole, error) {
+	r, err := chart.Render("berth", "berth-system", map[string]any{
+		"podConfig": map[string]any{"enabled": true, "clusterCIDRs": []any{"10.244.0.0/16"}},
+		"agent":     map[string]any{"criSocket": criSocket}})
+	if err != nil {
+		return nil, err
+	}
+	objs, err := chart.Objects(r.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRole" && o.GetName() == "berth-agent" {
+			var role rbacv1.ClusterRole
+			err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role)
+			return &role, err
+		}
+	}
+	return nil, fmt.Errorf("the chart renders no berth-agent ClusterRole")
+}
+
+func installPodConfigCRDs(ctx context.Context, env *Env) error {
+	ext, err := apiextensionsclient.NewForConfig(env.Cluster.RESTConfig)
+	if err != nil {
+		return err
+	}
+	for _, f := range []string{crds.PodConfigFile, crds.IPAllocationFile} {
+		crd, err := crds.Load(f)
+		if err != nil {
+			return err
+		}
+		if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, cd := range got.Status.Conditions {
+				if cd.Type == apiextensionsv1.Established && cd.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
+		}
+	}
+	return nil
+}
