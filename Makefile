@@ -204,13 +204,15 @@ bench-agent: build
 
 ## bench-placement: placement quality on simulated real load (agents → load watcher → scheduler):
 ## default scheduler vs TargetLoadPacking 40/60 %, LoadVariationRiskBalancing, both + usage Filter
-## (PLACEMENT_NODES, PLACEMENT_PODS, PLACEMENT_SEED, PLACEMENT_RUNS; e2e/bench/placement)
+## and what the chart ships (PLACEMENT_NODES, PLACEMENT_PODS, PLACEMENT_SEED, PLACEMENT_SCALE (load),
+## PLACEMENT_RUNS; e2e/bench/placement/README.md)
 PLACEMENT_NODES ?= 50
 PLACEMENT_PODS ?= 600
 PLACEMENT_SEED ?= 1
-PLACEMENT_RUNS ?= default,tlp40,tlp60,lvrb,both-filter
+PLACEMENT_SCALE ?= 1
+PLACEMENT_RUNS ?= default,tlp40,tlp60,lvrb,both-filter,chart
 bench-placement: tools build
-	$(GO) run ./e2e/bench/placement/cmd/placementbench -nodes $(PLACEMENT_NODES) -pods $(PLACEMENT_PODS) -seed $(PLACEMENT_SEED) -runs $(PLACEMENT_RUNS) -v
+	$(GO) run ./e2e/bench/placement/cmd/placementbench -nodes $(PLACEMENT_NODES) -pods $(PLACEMENT_PODS) -seed $(PLACEMENT_SEED) -pod-scale $(PLACEMENT_SCALE) -runs $(PLACEMENT_RUNS) -v
 
 fmt:
 	gofmt -w api pkg cmd e2e tools

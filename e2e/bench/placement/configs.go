@@ -2,6 +2,8 @@ package placement
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -21,6 +23,8 @@ type RunConfig struct {
 	Plugins string
 	// WaitPlugin is the plugin whose first successful watcher fetch the run waits for.
 	WaitPlugin string
+	// thresholds are the usage-threshold Filter's (usageThresholds), if any.
+	thresholds map[string]int
 }
 
 // Stock reports whether the run uses the cluster's stock kube-scheduler.
@@ -63,28 +67,36 @@ var catalog = []RunConfig{
 	{Key: "tlp40", Name: "TLP 40", Plugins: tlp(40, 1) + imageLocality, WaitPlugin: "TargetLoadPacking"},
 	{Key: "tlp60", Name: "TLP 60", Plugins: tlp(60, 1) + imageLocality, WaitPlugin: "TargetLoadPacking"},
 	{Key: "lvrb", Name: "LVRB", Plugins: lvrb(1) + imageLocality, WaitPlugin: "LoadVariationRiskBalancing"},
-	{Key: "both-filter", Name: "TLP 40+LVRB+filter", Plugins: tlp(40, 1) + lvrb(1) + imageLocality + usageFilter, WaitPlugin: "TargetLoadPacking"},
-	{Key: "chart", Name: "chart (TLP 40+LVRB)", Plugins: tlp(40, 1) + lvrb(1) + imageLocality, WaitPlugin: "TargetLoadPacking"},
+	{Key: "both-filter", Name: "TLP 40+LVRB+filter", Plugins: tlp(40, 1) + lvrb(1) + imageLocality, WaitPlugin: "TargetLoadPacking", thresholds: filter},
+	{Key: "tlp40-lvrb", Name: "TLP 40+LVRB", Plugins: tlp(40, 1) + lvrb(1) + imageLocality, WaitPlugin: "TargetLoadPacking"},
 	{Key: "tlp40-nds", Name: "TLP 40 noDefScore", Plugins: tlp(40, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
 	{Key: "tlp60-nds", Name: "TLP 60 noDefScore", Plugins: tlp(60, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
 	{Key: "tlp40-w5", Name: "TLP 40 weight 5", Plugins: tlp(40, 5) + imageLocality, WaitPlugin: "TargetLoadPacking"},
-	{Key: "both-filter-nds", Name: "TLP 40+LVRB+filter noDefScore", Plugins: tlp(40, 1) + lvrb(1) + imageLocality + usageFilter + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
+	{Key: "both-filter-nds", Name: "TLP 40+LVRB+filter noDefScore", Plugins: tlp(40, 1) + lvrb(1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", thresholds: filter},
 }
 
-// usageFilter is applied through the shared arguments (see render): the usage-threshold
-// Filter keeps pods off nodes whose measured CPU plus unreported placements is above 80 %, a
-// margin under the 90 % the benchmark counts as hot, for bursty pods.
-const usageFilter = "\n#usage-filter"
+// filter is the usage-threshold Filter's setting in the filter runs: pods stay off nodes whose
+// measured CPU plus unreported placements is above 80 %, a margin under the 90 % the benchmark
+// counts as hot, for bursty pods.
+var filter = map[string]int{"cpu": 80, "memory": 90}
 
 // DefaultRuns are the issue's comparison: default scheduler, TargetLoadPacking at 40 and
 // 60 %, LoadVariationRiskBalancing, and both with the usage-threshold Filter.
 var DefaultRuns = []string{"default", "tlp40", "tlp60", "lvrb", "both-filter"}
 
-// Runs resolves keys against the catalog.
+// Runs resolves keys against the catalog ("chart" reads charts/berth/values.yaml).
 func Runs(keys []string) ([]RunConfig, error) {
 	var out []RunConfig
 	for _, k := range keys {
 		k = strings.TrimSpace(k)
+		if k == "chart" {
+			rc, err := ChartRun()
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rc)
+			continue
+		}
 		found := false
 		for _, r := range catalog {
 			if r.Key == k {
@@ -96,6 +108,7 @@ func Runs(keys []string) ([]RunConfig, error) {
 			for _, r := range catalog {
 				known = append(known, r.Key)
 			}
+			known = append(known, "chart")
 			sort.Strings(known)
 			return nil, fmt.Errorf("unknown run %q (known: %s)", k, strings.Join(known, ", "))
 		}
@@ -120,9 +133,12 @@ const SchedulerName = "berth-scheduler"
 func (r RunConfig) render(watcherURL string, t Timing) (string, error) {
 	plugins := r.Plugins
 	thresholds := ""
-	if strings.Contains(plugins, usageFilter) {
-		plugins = strings.ReplaceAll(plugins, usageFilter, "")
-		thresholds = "\n    usageThresholds: {cpu: 80, memory: 90}"
+	if len(r.thresholds) > 0 {
+		var kv []string
+		for _, k := range sortedKeys(r.thresholds) {
+			kv = append(kv, fmt.Sprintf("%s: %d", k, r.thresholds[k]))
+		}
+		thresholds = "\n    usageThresholds: {" + strings.Join(kv, ", ") + "}"
 	}
 	common := fmt.Sprintf("watcherAddress: %s\n    refreshIntervalSeconds: %d\n    watcherTimeoutSeconds: 2%s",
 		watcherURL, t.RefreshSeconds, thresholds)
@@ -153,4 +169,113 @@ func indent(s, pre string) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// chartValues is the part of charts/berth/values.yaml the "chart" run reads.
+type chartValues struct {
+	Scheduler struct {
+		Plugins struct {
+			DisableDefaultScore bool `json:"disableDefaultScore"`
+			TargetLoadPacking   struct {
+				Enabled                   bool              `json:"enabled"`
+				Weight                    int               `json:"weight"`
+				TargetUtilization         int               `json:"targetUtilization"`
+				DefaultRequests           map[string]string `json:"defaultRequests"`
+				DefaultRequestsMultiplier string            `json:"defaultRequestsMultiplier"`
+			} `json:"targetLoadPacking"`
+			LoadVariationRiskBalancing struct {
+				Enabled                 bool   `json:"enabled"`
+				Weight                  int    `json:"weight"`
+				SafeVarianceMargin      string `json:"safeVarianceMargin"`
+				SafeVarianceSensitivity string `json:"safeVarianceSensitivity"`
+			} `json:"loadVariationRiskBalancing"`
+			NodeImageLocality struct {
+				Enabled bool `json:"enabled"`
+				Weight  int  `json:"weight"`
+			} `json:"nodeImageLocality"`
+		} `json:"plugins"`
+		LoadAware struct {
+			UsageThresholds map[string]int `json:"usageThresholds"`
+		} `json:"loadAware"`
+	} `json:"scheduler"`
+}
+
+// ChartRun is the configuration charts/berth/values.yaml ships (found by walking up from the
+// working directory to go.work): the plugins, weights, targets, disableDefaultScore and usage
+// thresholds the chart's SecondaryScheduler template would render from it, so the benchmark
+// judges the chart's defaults themselves.
+func ChartRun() (RunConfig, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return RunConfig{}, err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return RunConfig{}, fmt.Errorf("chart run: no go.work above the working directory; run from the Berth repository")
+		}
+		dir = parent
+	}
+	path := filepath.Join(dir, "charts", "berth", "values.yaml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return RunConfig{}, fmt.Errorf("chart run: %w", err)
+	}
+	var v chartValues
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		return RunConfig{}, fmt.Errorf("chart run: %s: %w", path, err)
+	}
+	return chartRunFrom(v)
+}
+
+func chartRunFrom(v chartValues) (RunConfig, error) {
+	p := v.Scheduler.Plugins
+	var sb strings.Builder
+	var names []string
+	wait := ""
+	if t := p.TargetLoadPacking; t.Enabled {
+		fmt.Fprintf(&sb, "\ntargetLoadPacking:\n  weight: %d\n  args:\n    %%[1]s\n    targetUtilization: %d\n    defaultRequestsMultiplier: %q",
+			t.Weight, t.TargetUtilization, t.DefaultRequestsMultiplier)
+		if cpu := t.DefaultRequests["cpu"]; cpu != "" {
+			fmt.Fprintf(&sb, "\n    defaultRequests: {cpu: %q}", cpu)
+		}
+		names, wait = append(names, fmt.Sprintf("TLP %d", t.TargetUtilization)), "TargetLoadPacking"
+	}
+	if l := p.LoadVariationRiskBalancing; l.Enabled {
+		fmt.Fprintf(&sb, "\nloadVariationRiskBalancing:\n  weight: %d\n  args:\n    %%[1]s\n    safeVarianceMargin: %q\n    safeVarianceSensitivity: %q",
+			l.Weight, l.SafeVarianceMargin, l.SafeVarianceSensitivity)
+		names = append(names, "LVRB")
+		if wait == "" {
+			wait = "LoadVariationRiskBalancing"
+		}
+	}
+	if wait == "" {
+		return RunConfig{}, fmt.Errorf("chart run: the chart enables neither targetLoadPacking nor loadVariationRiskBalancing")
+	}
+	if n := p.NodeImageLocality; n.Enabled {
+		fmt.Fprintf(&sb, "\nnodeImageLocality:\n  weight: %d\n  args: {useNodeStatus: true, tieBreakSmallImages: true}", n.Weight)
+	}
+	if p.DisableDefaultScore {
+		sb.WriteString(noDefaultScore)
+		names = append(names, "noDefScore")
+	}
+	rc := RunConfig{Key: "chart", Plugins: sb.String(), WaitPlugin: wait}
+	if th := v.Scheduler.LoadAware.UsageThresholds; len(th) > 0 {
+		rc.thresholds = th
+		names = append(names, "filter")
+	}
+	rc.Name = "chart: " + strings.Join(names, "+")
+	return rc, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -205,7 +205,7 @@ func TestRender(t *testing.T) {
 					t.Errorf("missing %q in\n%s", want, y)
 				}
 			}
-			if got, want := strings.Contains(y, "usageThresholds"), strings.Contains(rc.Key, "filter"); got != want {
+			if got, want := strings.Contains(y, "usageThresholds"), len(rc.thresholds) > 0 && strings.Contains(rc.Key, "filter"); got != want {
 				t.Errorf("usageThresholds present %v, want %v", got, want)
 			}
 			if got, want := strings.Contains(y, "NodeResourcesBalancedAllocation"), strings.HasSuffix(rc.Key, "nds"); got != want {
@@ -215,6 +215,73 @@ func TestRender(t *testing.T) {
 	}
 	if _, err := Runs([]string{"tlp40", "nope"}); err == nil || !strings.Contains(err.Error(), "unknown run") {
 		t.Errorf("unknown run accepted: %v", err)
+	}
+}
+
+// TestChartRun: the "chart" run is what charts/berth/values.yaml says, not a copy of it.
+func TestChartRun(t *testing.T) {
+	rc, err := ChartRun()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rc.render("http://127.0.0.1:2020", Timing{RefreshSeconds: 1}); err != nil {
+		t.Fatalf("the chart's own values do not render: %v", err)
+	}
+	var v chartValues
+	v.Scheduler.Plugins.TargetLoadPacking.Enabled = true
+	v.Scheduler.Plugins.TargetLoadPacking.Weight = 3
+	v.Scheduler.Plugins.TargetLoadPacking.TargetUtilization = 55
+	v.Scheduler.Plugins.TargetLoadPacking.DefaultRequestsMultiplier = "1.5"
+	tests := []struct {
+		name    string
+		mutate  func(*chartValues)
+		want    []string
+		notWant []string
+		name2   string
+		wantErr string
+	}{
+		{name: "TLP only", mutate: func(*chartValues) {}, want: []string{"targetUtilization: 55", "weight: 3"},
+			notWant: []string{"LoadVariationRiskBalancing", "usageThresholds", "NodeResourcesBalancedAllocation"}, name2: "chart: TLP 55"},
+		{name: "with LVRB, no default score and thresholds", mutate: func(v *chartValues) {
+			v.Scheduler.Plugins.LoadVariationRiskBalancing.Enabled = true
+			v.Scheduler.Plugins.LoadVariationRiskBalancing.Weight = 1
+			v.Scheduler.Plugins.DisableDefaultScore = true
+			v.Scheduler.LoadAware.UsageThresholds = map[string]int{"cpu": 85}
+		}, want: []string{"LoadVariationRiskBalancing", "cpu: 85", "NodeResourcesBalancedAllocation"}, name2: "chart: TLP 55+LVRB+noDefScore+filter"},
+		{name: "no load-aware plugin", mutate: func(v *chartValues) { v.Scheduler.Plugins.TargetLoadPacking.Enabled = false }, wantErr: "neither"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vv := v
+			tt.mutate(&vv)
+			rc, err := chartRunFrom(vv)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			y, err := rc.render("http://127.0.0.1:2020", Timing{RefreshSeconds: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(y, w) {
+					t.Errorf("missing %q in\n%s", w, y)
+				}
+			}
+			for _, w := range tt.notWant {
+				if strings.Contains(y, w) {
+					t.Errorf("unexpected %q in\n%s", w, y)
+				}
+			}
+			if rc.Name != tt.name2 {
+				t.Errorf("name %q, want %q", rc.Name, tt.name2)
+			}
+		})
 	}
 }
 

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -144,12 +145,17 @@ func logToFile(path string) (restore func(), err error) {
 	}
 	logMu.Lock()
 	defer logMu.Unlock()
+	// klog copies errors to stderr whatever the output unless the threshold is raised.
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	_ = fs.Set("stderrthreshold", "FATAL")
 	klog.LogToStderr(false)
 	klog.SetOutput(f)
 	return func() {
 		logMu.Lock()
 		defer logMu.Unlock()
 		klog.Flush()
+		_ = fs.Set("stderrthreshold", "ERROR")
 		klog.SetOutput(os.Stderr)
 		klog.LogToStderr(true)
 		_ = f.Close()

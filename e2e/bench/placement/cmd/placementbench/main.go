@@ -26,7 +26,7 @@ func main() {
 	flag.DurationVar(&o.WavePause, "wave-pause", 5*time.Second, "pause between waves (must exceed the report interval plus the scheduler refresh)")
 	flag.DurationVar(&o.Settle, "settle", 8*time.Second, "wait after the last wave before the end figures")
 	flag.IntVar(&o.KillWatcherAtWave, "kill-watcher-at-wave", 0, "failure drill: stop the load watcher at the start of this wave (1-based) of every run; 0: never")
-	runs := flag.String("runs", strings.Join(placement.DefaultRuns, ","), "comma-separated runs: default, tlp40, tlp60, lvrb, both-filter, chart, tlp40-nds, tlp60-nds, tlp40-w5, both-filter-nds")
+	runs := flag.String("runs", strings.Join(placement.DefaultRuns, ","), "comma-separated runs: default, tlp40, tlp60, lvrb, both-filter, tlp40-lvrb, tlp40-nds, tlp60-nds, tlp40-w5, both-filter-nds, and chart (what charts/berth/values.yaml ships)")
 	dir := flag.String("dir", "", "keep the cluster's state and logs here (default: a temporary directory, removed)")
 	verbose := flag.Bool("v", false, "print progress")
 	flag.Parse()
