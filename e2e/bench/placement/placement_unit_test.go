@@ -293,6 +293,7 @@ func TestPrintReportsFailures(t *testing.T) {
 	p.polls, p.failed, p.firstFail, p.lastErr = 10, 4, 7e9, errString("connection refused")
 	p.recent = []map[string]float64{{sc.Nodes[0].Name: 41, sc.Nodes[1].Name: 95}}
 	p.hot[sc.Nodes[1].Name] = 30
+	p.lastAvg = map[string]float64{sc.Nodes[0].Name: 30, sc.Nodes[1].Name: 80}
 	r := &RunResult{Name: "TLP 40", Waves: 2, WavesRun: 2, Unplaced: 3, Oversized: len(sc.Oversized())}
 	p.finish(r, 1e9)
 	res := &Result{Scenario: sc, Runs: []*RunResult{r}}
@@ -308,6 +309,7 @@ func TestPrintReportsFailures(t *testing.T) {
 		"no scheduler can place them",
 		"  40–50  % | # ",
 		"25 %", // 1 of 4 nodes within ±10 of 40
+		"trails Latest CPU by 13.0 points on average, 15.0 at most",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -42,9 +42,13 @@ type RunResult struct {
 	// ServedVsSimulated is the mean |served − simulated| CPU over nodes at the end, in points:
 	// small when the agent → watcher path carries the simulator's load faithfully.
 	ServedVsSimulated float64
-	Duration          time.Duration
-	Notes             []string
-	noted             map[string]bool
+	// AvgLag and MaxLag compare, in the watcher's last answer, each node's Latest CPU with the
+	// window average the plugins score (what TargetLoadPacking reads): how far the served
+	// average trails what the node uses now.
+	AvgLag, MaxLag float64
+	Duration       time.Duration
+	Notes          []string
+	noted          map[string]bool
 }
 
 func (r *RunResult) noteOnce(key, msg string) {
@@ -108,6 +112,7 @@ type poller struct {
 	lastErr   error
 	hot       map[string]float64 // node → seconds above HotPercent
 	recent    []map[string]float64
+	lastAvg   map[string]float64 // window AVG CPU in the last answer
 	prev      time.Time
 }
 
@@ -168,6 +173,7 @@ func (p *poller) pollOnce(ctx context.Context, interval time.Duration) {
 			p.hot[node] += dt
 		}
 	}
+	p.lastAvg = AvgCPU(resp)
 	p.recent = append(p.recent, latest)
 	if len(p.recent) > finalPolls {
 		p.recent = p.recent[1:]
@@ -180,6 +186,19 @@ func LatestCPU(r *loadapi.Response) map[string]float64 {
 	for node, nm := range r.Data.NodeMetricsMap {
 		for _, m := range nm.Metrics {
 			if m.Type == "CPU" && m.Operator == "Latest" {
+				out[node] = m.Value
+			}
+		}
+	}
+	return out
+}
+
+// AvgCPU is each node's served window-average CPU (operator AVG).
+func AvgCPU(r *loadapi.Response) map[string]float64 {
+	out := map[string]float64{}
+	for node, nm := range r.Data.NodeMetricsMap {
+		for _, m := range nm.Metrics {
+			if m.Type == "CPU" && m.Operator == "AVG" {
 				out[node] = m.Value
 			}
 		}
@@ -207,6 +226,21 @@ func (p *poller) finish(r *RunResult, interval time.Duration) {
 			continue
 		}
 		r.Util[node] = sum / float64(n)
+	}
+	if len(p.recent) > 0 {
+		last := p.recent[len(p.recent)-1]
+		n := 0
+		for node, avg := range p.lastAvg {
+			if l, ok := last[node]; ok {
+				r.AvgLag += l - avg
+				r.MaxLag = max(r.MaxLag, l-avg)
+				n++
+			}
+		}
+		if n > 0 {
+			r.AvgLag /= float64(n)
+			r.Notes = append(r.Notes, fmt.Sprintf("at the end the served window average (what the plugins score) trails Latest CPU by %.1f points on average, %.1f at most", r.AvgLag, r.MaxLag))
+		}
 	}
 	for _, s := range p.hot {
 		if s > 0 {
