@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	isolationwebhook "github.com/berth-sched/berth/pkg/isolation/webhook"
 	"github.com/berth-sched/berth/pkg/operator"
 	"github.com/berth-sched/berth/pkg/podconfig"
 )
@@ -50,6 +51,7 @@ func main() {
 	podConfigParents := flag.String("podconfig-allowed-parents", "", "comma-separated host interfaces whose VLANs PodConfigs may use")
 	flag.DurationVar(&o.PodConfigRemovalTimeout, "podconfig-removal-timeout", 5*time.Minute,
 		"how long a pod's links may wait for removal on a node that is gone or not Ready before their addresses are freed anyway")
+	isolation := isolationwebhook.BindFlags(flag.CommandLine)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	// --kubeconfig is registered by controller-runtime's config package.
@@ -67,6 +69,10 @@ func main() {
 			fmt.Fprintln(os.Stderr, "berth-operator: podconfig policy:", err)
 			os.Exit(2)
 		}
+	}
+	if err := isolation.Check(); err != nil {
+		fmt.Fprintln(os.Stderr, "berth-operator: instance-isolation webhook:", err)
+		os.Exit(2)
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("berth-operator")
@@ -93,6 +99,10 @@ func main() {
 	mgr, err := operator.NewManager(cfg, o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "berth-operator:", err)
+		os.Exit(1)
+	}
+	if err := isolation.Setup(mgr, ctrl.Log.WithName("isolation-webhook")); err != nil {
+		fmt.Fprintln(os.Stderr, "berth-operator: instance-isolation webhook:", err)
 		os.Exit(1)
 	}
 	log.Info("starting", "metrics", o.MetricsAddr, "metricsSecure", *metricsSecure, "health", o.HealthAddr, "leaderElect", o.LeaderElection,
