@@ -13,6 +13,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/berth-sched/berth/pkg/scheduler/explain"
 	"github.com/berth-sched/berth/pkg/scheduler/registry"
 	"github.com/berth-sched/berth/pkg/scheduler/schedconfig"
 )
@@ -37,10 +38,10 @@ func NewCommand(extra ...app.Option) *cobra.Command {
 	}
 	opts := append(registry.Options(), extra...)
 	opts = append(opts, func(runtime.Registry) error { removeTmp(); return nil })
-	cmd := app.NewSchedulerCommand(opts...)
+	var explainOpts explain.Options
+	cmd, upstream := newSchedulerCommand(opts, &explainOpts)
 	cmd.Use = SchedulerName
 	cmd.Short = "Berth's kube-scheduler with real-load, syscall, image-locality and isolation plugins"
-	upstream := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if c.Flags().Changed("config") {
 			// Berth's checks upstream lacks (negative weights, plugin names, Berth plugin args),

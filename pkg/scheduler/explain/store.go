@@ -1,0 +1,367 @@
+package explain
+
+import (
+	"container/list"
+	"sort"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// store is a bounded LRU of attempts keyed by pod UID, with a name index and a bounded
+// memory of evicted names (so the endpoint can say "evicted" instead of "never seen").
+type store struct {
+	mu       sync.Mutex
+	capacity int
+	topK     int
+	ll       *list.List // of *attempt, front = most recently begun
+	byUID    map[types.UID]*list.Element
+	byName   map[string]types.UID
+	evicted  map[string]time.Time
+	evictLog []string // ring of evicted keys, same capacity as the LRU
+	evictPos int
+	current  *attempt
+	now      func() time.Time
+}
+
+func newStore(capacity, topK int, now func() time.Time) *store {
+	return &store{
+		capacity: capacity,
+		topK:     topK,
+		ll:       list.New(),
+		byUID:    make(map[types.UID]*list.Element, capacity),
+		byName:   make(map[string]types.UID, capacity),
+		evicted:  make(map[string]time.Time),
+		evictLog: make([]string, capacity),
+		now:      now,
+	}
+}
+
+func key(ns, name string) string { return ns + "/" + name }
+
+// begin starts a new attempt for pod, replacing the pod's previous one, and seals the
+// attempt that was running before (scheduling cycles of one scheduler are sequential).
+func (s *store) begin(pod *v1.Pod, profile string, weights map[string]int, ex map[string]Explainer) *attempt {
+	a := &attempt{
+		topK:       s.topK,
+		explainers: ex,
+		rec: Record{
+			Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
+			Profile: profile, Attempts: 1, Started: s.now(), Outcome: OutcomeInProgress,
+			Weights: weights,
+		},
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.current != nil {
+		s.current.seal()
+	}
+	s.current = a
+	k := key(pod.Namespace, pod.Name)
+	delete(s.evicted, k)
+	if e, ok := s.byUID[pod.UID]; ok {
+		a.rec.Attempts = e.Value.(*attempt).attempts() + 1
+		e.Value = a
+		s.ll.MoveToFront(e)
+	} else {
+		if old, ok := s.byName[k]; ok {
+			// A new pod with a reused name: the old one's record is stale, drop it.
+			if e, ok := s.byUID[old]; ok {
+				s.ll.Remove(e)
+				delete(s.byUID, old)
+			}
+		}
+		s.byUID[pod.UID] = s.ll.PushFront(a)
+		s.byName[k] = pod.UID
+	}
+	for s.ll.Len() > s.capacity {
+		e := s.ll.Back()
+		old := e.Value.(*attempt)
+		s.ll.Remove(e)
+		delete(s.byUID, types.UID(old.rec.UID))
+		ok := key(old.rec.Namespace, old.rec.Name)
+		delete(s.byName, ok)
+		s.remember(ok)
+	}
+	return a
+}
+
+func (s *store) remember(k string) {
+	if prev := s.evictLog[s.evictPos]; prev != "" {
+		delete(s.evicted, prev)
+	}
+	s.evictLog[s.evictPos] = k
+	s.evictPos = (s.evictPos + 1) % len(s.evictLog)
+	s.evicted[k] = s.now()
+}
+
+// get returns the record of ns/name, or when it was evicted.
+func (s *store) get(ns, name string) (Record, bool, time.Time) {
+	s.mu.Lock()
+	k := key(ns, name)
+	uid, ok := s.byName[k]
+	var a *attempt
+	if ok {
+		a = s.byUID[uid].Value.(*attempt)
+	}
+	ev := s.evicted[k]
+	s.mu.Unlock()
+	if a == nil {
+		return Record{}, false, ev
+	}
+	return a.snapshot(), true, time.Time{}
+}
+
+func (s *store) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ll.Len()
+}
+
+type reasonKey struct{ plugin, reason string }
+
+// maxReasons bounds the distinct (plugin, reason) pairs counted per attempt.
+const maxReasons = 64
+
+// attempt is one scheduling cycle of one pod, filled in by the wrapped framework while the
+// cycle runs (Filter runs in parallel over nodes, hence the mutex).
+type attempt struct {
+	mu         sync.Mutex
+	topK       int
+	explainers map[string]Explainer
+	rec        Record
+	feasible   int
+	refused    map[string]*Verdict
+	reasons    map[reasonKey]int
+	scored     []NodeRecord
+	sealed     bool
+}
+
+// Clone implements fwk.StateData: cycle-state clones (preemption dry runs) share the attempt.
+func (a *attempt) Clone() fwk.StateData { return a }
+
+func (a *attempt) attempts() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.rec.Attempts
+}
+
+func verdictOf(st *fwk.Status) *Verdict {
+	return &Verdict{Plugin: st.Plugin(), Code: st.Code().String(), Reasons: append([]string(nil), st.Reasons()...)}
+}
+
+func (a *attempt) filter(node string, st *fwk.Status) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st.IsSuccess() {
+		a.feasible++
+		if a.refused != nil {
+			delete(a.refused, node) // passed on a second evaluation (nominated node first)
+		}
+		return
+	}
+	if a.refused == nil {
+		a.refused = make(map[string]*Verdict)
+		a.reasons = make(map[reasonKey]int)
+	}
+	v := verdictOf(st)
+	if _, seen := a.refused[node]; !seen {
+		rs := v.Reasons
+		if len(rs) == 0 {
+			rs = []string{v.Code}
+		}
+		for _, r := range rs {
+			k := reasonKey{v.Plugin, r}
+			if _, ok := a.reasons[k]; !ok && len(a.reasons) >= maxReasons {
+				// Reasons that name the node would grow without bound on big clusters.
+				k = reasonKey{"*", "other reasons"}
+			}
+			a.reasons[k]++
+		}
+	}
+	a.refused[node] = v
+}
+
+func (a *attempt) preFilter(st *fwk.Status) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.rec.PreFilter = verdictOf(st)
+	a.rec.Outcome = OutcomeUnschedulable
+}
+
+func (a *attempt) hint(node string) {
+	a.mu.Lock()
+	a.rec.NodeHint = node
+	a.mu.Unlock()
+}
+
+func (a *attempt) fail(st *fwk.Status) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.rec.Outcome = OutcomeError
+	a.rec.Error = st.Message()
+}
+
+// scores keeps the topK best nodes of a successful RunScorePlugins.
+func (a *attempt) scores(pod *v1.Pod, scores []fwk.NodePluginScores) {
+	idx := make([]int, len(scores))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(x, y int) bool {
+		sx, sy := &scores[idx[x]], &scores[idx[y]]
+		if sx.TotalScore != sy.TotalScore {
+			return sx.TotalScore > sy.TotalScore
+		}
+		return sx.Name < sy.Name
+	})
+	if len(idx) > a.topK {
+		idx = idx[:a.topK]
+	}
+	weights := a.rec.Weights
+	out := make([]NodeRecord, 0, len(idx))
+	for _, i := range idx {
+		ns := &scores[i]
+		nr := NodeRecord{Node: ns.Name, Feasible: true, Total: ns.TotalScore, Scores: make([]PluginScore, 0, len(ns.Scores))}
+		raw := make(map[string]int64, len(ns.RawScores))
+		for _, r := range ns.RawScores {
+			raw[r.Name] = r.Score
+		}
+		for _, w := range ns.Scores {
+			ps := PluginScore{Plugin: w.Name, Raw: raw[w.Name], Weighted: w.Score, Weight: weights[w.Name]}
+			if ps.Weight > 0 {
+				ps.Normalized = w.Score / int64(ps.Weight)
+			}
+			nr.Scores = append(nr.Scores, ps)
+			if ex := a.explainers[w.Name]; ex != nil {
+				if d := ex.ExplainScore(pod, ns.Name); d != nil {
+					if nr.Details == nil {
+						nr.Details = make(map[string]any)
+					}
+					nr.Details[w.Name] = d
+				}
+			}
+		}
+		out = append(out, nr)
+	}
+	a.mu.Lock()
+	a.scored = out
+	a.mu.Unlock()
+}
+
+// result is what SchedulePod returned: the selected node, or the failure.
+func (a *attempt) result(node string, feasibleOnly bool, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case node != "":
+		a.rec.Chosen = node
+		a.rec.Outcome = OutcomeScheduled
+		a.rec.ScoringSkipped = feasibleOnly
+	case a.rec.Outcome == OutcomeError:
+	case err != nil && a.rec.PreFilter == nil && a.feasible == 0 && len(a.refused) == 0:
+		a.rec.Outcome = OutcomeError
+		a.rec.Error = err.Error()
+	default:
+		a.rec.Outcome = OutcomeUnschedulable
+	}
+	a.sealLocked()
+}
+
+func (a *attempt) reserveFailed(st *fwk.Status) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.rec.Outcome = OutcomeError
+	a.rec.Error = "reserved " + a.rec.Chosen + " but a Reserve plugin failed: " + st.Message()
+}
+
+func (a *attempt) postFilter(msg string) {
+	a.mu.Lock()
+	a.rec.PostFilter = msg
+	a.mu.Unlock()
+}
+
+func (a *attempt) seal() {
+	a.mu.Lock()
+	a.sealLocked()
+	a.mu.Unlock()
+}
+
+// sealLocked trims the refused nodes to topK (kept by name order) so a finished attempt's
+// memory is bounded by topK whatever the cluster size.
+func (a *attempt) sealLocked() {
+	if a.sealed {
+		return
+	}
+	a.sealed = true
+	a.rec.Refused = len(a.refused)
+	if len(a.refused) <= a.topK {
+		return
+	}
+	names := make([]string, 0, len(a.refused))
+	for n := range a.refused {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names[a.topK:] {
+		delete(a.refused, n)
+	}
+}
+
+func (a *attempt) snapshot() Record {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.rec
+	r.Feasible = a.feasible
+	if !a.sealed {
+		r.Refused = len(a.refused)
+	}
+	r.Nodes = make([]NodeRecord, 0, len(a.scored)+len(a.refused))
+	chosenListed := false
+	for _, n := range a.scored {
+		n.Chosen = n.Node == r.Chosen
+		chosenListed = chosenListed || n.Chosen
+		n.Scores = append([]PluginScore(nil), n.Scores...)
+		r.Nodes = append(r.Nodes, n)
+	}
+	if r.Chosen != "" && !chosenListed {
+		// Only one feasible node (no scoring) or a hinted node: list it without scores.
+		r.Nodes = append([]NodeRecord{{Node: r.Chosen, Feasible: true, Chosen: true}}, r.Nodes...)
+	}
+	// Chosen first, then by total.
+	sort.SliceStable(r.Nodes, func(i, j int) bool { return r.Nodes[i].Chosen && !r.Nodes[j].Chosen })
+	listedFeasible := len(r.Nodes)
+	names := make([]string, 0, len(a.refused))
+	for n := range a.refused {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if len(names) > a.topK {
+		names = names[:a.topK]
+	}
+	for _, n := range names {
+		v := *a.refused[n]
+		r.Nodes = append(r.Nodes, NodeRecord{Node: n, Filter: &v})
+	}
+	if r.Feasible > listedFeasible {
+		r.OmittedFeasible = r.Feasible - listedFeasible
+	}
+	r.OmittedRefused = r.Refused - len(names)
+	for k, c := range a.reasons {
+		r.RefusedBy = append(r.RefusedBy, ReasonCount{Plugin: k.plugin, Reason: k.reason, Nodes: c})
+	}
+	sort.Slice(r.RefusedBy, func(i, j int) bool {
+		x, y := r.RefusedBy[i], r.RefusedBy[j]
+		if x.Nodes != y.Nodes {
+			return x.Nodes > y.Nodes
+		}
+		if x.Plugin != y.Plugin {
+			return x.Plugin < y.Plugin
+		}
+		return x.Reason < y.Reason
+	})
+	return r
+}
