@@ -34,7 +34,7 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.yaml from the current chart")
 
 // valueSets are the values files under testdata/values, each rendered as its own release.
-var valueSets = []string{"default", "scheduler-only", "prometheus", "ha", "podconfig", "agent-images"}
+var valueSets = []string{"default", "scheduler-only", "prometheus", "ha", "podconfig", "agent-images", "isolation"}
 
 func releaseOf(name string) (release, ns string) {
 	if name == "default" {

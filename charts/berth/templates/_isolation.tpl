@@ -1,0 +1,68 @@
+{{/* Instance-isolation admission (templates/isolation-webhook.yaml, pkg/isolation/webhook). */}}
+{{- define "berth.isolation.name" -}}{{ include "berth.prefix" . }}-instance-isolation{{- end -}}
+{{- define "berth.isolation.service" -}}{{ include "berth.prefix" . }}-isolation-webhook{{- end -}}
+{{- define "berth.isolation.secret" -}}{{ include "berth.prefix" . }}-isolation-webhook-tls{{- end -}}
+
+{{/* The class label keys, as a JSON list: isolation.classLabels, else the plugin's, else the defaults. */}}
+{{- define "berth.isolation.classLabels" -}}
+{{- $ii := .Values.scheduler.plugins.instanceIsolation -}}
+{{- $keys := .Values.isolation.classLabels | default $ii.classLabels | default (list "ipp-class" "berth.dev/instance-class") -}}
+{{ toJson $keys }}
+{{- end -}}
+
+{{/* CEL: the pod carries a non-empty class label. */}}
+{{- define "berth.isolation.classed" -}}
+has(object.metadata.labels) && {{ include "berth.isolation.classLabels" . }}.exists(k, k in object.metadata.labels && object.metadata.labels[k] != '')
+{{- end -}}
+
+{{/* Namespaces neither the webhook nor the policy looks at: the release's (the operator must
+always be able to come back) and kube-system. */}}
+{{- define "berth.isolation.namespaceSelector" -}}
+matchExpressions:
+  - key: kubernetes.io/metadata.name
+    operator: NotIn
+    values: {{ toJson (uniq (list .Release.Namespace "kube-system")) }}
+{{- end -}}
+
+{{/* Checks values that the schema cannot relate to each other. */}}
+{{- define "berth.isolation.check" -}}
+{{- $iso := .Values.isolation -}}
+{{- $ii := .Values.scheduler.plugins.instanceIsolation -}}
+{{- if not .Values.operator.enabled -}}
+{{- fail "isolation.enabled: the webhook is served by the operator; set operator.enabled" -}}
+{{- end -}}
+{{- if and (ne $iso.mode "ipp") (not (and .Values.scheduler.enabled $ii.enabled)) -}}
+{{- fail (printf "isolation.mode %s: InstanceIsolation enforces it; set scheduler.enabled and scheduler.plugins.instanceIsolation.enabled (or use mode ipp)" $iso.mode) -}}
+{{- end -}}
+{{- if and $iso.classLabels $ii.classLabels (ne (toJson $iso.classLabels) (toJson $ii.classLabels)) -}}
+{{- fail "isolation.classLabels and scheduler.plugins.instanceIsolation.classLabels differ: the webhook and the plugin must read the same labels (set one of them)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The operator's --isolation-* arguments (templates/operator.yaml). */}}
+{{- define "berth.isolation.args" -}}
+{{- $iso := .Values.isolation -}}
+{{- $ii := .Values.scheduler.plugins.instanceIsolation -}}
+- --isolation-webhook
+- --isolation-mode={{ $iso.mode }}
+- --isolation-class-labels={{ join "," (fromJsonArray (include "berth.isolation.classLabels" .)) }}
+- --isolation-pool-label={{ $iso.pool.label.key }}={{ $iso.pool.label.value }}
+- --isolation-pool-taint={{ $iso.pool.taint.key }}={{ $iso.pool.taint.value }}:{{ $iso.pool.taint.effect }}
+- --isolation-scheduler-name={{ .Values.scheduler.schedulerName }}
+{{- if and (eq $iso.mode "both") $ii.isolatedProfileName }}
+- --isolation-isolated-scheduler-name={{ $ii.isolatedProfileName }}
+{{- end }}
+- --isolation-spread-replicas={{ $iso.spreadReplicas }}
+- --isolation-webhook-bind-address=:9443
+- --isolation-webhook-secret={{ .Release.Namespace }}/{{ include "berth.isolation.secret" . }}
+{{- if $iso.certs.certManager.enabled }}
+- --isolation-webhook-cert-management=external
+{{- else }}
+- --isolation-webhook-cert-management=operator
+- --isolation-webhook-configuration={{ include "berth.isolation.name" . }}
+- --isolation-webhook-cert-hosts={{ include "berth.isolation.service" . }}.{{ .Release.Namespace }}.svc,{{ include "berth.isolation.service" . }}.{{ .Release.Namespace }}.svc.cluster.local
+- --isolation-webhook-ca-validity={{ $iso.certs.caValidity }}
+- --isolation-webhook-cert-validity={{ $iso.certs.certValidity }}
+{{- end }}
+- --isolation-webhook-sync-interval={{ $iso.certs.syncInterval }}
+{{- end -}}
