@@ -1,0 +1,648 @@
+package admission
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
+
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/e2e/chart"
+	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/isolation/webhook"
+)
+
+const (
+	release    = "berth"
+	relNS      = "berth-system"
+	mwcName    = "berth-instance-isolation"
+	hookName   = "instance-isolation.berth.dev"
+	secretName = "berth-isolation-webhook-tls"
+	opUser     = "berth-operator-e2e"
+	nsA, nsB   = "adm-a", "adm-b"
+	// Short lifetimes so the suite sees serving-certificate and CA renewals: the serving
+	// certificate renews every ~13 s, the CA with 20 s left.
+	caValidity   = 60 * time.Second
+	certValidity = 20 * time.Second
+)
+
+// The chart's values for this suite: mode berth, the plugin on, failurePolicy Fail.
+const values = `
+scheduler: {plugins: {instanceIsolation: {enabled: true}}}
+isolation: {enabled: true, mode: berth, failurePolicy: Fail}
+`
+
+var poolTaint = corev1.Taint{Key: "ipp", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+func poolNode(name string) cluster.NodeSpec {
+	return cluster.NodeSpec{Name: name, CPU: "8", Memory: "16Gi",
+		Labels: map[string]string{"ipp": "true", "topology.kubernetes.io/zone": "z1"}, Taints: []corev1.Taint{poolTaint}}
+}
+
+func toTyped(t *testing.T, o *unstructured.Unstructured, into any) {
+	t.Helper()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, into); err != nil {
+		t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+	}
+}
+
+type env struct {
+	c        *cluster.Cluster
+	hookAddr string
+	op       *cluster.Process
+}
+
+// TestAdmission: one cluster, one operator (stopped near the end), every admission proof in
+// order; see each step's name.
+func TestAdmission(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	c := shared
+	e := &env{c: c}
+	for _, ns := range []string{relNS, nsA, nsB} {
+		if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var v map[string]any
+	if err := yamlUnmarshal(values, &v); err != nil {
+		t.Fatal(err)
+	}
+	r, err := chart.Render(release, relNS, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := chart.Objects(r.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	installCRDs(ctx, t, c, r)
+	grantOperatorRBAC(ctx, t, c, objs)
+
+	port, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.hookAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	// The Secret as a stopped operator left it long ago: its serving certificate expired 5 s
+	// ago; its CA (60 s lifetime) has 35 s left, so it is renewed ~15 s into the run.
+	seeded, _, err := webhook.Ensure(nil, webhook.CertOptions{Hosts: []string{"127.0.0.1"}, CAValidity: caValidity, CertValidity: certValidity},
+		time.Now().Add(-25*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Secret":
+			var s corev1.Secret
+			toTyped(t, o, &s)
+			s.Data = seeded
+			if _, err := c.Client.CoreV1().Secrets(relNS).Create(ctx, &s, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		case "MutatingWebhookConfiguration":
+			var m admissionregistrationv1.MutatingWebhookConfiguration
+			toTyped(t, o, &m)
+			// why: the API server runs outside any pod network here; the operator listens on
+			// loopback, so the chart's Service reference becomes a URL to it.
+			url := "https://" + e.hookAddr + webhook.Path
+			m.Webhooks[0].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url}
+			if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &m, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		case "ValidatingAdmissionPolicy":
+			var p admissionregistrationv1.ValidatingAdmissionPolicy
+			toTyped(t, o, &p)
+			if _, err := c.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		case "ValidatingAdmissionPolicyBinding":
+			var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
+			toTyped(t, o, &b)
+			if _, err := c.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := c.AddNodes(ctx, poolNode("pool-1")); err != nil {
+		t.Fatal(err)
+	}
+	profiles, err := framework.InstanceIsolationProfiles("berth-scheduler", "", 10, berthv1alpha1.InstanceIsolationArgs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StartBerthScheduler(ctx, cluster.SchedulerOptions{Config: framework.SchedulerConfig(profiles)}); err != nil {
+		t.Fatal(err)
+	}
+	e.startOperator(ctx, t, objs)
+
+	t.Run("policy type-checks on the API server", func(t *testing.T) {
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			p, err := c.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, mwcName, metav1.GetOptions{})
+			if err != nil || p.Status.ObservedGeneration != p.Generation || p.Status.TypeChecking == nil {
+				return false, nil
+			}
+			if w := p.Status.TypeChecking.ExpressionWarnings; len(w) > 0 {
+				return false, fmt.Errorf("type-checking warnings: %+v", w)
+			}
+			return true, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("expired serving certificate replaced at start", func(t *testing.T) {
+		sec, err := c.Client.CoreV1().Secrets(relNS).Get(ctx, secretName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := webhook.Load(sec.Data, time.Now())
+		if err != nil {
+			t.Fatalf("Secret still unusable: %v", err)
+		}
+		if bytes.Equal(sec.Data[webhook.KeyCert], seeded[webhook.KeyCert]) {
+			t.Fatal("the expired serving certificate is still in the Secret")
+		}
+		if log := readFile(e.op.LogPath); !strings.Contains(log, "serving certificate expired at") {
+			t.Errorf("operator log does not say why it reissued: %s", e.op.Tail(20))
+		}
+		t.Logf("serving certificate %s valid until %s", m.Leaf.Leaf.SerialNumber.Text(16), m.Leaf.Leaf.NotAfter.Format(time.RFC3339))
+	})
+
+	var classA *corev1.Pod
+	t.Run("API server calls the webhook over TLS; the pod's own tolerations and affinity survive", func(t *testing.T) {
+		p := userPod(nsA, "a-1", map[string]string{"ipp-class": "a"})
+		got, err := c.Client.CoreV1().Pods(nsA).Create(ctx, p, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		classA = got
+		checkMutated(t, p, got)
+		// Unclassed pods never reach the webhook (matchConditions) and stay as written.
+		plain, err := c.Client.CoreV1().Pods(nsA).Create(ctx, framework.Pod(nsA, "plain", nil, framework.PodSpec("", "10m", "16Mi")), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plain.Spec.SchedulerName != corev1.DefaultSchedulerName || plain.Spec.Affinity != nil {
+			t.Errorf("unclassed pod changed: %s %+v", plain.Spec.SchedulerName, plain.Spec.Affinity)
+		}
+		if _, err := framework.WaitPods(ctx, c.Client, nsA, "ipp-class=a", 1, 30*time.Second, framework.Bound); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("dry run is answered, mutated, and leaves nothing", func(t *testing.T) {
+		p := userPod(nsA, "dry", map[string]string{"berth.dev/instance-class": "a"})
+		got, err := c.Client.CoreV1().Pods(nsA).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkMutated(t, p, got)
+		if _, err := c.Client.CoreV1().Pods(nsA).Get(ctx, "dry", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("dry-run pod exists: %v", err)
+		}
+	})
+
+	t.Run("bad classes are refused with the reason", func(t *testing.T) {
+		for _, tc := range []struct {
+			labels map[string]string
+			msg    string
+		}{
+			{map[string]string{"ipp-class": "a", "berth.dev/instance-class": "b"}, "conflicting instance classes: ipp-class=a, berth.dev/instance-class=b"},
+			{map[string]string{"ipp-class": "bad value!"}, `instance class ipp-class="bad value!" is not a valid label value`},
+		} {
+			_, err := c.Client.CoreV1().Pods(nsA).Create(ctx, userPod(nsA, "bad", tc.labels), metav1.CreateOptions{})
+			if err == nil || !strings.Contains(err.Error(), tc.msg) {
+				t.Errorf("%v: %v, want a refusal containing %q", tc.labels, err, tc.msg)
+			}
+		}
+	})
+
+	t.Run("unknown AdmissionReview version and oversized body get HTTP errors from the real server", func(t *testing.T) {
+		client := e.trustingClient(ctx, t)
+		for _, tc := range []struct {
+			body []byte
+			code int
+			msg  string
+		}{
+			{[]byte(`{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"x"}}`), 400, "speaks AdmissionReview admission.k8s.io/v1 only"},
+			{append([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","object":{"x":"`), bytes.Repeat([]byte("x"), 5<<20)...), 413, "exceeds"},
+		} {
+			resp, err := client.Post("https://"+e.hookAddr+webhook.Path, "application/json", bytes.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.code || !strings.Contains(string(b), tc.msg) {
+				t.Errorf("HTTP %d %q, want %d containing %q", resp.StatusCode, b, tc.code, tc.msg)
+			}
+		}
+	})
+
+	t.Run("certificates rotate under load and every request is still accepted", func(t *testing.T) {
+		serials, issuers := map[string]bool{}, map[string]bool{}
+		maxCAs, failures, requests := 0, 0, 0
+		var firstErr error
+		// why: 35 s covers the first serving certificate's renewal (~13 s), the CA's (~15 s) and
+		// the renewed certificate's (~28 s) with room for a slow machine.
+		end := time.Now().Add(35 * time.Second)
+		for i := 0; time.Now().Before(end); i++ {
+			leaf, err := servedCert(e.hookAddr)
+			if err == nil {
+				serials[leaf.SerialNumber.Text(16)] = true
+				issuers[leaf.Issuer.CommonName] = true
+			}
+			p := userPod(nsA, fmt.Sprintf("load-%d", i), map[string]string{"ipp-class": "a"})
+			got, err := c.Client.CoreV1().Pods(nsA).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			requests++
+			if err != nil || got.Spec.SchedulerName != "berth-scheduler" {
+				failures++
+				if firstErr == nil {
+					firstErr = fmt.Errorf("request %d at %s: %v (scheduler %q)", i, time.Now().Format(time.RFC3339Nano), err, schedulerOf(got))
+				}
+			}
+			if m, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, mwcName, metav1.GetOptions{}); err == nil {
+				if n := countCerts(m.Webhooks[0].ClientConfig.CABundle); n > maxCAs {
+					maxCAs = n
+				}
+			}
+			time.Sleep(150 * time.Millisecond)
+		}
+		t.Logf("%d requests, %d serving certificates, %d CAs, bundle up to %d CAs", requests, len(serials), len(issuers), maxCAs)
+		if failures > 0 {
+			t.Errorf("%d of %d requests failed across rotations; first: %v\noperator log:\n%s", failures, requests, firstErr, e.op.Tail(30))
+		}
+		if len(serials) < 3 || len(issuers) < 2 || maxCAs != 2 {
+			t.Errorf("rotation not exercised: %d serving certificates (want >= 3), %d CAs (want >= 2), bundle max %d (want 2)", len(serials), len(issuers), maxCAs)
+		}
+	})
+
+	// From here on no webhook answers.
+	c.StopComponent(e.op)
+
+	t.Run("webhook down + Fail: classed pods refused with a clear message, others unaffected", func(t *testing.T) {
+		_, err := c.Client.CoreV1().Pods(nsA).Create(ctx, userPod(nsA, "down", map[string]string{"ipp-class": "a"}), metav1.CreateOptions{})
+		if err == nil || !strings.Contains(err.Error(), `failed calling webhook "`+hookName+`"`) {
+			t.Fatalf("created or unclear: %v", err)
+		}
+		t.Logf("refusal: %v", err)
+		if _, err := c.Client.CoreV1().Pods(nsA).Create(ctx, framework.Pod(nsA, "plain-down", nil, framework.PodSpec("", "10m", "16Mi")), metav1.CreateOptions{}); err != nil {
+			t.Errorf("unclassed pod refused while the webhook is down: %v", err)
+		}
+		// The release namespace is exempt: the operator's own recovery is never blocked.
+		if _, err := c.Client.CoreV1().Pods(relNS).Create(ctx, framework.Pod(relNS, "recovery", map[string]string{"ipp-class": "a"}, framework.PodSpec("", "10m", "16Mi")), metav1.CreateOptions{}); err != nil {
+			t.Errorf("classed pod in the release namespace refused: %v", err)
+		}
+	})
+
+	m, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, mwcName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ignore := admissionregistrationv1.Ignore
+	m.Webhooks[0].FailurePolicy = &ignore
+	if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, m, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("webhook down + Ignore: the policy refuses classed pods without the constraint", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			pod  *corev1.Pod
+			msg  string
+		}{
+			{"as written by a user", framework.Pod(nsB, "bare", map[string]string{"ipp-class": "b"}, framework.PodSpec("", "10m", "16Mi")),
+				"pod of instance class b must name spec.schedulerName"},
+			{"berth scheduler, no pool", framework.Pod(nsB, "nopool", map[string]string{"ipp-class": "b"}, framework.PodSpec("berth-scheduler", "10m", "16Mi")),
+				"must require the node pool ipp=true"},
+			{"conflicting", handWritten(nsB, "conflict", map[string]string{"ipp-class": "b", "berth.dev/instance-class": "c"}),
+				"conflicting instance classes: ipp-class=b, berth.dev/instance-class=c"},
+		} {
+			// why: the API server sees the Ignore policy a moment after the update; until then
+			// the call fails as under Fail, which is not what is tested here.
+			var err error
+			_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+				_, err = c.Client.CoreV1().Pods(nsB).Create(ctx, tc.pod, metav1.CreateOptions{})
+				return err == nil || !strings.Contains(err.Error(), "failed calling webhook"), nil
+			})
+			if err == nil || !strings.Contains(err.Error(), tc.msg) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
+				t.Errorf("%s: %v, want the policy's refusal containing %q", tc.name, err, tc.msg)
+			}
+		}
+	})
+
+	t.Run("webhook down + Ignore: a pod with the constraint is created and InstanceIsolation still keeps it off class a's node", func(t *testing.T) {
+		if classA == nil || classA.Spec.SchedulerName != "berth-scheduler" {
+			t.Skip("needs the class a pod of the earlier step")
+		}
+		b := handWritten(nsB, "b-1", map[string]string{"ipp-class": "b"})
+		var got *corev1.Pod
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+			var err error
+			got, err = c.Client.CoreV1().Pods(nsB).Create(ctx, b, metav1.CreateOptions{})
+			if err != nil && strings.Contains(err.Error(), "failed calling webhook") {
+				return false, nil
+			}
+			return true, err
+		})
+		if err != nil {
+			t.Fatalf("not created with Ignore: %v", err)
+		}
+		ev, err := framework.WaitSchedulingEvent(ctx, c.Client, got, "FailedScheduling", 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(ev.Note, "node holds instance class a") {
+			t.Fatalf("FailedScheduling %q, want the class a conflict named", ev.Note)
+		}
+		if err := c.AddNodes(ctx, poolNode("pool-2")); err != nil {
+			t.Fatal(err)
+		}
+		pods, err := framework.WaitPods(ctx, c.Client, nsB, "ipp-class=b", 1, 30*time.Second, framework.Bound)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pods[0].Spec.NodeName != "pool-2" {
+			t.Fatalf("class b pod on %s, want pool-2 (pool-1 holds class a)", pods[0].Spec.NodeName)
+		}
+	})
+}
+
+// userPod is a classed pod as a user writes it, with tolerations and affinity of its own
+// that the webhook must keep.
+func userPod(ns, name string, labels map[string]string) *corev1.Pod {
+	spec := framework.PodSpec("", "10m", "16Mi")
+	spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	spec.Affinity = &corev1.Affinity{
+		NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "topology.kubernetes.io/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"z1"}}},
+		}}}},
+		PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 10,
+			PodAffinityTerm: corev1.PodAffinityTerm{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "noisy"}}, TopologyKey: corev1.LabelHostname}}}},
+	}
+	return framework.Pod(ns, name, labels, spec)
+}
+
+// handWritten is a classed pod carrying berth mode's constraint itself.
+func handWritten(ns, name string, labels map[string]string) *corev1.Pod {
+	spec := framework.PodSpec("berth-scheduler", "10m", "16Mi")
+	spec.Tolerations = []corev1.Toleration{{Key: "ipp", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+	spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "ipp", Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}}}}}}}
+	return framework.Pod(ns, name, labels, spec)
+}
+
+// checkMutated: berth mode's constraint added, the user's own entries kept in place.
+func checkMutated(t *testing.T, sent, got *corev1.Pod) {
+	t.Helper()
+	if got.Spec.SchedulerName != "berth-scheduler" {
+		t.Errorf("schedulerName %q, want berth-scheduler", got.Spec.SchedulerName)
+	}
+	if len(got.Spec.Tolerations) < 2 || got.Spec.Tolerations[0].Key != sent.Spec.Tolerations[0].Key {
+		t.Errorf("tolerations %+v: the user's first, then the pool's", got.Spec.Tolerations)
+	}
+	hasPoolTol := false
+	for _, tol := range got.Spec.Tolerations {
+		hasPoolTol = hasPoolTol || (tol.Key == "ipp" && tol.Value == "true" && tol.Effect == corev1.TaintEffectNoSchedule)
+	}
+	if !hasPoolTol {
+		t.Errorf("no pool toleration: %+v", got.Spec.Tolerations)
+	}
+	terms := got.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) != 1 || len(terms[0].MatchExpressions) != 2 || terms[0].MatchExpressions[0].Key != "topology.kubernetes.io/zone" || terms[0].MatchExpressions[1].Key != "ipp" {
+		t.Errorf("node selector terms %+v: want the user's zone requirement ANDed with the pool", terms)
+	}
+	if a := got.Spec.Affinity.PodAntiAffinity; a == nil || len(a.PreferredDuringSchedulingIgnoredDuringExecution) != 1 {
+		t.Errorf("the user's preferred anti-affinity is gone: %+v", a)
+	}
+}
+
+func schedulerOf(p *corev1.Pod) string {
+	if p == nil {
+		return ""
+	}
+	return p.Spec.SchedulerName
+}
+
+// servedCert is the certificate the webhook presents now (read, not verified).
+func servedCert(addr string) (*x509.Certificate, error) {
+	conn, err := tls.DialWithDialer(&netDialer, "tcp", addr, &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0], nil
+}
+
+func countCerts(pemBytes []byte) int {
+	return bytes.Count(pemBytes, []byte("-----BEGIN CERTIFICATE-----"))
+}
+
+// trustingClient trusts the CA bundle the operator injected, as the API server does.
+func (e *env) trustingClient(ctx context.Context, t *testing.T) *http.Client {
+	t.Helper()
+	m, err := e.c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, mwcName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(m.Webhooks[0].ClientConfig.CABundle) {
+		t.Fatal("no CA bundle injected")
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}}}
+}
+
+// startOperator runs bin/berth-operator with the chart's --isolation-* arguments (bind
+// address, certificate hosts and lifetimes adapted to loopback and a short run) as a user
+// holding exactly the chart's operator RBAC.
+func (e *env) startOperator(ctx context.Context, t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	var args []string
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" || o.GetName() != "berth-operator" {
+			continue
+		}
+		cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, a := range cs[0].(map[string]any)["args"].([]any) {
+			s := a.(string)
+			if !strings.HasPrefix(s, "--isolation") {
+				continue
+			}
+			switch k, _, _ := strings.Cut(s, "="); k {
+			case "--isolation-webhook-bind-address":
+				s = k + "=" + e.hookAddr
+			case "--isolation-webhook-cert-hosts":
+				s = k + "=127.0.0.1"
+			case "--isolation-webhook-ca-validity":
+				s = k + "=" + caValidity.String()
+			case "--isolation-webhook-cert-validity":
+				s = k + "=" + certValidity.String()
+			case "--isolation-webhook-sync-interval":
+				s = k + "=1s"
+			}
+			args = append(args, s)
+		}
+	}
+	if len(args) == 0 {
+		t.Fatal("the chart rendered no --isolation-* arguments for the operator")
+	}
+	kc, err := e.c.WriteKubeconfig("berth-operator-e2e", cluster.Identity{User: opUser})
+	if err != nil {
+		t.Fatal(err)
+	}
+	health, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args = append([]string{"--kubeconfig=" + kc, "--leader-elect=false", "--metrics-bind-address=0",
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health)}, args...)
+	// readyz includes the webhook's check: a valid certificate loaded and the port open.
+	e.op, err = e.c.StartComponent(ctx, cluster.ProcessSpec{Name: "berth-operator", Binary: filepath.Join(e.c.BinDir, "berth-operator"), Args: args},
+		cluster.HTTPCheck(fmt.Sprintf("http://127.0.0.1:%d/readyz", health)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := e.op
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("berth-operator log tail:\n%s", op.Tail(40))
+		}
+	})
+}
+
+// grantOperatorRBAC binds the chart's operator roles (cluster-wide, release namespace,
+// webhook) to the operator's test user instead of its ServiceAccount.
+func grantOperatorRBAC(ctx context.Context, t *testing.T, c *cluster.Cluster, objs []*unstructured.Unstructured) {
+	t.Helper()
+	rb := c.Client.RbacV1()
+	bound := 0
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ClusterRole":
+			var r rbacv1.ClusterRole
+			toTyped(t, o, &r)
+			if _, err := rb.ClusterRoles().Create(ctx, &r, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		case "Role":
+			var r rbacv1.Role
+			toTyped(t, o, &r)
+			if _, err := rb.Roles(r.Namespace).Create(ctx, &r, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	user := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: opUser}}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ClusterRoleBinding":
+			var b rbacv1.ClusterRoleBinding
+			toTyped(t, o, &b)
+			if !operatorSubject(b.Subjects) {
+				continue
+			}
+			b.Subjects = user
+			if _, err := rb.ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			bound++
+		case "RoleBinding":
+			var b rbacv1.RoleBinding
+			toTyped(t, o, &b)
+			if !operatorSubject(b.Subjects) {
+				continue
+			}
+			b.Subjects = user
+			if _, err := rb.RoleBindings(b.Namespace).Create(ctx, &b, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			bound++
+		}
+	}
+	if bound < 4 {
+		t.Fatalf("bound %d of the chart's operator bindings, want the cluster-wide, namespace, kube-system and webhook ones", bound)
+	}
+}
+
+func operatorSubject(subs []rbacv1.Subject) bool {
+	for _, s := range subs {
+		if s.Kind == rbacv1.ServiceAccountKind && s.Name == "berth-operator" && s.Namespace == relNS {
+			return true
+		}
+	}
+	return false
+}
+
+// installCRDs creates the chart's CRDs (the operator watches SecondarySchedulers).
+func installCRDs(ctx context.Context, t *testing.T, c *cluster.Cluster, r *chart.Rendered) {
+	t.Helper()
+	ext, err := apiextensionsclient.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range r.CRDs {
+		objs, err := chart.Objects(string(f.File.Data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			var crd apiextensionsv1.CustomResourceDefinition
+			toTyped(t, o, &crd)
+			if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+			names = append(names, crd.Name)
+		}
+	}
+	for _, n := range names {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, cd := range got.Status.Conditions {
+				if cd.Type == apiextensionsv1.Established && cd.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			t.Fatalf("CRD %s not established: %v", n, err)
+		}
+	}
+}
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+func yamlUnmarshal(s string, v any) error { return yaml.Unmarshal([]byte(s), v) }
+
+var netDialer = net.Dialer{Timeout: 5 * time.Second}
