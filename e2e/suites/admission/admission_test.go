@@ -390,6 +390,72 @@ func TestAdmission(t *testing.T) {
 			t.Fatalf("class b pod on %s, want pool-2 (pool-1 holds class a)", pods[0].Spec.NodeName)
 		}
 	})
+
+	t.Run("mode both's policy accepts exactly what the webhook writes", func(t *testing.T) {
+		var v map[string]any
+		if err := yamlUnmarshal(`
+scheduler: {plugins: {instanceIsolation: {enabled: true, isolatedProfileName: berth-scheduler-isolated}}}
+isolation: {enabled: true, mode: both}`, &v); err != nil {
+			t.Fatal(err)
+		}
+		r, err := chart.Render("both", relNS, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := chart.Objects(r.Manifest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const nsC = "adm-c"
+		if err := framework.EnsureNamespace(ctx, c.Client, nsC); err != nil {
+			t.Fatal(err)
+		}
+		// Berth mode's policy is bound cluster-wide above; its constraints are a subset of
+		// both's for pods naming the main profile, so the pods below meet it too.
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "ValidatingAdmissionPolicy":
+				var p admissionregistrationv1.ValidatingAdmissionPolicy
+				toTyped(t, o, &p)
+				if _, err := c.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &p, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			case "ValidatingAdmissionPolicyBinding":
+				var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
+				toTyped(t, o, &b)
+				b.Spec.MatchResources = &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+					MatchLabels: map[string]string{"kubernetes.io/metadata.name": nsC}}}
+				if _, err := c.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		withTerm := handWritten(nsC, "c-term", map[string]string{"ipp-class": "c"})
+		withTerm.Spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{webhook.ClassTerm("ipp-class", "c")}}
+		narrow := withTerm.DeepCopy()
+		narrow.Name = "c-narrow"
+		// A term limited to some namespaces isolates less than the cluster-wide one.
+		narrow.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].NamespaceSelector =
+			&metav1.LabelSelector{MatchLabels: map[string]string{"team": "x"}}
+		for _, tc := range []struct {
+			pod *corev1.Pod
+			msg string
+		}{
+			{handWritten(nsC, "c-noterm", map[string]string{"ipp-class": "c"}), "must carry the required pod anti-affinity term {ipp-class NotIn [c]"},
+			{narrow, "must carry the required pod anti-affinity term"},
+			{withTerm, ""},
+		} {
+			var err error
+			// why: a new binding takes effect a moment after it is created.
+			_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+				_, err = c.Client.CoreV1().Pods(nsC).Create(ctx, tc.pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+				return (err != nil) == (tc.msg != ""), nil
+			})
+			if tc.msg == "" && err != nil || tc.msg != "" && (err == nil || !strings.Contains(err.Error(), tc.msg)) {
+				t.Errorf("%s: %v, want %q", tc.pod.Name, err, tc.msg)
+			}
+		}
+	})
 }
 
 // userPod is a classed pod as a user writes it, with tolerations and affinity of its own
