@@ -152,7 +152,8 @@ FUZZ_TARGETS := \
 	FuzzParseBinding:./pkg/scheduler/plugins/sysched/profiles \
 	FuzzRender:./pkg/scheduler/schedconfig \
 	FuzzNodeImageLocalityArgs:./pkg/scheduler/plugins/imagelocality \
-	FuzzParseNodeImages:./pkg/scheduler/plugins/imagelocality
+	FuzzParseNodeImages:./pkg/scheduler/plugins/imagelocality \
+	FuzzAdmit:./pkg/isolation/webhook
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		name=$${t%%:*}; pkg=$${t#*:}; echo "fuzz $$name in $$pkg for $(FUZZTIME)"; \
