@@ -157,14 +157,12 @@ func (s *Server) Start(ctx context.Context) error {
 			}
 			return nil, errors.New("no serving certificate loaded yet")
 		}},
-		ErrorLog: nil,
 	}
 	s.log.Info("serving", "address", l.Addr().String(), "path", Path, "mode", s.o.Config.Mode, "certificates", s.o.CertManagement)
 	served := make(chan error, 1)
 	go func() { served <- srv.ServeTLS(l, "", "") }()
 
-	s.syncLogged(ctx)
-	t := time.NewTicker(s.o.SyncInterval)
+	t := time.NewTimer(s.syncLogged(ctx))
 	defer t.Stop()
 	for {
 		select {
@@ -178,19 +176,27 @@ func (s *Server) Start(ctx context.Context) error {
 		case err := <-served:
 			return fmt.Errorf("instance-isolation webhook: serving: %w", err)
 		case <-t.C:
-			s.syncLogged(ctx)
+			t.Reset(s.syncLogged(ctx))
 		}
 	}
 }
 
-func (s *Server) syncLogged(ctx context.Context) {
+// syncLogged runs Sync and returns when to run it next: after a failure (the webhook
+// configuration not created yet at install, a conflict with another replica, the API server
+// briefly away) within 5 s rather than a whole interval.
+func (s *Server) syncLogged(ctx context.Context) time.Duration {
 	err := s.Sync(ctx)
 	s.mu.Lock()
 	s.lastErr = err
 	s.mu.Unlock()
-	if err != nil && ctx.Err() == nil {
-		s.log.Error(err, "certificate sync failed; retrying", "in", s.o.SyncInterval)
+	if err == nil {
+		return s.o.SyncInterval
 	}
+	next := min(s.o.SyncInterval, 5*time.Second)
+	if ctx.Err() == nil {
+		s.log.Error(err, "certificate sync failed; retrying", "in", next)
+	}
+	return next
 }
 
 // Sync reads the Secret, renews what is due (operator-managed), makes sure the webhook

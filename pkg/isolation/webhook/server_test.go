@@ -1,14 +1,18 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -220,5 +224,57 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	}
 	if _, err := New(base, fake.NewClientset(), logr.Discard(), nil); err != nil {
 		t.Errorf("valid options refused: %v", err)
+	}
+}
+
+// TestStartRetriesAndServes: started before its webhook configuration exists (a fresh install),
+// the server is not ready, retries within seconds rather than a sync interval, then answers
+// AdmissionReviews over TLS with a certificate the injected bundle verifies; it stops cleanly.
+func TestStartRetriesAndServes(t *testing.T) {
+	cs := fake.NewClientset()
+	s, err := New(Options{Config: cfg(ModeBerth), BindAddress: "127.0.0.1:0", SecretNamespace: testNS, SecretName: testSec,
+		WebhookConfiguration: testMWC, CertManagement: CertsByOperator, SyncInterval: time.Hour,
+		Certs: CertOptions{Hosts: []string{"127.0.0.1"}, CAValidity: time.Hour, CertValidity: time.Hour}}, cs, logr.Discard(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if err := s.Ready(nil); err == nil || !strings.Contains(err.Error(), testMWC) {
+		t.Fatalf("ready without its webhook configuration: %v", err)
+	}
+	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(context.Background(), &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: testMWC}, Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "a.isolation.berth.dev"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(8 * time.Second)
+	for s.Ready(nil) != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready 8 s after the configuration appeared: %v", s.Ready(nil))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(bundles(t, cs)[0])
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	s.mu.Lock()
+	addr := s.listener.Addr().String()
+	s.mu.Unlock()
+	resp, err := client.Post("https://"+addr+Path, "application/json", bytes.NewReader(review(t, pod(classA, nil), nil)))
+	if err != nil {
+		t.Fatalf("TLS request verified by the injected bundle: %v", err)
+	}
+	defer resp.Body.Close()
+	var out admissionv1.AdmissionReview
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Response == nil || !out.Response.Allowed || len(out.Response.Patch) == 0 {
+		t.Fatalf("answer %+v: %v", out.Response, err)
 	}
 }
