@@ -80,6 +80,8 @@ type Options struct {
 	// Dir keeps the cluster's state and logs (default: a temporary directory removed at the end).
 	Dir  string
 	Logf func(string, ...any)
+	// ProfileDir, when set, receives CPU and block profiles of every scheduler run (pprof.go).
+	ProfileDir string
 }
 
 // Run is one profile's measurement in one round.
@@ -135,7 +137,7 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 	res := &Result{Options: o}
 	for round := 1; round <= o.Rounds; round++ {
 		for _, p := range o.Profiles {
-			run, err := measure(ctx, c, ns, p, o)
+			run, err := measure(ctx, c, ns, p, o, round)
 			if err != nil {
 				return nil, fmt.Errorf("%s, round %d: %w", p.Name, round, err)
 			}
@@ -155,7 +157,7 @@ func createNodes(ctx context.Context, c *cluster.Cluster, o Options) error {
 	return parallel(ctx, 16, len(specs), func(i int) error { return c.AddNodes(ctx, specs[i]) })
 }
 
-func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Options) (Run, error) {
+func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Options, round int) (Run, error) {
 	o.Logf("%s: creating %d pods", p.Name, o.Pods)
 	spec := framework.PodSpec(SchedulerName, o.PodCPU, o.PodMemory)
 	err := parallel(ctx, 16, o.Pods, func(i int) error {
@@ -197,6 +199,12 @@ func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Op
 		return Run{}, err
 	}
 	defer c.StopComponent(sched.Process)
+	stopProfiling := func() {}
+	if o.ProfileDir != "" {
+		if stopProfiling, err = startProfiling(ctx, c, sched.Port, o.ProfileDir, fmt.Sprintf("%s-r%d", slug(p.Name), round), o.Logf); err != nil {
+			return Run{}, err
+		}
+	}
 
 	var first, last time.Time
 	timeout := time.After(time.Duration(o.Pods)*50*time.Millisecond + time.Minute)
@@ -217,6 +225,7 @@ func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Op
 			return Run{}, ctx.Err()
 		}
 	}
+	stopProfiling()
 	run := Run{Profile: p.Name, Pods: o.Pods, Duration: last.Sub(first)}
 	if run.Duration > 0 {
 		run.PodsPerS = float64(o.Pods-1) / run.Duration.Seconds()

@@ -20,12 +20,13 @@ func main() {
 	rounds := flag.Int("rounds", 3, "runs per profile; profiles alternate")
 	verbose := flag.Bool("v", false, "print progress")
 	dir := flag.String("dir", "", "keep the cluster's state and logs here (default: a temporary directory, removed)")
+	profileDir := flag.String("pprof", "", "save CPU and block profiles of every scheduler run in this directory (go tool pprof merges a run's slices)")
 	only := flag.String("profiles", "", "comma-separated substrings of profile names to run (default: all)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	o := bench.Options{Dir: *dir, Nodes: *nodes, Pods: *pods, Rounds: *rounds,
-		Profiles: selectProfiles(bench.AllProfiles(), *only)}
+		Profiles: selectProfiles(bench.AllProfiles(), *only), ProfileDir: *profileDir}
 	if *verbose {
 		o.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "schedbench: "+f+"\n", a...) }
 	}
