@@ -13,6 +13,7 @@ import (
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/isolation/webhook"
 )
 
 func init() {
@@ -50,11 +51,18 @@ func isolationDemo(ctx context.Context, env *Env) error {
 			return err
 		}
 	}
+	// Pods are written with a class label only: the instance-isolation webhook (mode berth)
+	// adds berth's schedulerName, the pool toleration and node affinity.
+	wcfg := webhook.Defaults()
+	wcfg.SchedulerName, wcfg.PoolLabel, wcfg.TaintKey = schedulerName, pool, pool
+	stopWebhook, err := startIsolationWebhook(ctx, env, wcfg, namespaces)
+	if err != nil {
+		return err
+	}
+	defer stopWebhook()
 	pod := func(ns, name, class string) (*corev1.Pod, error) {
-		spec := framework.PodSpec(schedulerName, "100m", "64Mi")
-		spec.Tolerations = []corev1.Toleration{{Key: pool, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
-		spec.NodeSelector = map[string]string{pool: "true"}
-		return env.Client.CoreV1().Pods(ns).Create(ctx, framework.Pod(ns, name, map[string]string{framework.ClassLabel: class, "demo": "isolation"}, spec), createOpts)
+		return env.Client.CoreV1().Pods(ns).Create(ctx, framework.Pod(ns, name, map[string]string{framework.ClassLabel: class, "demo": "isolation"},
+			framework.PodSpec("", "100m", "64Mi")), createOpts)
 	}
 	var created []*corev1.Pod
 	// Both classes have pods in both namespaces: isolation is cluster-wide.
@@ -63,6 +71,9 @@ func isolationDemo(ctx context.Context, env *Env) error {
 		p, err := pod(namespaces[(i/2)%2], fmt.Sprintf("%s-%d", class, i/2), class)
 		if err != nil {
 			return err
+		}
+		if i == 0 {
+			fmt.Fprintf(env.Out, "%s/%s written with %s=%s only; the webhook added: %s\n\n", p.Namespace, p.Name, framework.ClassLabel, class, describeMutation(p, wcfg))
 		}
 		created = append(created, p)
 	}
