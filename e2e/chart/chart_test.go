@@ -252,7 +252,10 @@ func TestDefaultCRValidatesLikeTheOperator(t *testing.T) {
 		"ha":             {"TargetLoadPacking": 2, "LoadVariationRiskBalancing": 1, "SySched": 1},
 		"podconfig":      {"TargetLoadPacking": 1, "LoadVariationRiskBalancing": 1},
 		"agent-images":   {"TargetLoadPacking": 1, "LoadVariationRiskBalancing": 1},
+		"isolation":      {"TargetLoadPacking": 1, "LoadVariationRiskBalancing": 1, "InstanceIsolation": 10},
 	}
+	// Value sets that also render InstanceIsolation's isolated profile (a second one).
+	isolated := map[string]string{"isolation": "berth-scheduler-isolated"}
 	for _, name := range valueSets {
 		t.Run(name, func(t *testing.T) {
 			ss := secondaryScheduler(t, render(t, name))
@@ -264,7 +267,12 @@ func TestDefaultCRValidatesLikeTheOperator(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(cfg.Profiles) != 1 || cfg.Profiles[0].SchedulerName != "berth-scheduler" {
+			wantProfiles := 1
+			if isolated[name] != "" {
+				wantProfiles = 2
+			}
+			if len(cfg.Profiles) != wantProfiles || cfg.Profiles[0].SchedulerName != "berth-scheduler" ||
+				wantProfiles == 2 && cfg.Profiles[1].SchedulerName != isolated[name] {
 				t.Fatalf("profiles %+v", cfg.Profiles)
 			}
 			got := map[string]int32{}
