@@ -63,6 +63,9 @@ type nodeEntry struct {
 	// reported are the pod UIDs the agent saw; nil when the watcher did not say (upstream
 	// watcher, or a Berth watcher without ?pods support).
 	reported map[string]struct{}
+	// bucket is the node's placed pods in the tracker that installed this snapshot (nil when
+	// none did: then the tracker is asked by name).
+	bucket *bucket
 }
 
 // Snapshot is an immutable, parsed load watcher answer. It is swapped atomically, so any
@@ -188,12 +191,27 @@ type NodeView struct {
 
 // Node looks a node up at time now with the given expiry. A nil snapshot is all Missing.
 func (s *Snapshot) Node(name string, now time.Time, expiry time.Duration) NodeView {
+	v, _ := s.node(name, now, expiry)
+	return v
+}
+
+// has says whether the document named the node (nil-safe).
+func (s *Snapshot) has(name string) bool {
 	if s == nil {
-		return NodeView{Freshness: Missing}
+		return false
+	}
+	_, ok := s.nodes[name]
+	return ok
+}
+
+// node is Node plus the node's tracker bucket, from the same map lookup.
+func (s *Snapshot) node(name string, now time.Time, expiry time.Duration) (NodeView, *bucket) {
+	if s == nil {
+		return NodeView{Freshness: Missing}, nil
 	}
 	e := s.nodes[name]
 	if e == nil {
-		return NodeView{Freshness: Missing}
+		return NodeView{Freshness: Missing}, nil
 	}
 	v := NodeView{Metrics: e.metrics, Updated: e.updated, reported: e.reported}
 	switch {
@@ -206,7 +224,7 @@ func (s *Snapshot) Node(name string, now time.Time, expiry time.Duration) NodeVi
 	default:
 		v.Freshness = Fresh
 	}
-	return v
+	return v, e.bucket
 }
 
 // SignalAlive reports whether any node's metrics are within expiry: when none is, the load

@@ -2,6 +2,7 @@ package loadaware
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -28,6 +29,7 @@ func (e *Estimate) add(o Estimate) {
 // Estimator turns a pod into its expected load; each plugin has its own rule.
 type Estimator func(*v1.Pod) Estimate
 
+// placed is immutable once made: readers hold pointers to it without a lock.
 type placed struct {
 	uid  types.UID
 	node string
@@ -38,13 +40,35 @@ type placed struct {
 // Tracker remembers pods placed on nodes (assumed in Reserve, or seen bound by the informer)
 // until the agent's report lists them or AssumedPodExpirySeconds pass. Without it, every pod
 // of a burst sees the same snapshot and picks the same coolest node (upstream issue #797).
+//
+// Score reads it for every scored node of every cycle from the framework's parallel workers,
+// so reads take no lock: each node's pods live in a bucket holding an immutable slice that the
+// writers (Reserve, Unreserve, pod events, Prune) replace under mu. Install attaches each
+// node's bucket to that node's snapshot entry, so Score finds the node's load and its placed
+// pods with one map lookup (Engine.Node).
 type Tracker struct {
-	mu       sync.RWMutex
+	mu       sync.Mutex
 	byUID    map[types.UID]*placed
-	byNode   map[string]map[types.UID]*placed
+	byNode   map[string]*bucket
 	expiry   time.Duration
 	estimate Estimator
 	now      func() time.Time
+	// installed is the snapshot Install published last. Its entries point at their nodes'
+	// buckets, so those buckets are kept even when empty: a fresh bucket for the same node
+	// would be invisible to that snapshot's readers.
+	installed *Snapshot
+}
+
+// bucket is one node's placed pods; pods is replaced, never changed in place.
+type bucket struct {
+	pods atomic.Pointer[[]*placed]
+}
+
+func (b *bucket) load() []*placed {
+	if p := b.pods.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // NewTracker builds an empty tracker.
@@ -54,7 +78,7 @@ func NewTracker(expiry time.Duration, est Estimator, now func() time.Time) *Trac
 	}
 	return &Tracker{
 		byUID:    map[types.UID]*placed{},
-		byNode:   map[string]map[types.UID]*placed{},
+		byNode:   map[string]*bucket{},
 		expiry:   expiry,
 		estimate: est,
 		now:      now,
@@ -78,12 +102,16 @@ func (t *Tracker) Add(pod *v1.Pod, node string, at time.Time) {
 	}
 	p := &placed{uid: pod.UID, node: node, at: at, est: est}
 	t.byUID[pod.UID] = p
-	m := t.byNode[node]
-	if m == nil {
-		m = map[types.UID]*placed{}
-		t.byNode[node] = m
+	b := t.byNode[node]
+	if b == nil {
+		b = &bucket{}
+		t.byNode[node] = b
 	}
-	m[pod.UID] = p
+	old := b.load()
+	pods := make([]*placed, len(old), len(old)+1)
+	copy(pods, old)
+	pods = append(pods, p)
+	b.pods.Store(&pods)
 }
 
 // Remove forgets a pod (Unreserve, deletion, termination).
@@ -99,12 +127,22 @@ func (t *Tracker) removeLocked(uid types.UID) {
 		return
 	}
 	delete(t.byUID, uid)
-	if m := t.byNode[p.node]; m != nil {
-		delete(m, uid)
-		// Drop empty node keys, unlike upstream (#636), so the map does not grow forever.
-		if len(m) == 0 {
-			delete(t.byNode, p.node)
+	b := t.byNode[p.node]
+	if b == nil {
+		return
+	}
+	old := b.load()
+	pods := make([]*placed, 0, len(old))
+	for _, q := range old {
+		if q != p {
+			pods = append(pods, q)
 		}
+	}
+	b.pods.Store(&pods)
+	// Drop empty node keys, unlike upstream (#636), so the map does not grow forever; nodes of
+	// the installed snapshot keep theirs (see installed).
+	if len(pods) == 0 && !t.installed.has(p.node) {
+		delete(t.byNode, p.node)
 	}
 }
 
@@ -124,16 +162,54 @@ func (t *Tracker) counts(p *placed, v NodeView, now time.Time) bool {
 
 // Unreported sums the estimates of pods on node that v's metrics do not include yet.
 func (t *Tracker) Unreported(node string, v NodeView) Estimate {
-	now := t.now()
+	return t.unreportedAt(node, v, t.now())
+}
+
+func (t *Tracker) unreportedAt(node string, v NodeView, now time.Time) Estimate {
+	t.mu.Lock()
+	b := t.byNode[node]
+	t.mu.Unlock()
+	if b == nil {
+		return Estimate{}
+	}
+	return t.sum(b, v, now)
+}
+
+// sum adds up the bucket's pods that v does not include yet; lock free.
+func (t *Tracker) sum(b *bucket, v NodeView, now time.Time) Estimate {
 	var sum Estimate
-	t.mu.RLock()
-	for _, p := range t.byNode[node] {
+	for _, p := range b.load() {
 		if t.counts(p, v, now) {
 			sum.add(p.est)
 		}
 	}
-	t.mu.RUnlock()
 	return sum
+}
+
+// Install publishes snap (publish stores it where readers find it) after pointing each of its
+// node entries at the node's bucket, created empty where missing; it then drops the empty
+// buckets of nodes the new document no longer has. Readers of snap need no tracker lookup.
+// A snapshot is installed by one tracker only (each engine fetches its own).
+func (t *Tracker) Install(snap *Snapshot, publish func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if snap != nil {
+		for name, e := range snap.nodes {
+			b := t.byNode[name]
+			if b == nil {
+				b = &bucket{}
+				t.byNode[name] = b
+			}
+			e.bucket = b
+		}
+	}
+	publish()
+	t.installed = snap
+	for name, b := range t.byNode {
+		if len(b.load()) == 0 && !snap.has(name) {
+			delete(t.byNode, name)
+		}
+	}
 }
 
 // Prune drops pods that no longer count against snap: reported, or too old. Called after
@@ -160,8 +236,8 @@ func (t *Tracker) Prune(snap *Snapshot, expiry time.Duration) {
 
 // Len is the number of tracked pods (tests, debugging).
 func (t *Tracker) Len() int {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	return len(t.byUID)
 }
 

@@ -83,6 +83,9 @@ type Watcher struct {
 	// etag is the watcher's ETag of snap's document: sent as If-None-Match, so a poll with
 	// nothing new is a 304 without a body.
 	etag atomic.Pointer[string]
+	// install, when set, publishes a new snapshot by calling its second argument (which stores
+	// it) itself: the engine's tracker attaches its buckets first (Tracker.Install).
+	install func(s *Snapshot, store func())
 	// OnSnapshot runs after each successful fetch (the tracker prunes there).
 	onSnapshot func(*Snapshot)
 
@@ -213,7 +216,11 @@ func (w *Watcher) Refresh(ctx context.Context) error {
 	if s.OutOfRange > 0 {
 		outOfRange.WithLabelValues(w.plugin).Add(float64(s.OutOfRange))
 	}
-	w.snap.Store(s)
+	if w.install != nil {
+		w.install(s, func() { w.snap.Store(s) })
+	} else {
+		w.snap.Store(s)
+	}
 	w.etag.Store(&etag)
 	w.successes.Add(1)
 	fetchTotal.WithLabelValues(w.plugin, "success").Inc()

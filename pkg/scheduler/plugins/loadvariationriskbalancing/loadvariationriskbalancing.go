@@ -158,9 +158,12 @@ func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, state fwk.Cycle
 		}
 	}
 	// Pods placed since the sample are not in its average: add them to this pod's request.
-	consider(st.Metrics.CPU, float64(node.Status.Allocatable.Cpu().MilliValue()),
+	// The node's allocatable comes from the NodeInfo, where the framework parsed it once per
+	// node update (same MilliValue/Value), not from the quantities once per node per cycle.
+	alloc := nodeInfo.GetAllocatable()
+	consider(st.Metrics.CPU, float64(alloc.GetMilliCPU()),
 		float64(req.MilliCPU+st.Unreported.MilliCPU))
-	consider(st.Metrics.Memory, float64(node.Status.Allocatable.Memory().Value())/mebibyte,
+	consider(st.Metrics.Memory, float64(alloc.GetMemory())/mebibyte,
 		float64(req.MemoryBytes+st.Unreported.MemoryBytes)/mebibyte)
 	return loadaware.RoundScore(score), nil
 }

@@ -3,6 +3,7 @@ package loadawaretest
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,4 +65,46 @@ func BenchmarkScore(b *testing.B, build func(b *testing.B, w *Watcher) ScoreRese
 			}
 		})
 	}
+	// The scheduler's shape: one cycle scores many nodes from parallel workers, each with a few
+	// pods placed since the last report (2000 pods over 1000 nodes).
+	b.Run("nodes=1000/placed=2000/parallel", func(b *testing.B) {
+		const n = 1000
+		metrics := map[string][]watcher.Metric{}
+		infos := make([]*framework.NodeInfo, n)
+		for i := range infos {
+			name := fmt.Sprintf("big-node-%04d", i)
+			metrics[name] = []watcher.Metric{
+				Metric(watcher.CPU, watcher.Average, float64(10+i%60)), Metric(watcher.CPU, watcher.Std, 8),
+				Metric(watcher.Memory, watcher.Average, 50), Metric(watcher.Memory, watcher.Std, 5),
+			}
+			infos[i] = framework.NewNodeInfo()
+			infos[i].SetNode(Node(name, 4000, 32<<30))
+		}
+		big := NewWatcher()
+		defer big.Close()
+		big.Set(Doc(time.Now(), metrics))
+		pl := build(b, big)
+		for i := 0; i < 2*n; i++ {
+			pl.Reserve(context.Background(), nil, Pod(fmt.Sprintf("placed-%d", i), 100), infos[i%n].Node().Name)
+		}
+		state := framework.NewCycleState()
+		ctx := context.Background()
+		if prepare != nil {
+			if st := prepare(ctx, state, incoming); !st.IsSuccess() {
+				b.Fatal(st)
+			}
+		}
+		var next atomic.Int64
+		b.ReportAllocs()
+		b.ResetTimer()
+		b.RunParallel(func(p *testing.PB) {
+			for p.Next() {
+				i := next.Add(1) % n
+				if _, st := pl.Score(ctx, state, incoming, infos[i]); !st.IsSuccess() {
+					b.Error(st)
+					return
+				}
+			}
+		})
+	})
 }
