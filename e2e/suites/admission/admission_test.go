@@ -106,22 +106,11 @@ func TestAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.hookAddr = fmt.Sprintf("127.0.0.1:%d", port)
-	// The Secret as a stopped operator left it long ago: its serving certificate expired 5 s
-	// ago; its CA (60 s lifetime) has 35 s left, so it is renewed ~15 s into the run.
-	seeded, _, err := webhook.Ensure(nil, webhook.CertOptions{Hosts: []string{"127.0.0.1"}, CAValidity: caValidity, CertValidity: certValidity},
-		time.Now().Add(-25*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	var secret corev1.Secret
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "Secret":
-			var s corev1.Secret
-			toTyped(t, o, &s)
-			s.Data = seeded
-			if _, err := c.Client.CoreV1().Secrets(relNS).Create(ctx, &s, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			toTyped(t, o, &secret)
 		case "MutatingWebhookConfiguration":
 			var m admissionregistrationv1.MutatingWebhookConfiguration
 			toTyped(t, o, &m)
@@ -154,6 +143,18 @@ func TestAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := c.StartBerthScheduler(ctx, cluster.SchedulerOptions{Config: framework.SchedulerConfig(profiles)}); err != nil {
+		t.Fatal(err)
+	}
+	// The Secret as a stopped operator left it long ago: its serving certificate expired 5 s
+	// ago; its CA (60 s lifetime) has 35 s left, so it is renewed ~15 s into the run. Written
+	// right before the operator starts so the CA is not yet due when it does.
+	seeded, _, err := webhook.Ensure(nil, webhook.CertOptions{Hosts: []string{"127.0.0.1"}, CAValidity: caValidity, CertValidity: certValidity},
+		time.Now().Add(-25*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret.Data = seeded
+	if _, err := c.Client.CoreV1().Secrets(relNS).Create(ctx, &secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.startOperator(ctx, t, objs)
