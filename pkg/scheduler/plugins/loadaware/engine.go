@@ -80,6 +80,26 @@ type NodeState struct {
 	NodeView
 	// Unreported is the load of pods placed on the node that its metrics do not include yet.
 	Unreported Estimate
+	entry      *nodeEntry
+}
+
+// CapacityMilliCPU is node.Status.Capacity's CPU in millicores, parsed once per node object
+// (per snapshot) instead of once per pod: Score reads it for every node of every cycle, and
+// reaching into the object's quantity map costs more than the rest of the score.
+func (st NodeState) CapacityMilliCPU(node *v1.Node) int64 {
+	if st.entry != nil {
+		if d := st.entry.derived.Load(); d != nil && d.node == node {
+			return d.capacityMilliCPU
+		}
+	}
+	// Indexed, not Capacity.Cpu(): that returns a pointer to a copy, an allocation. A missing
+	// entry is the zero quantity either way.
+	q := node.Status.Capacity[v1.ResourceCPU]
+	milli := q.MilliValue()
+	if st.entry != nil {
+		st.entry.derived.Store(&nodeDerived{node: node, capacityMilliCPU: milli})
+	}
+	return milli
 }
 
 // Node returns the node's metrics (memory only, no I/O) and its unreported placed load. It
@@ -87,11 +107,11 @@ type NodeState struct {
 // allocation when the snapshot came through this engine's tracker (Tracker.Install).
 func (e *Engine) Node(name string) NodeState {
 	now := e.now()
-	v, b := e.Watcher.Snapshot().node(name, now, e.expiry)
-	if b != nil {
-		return NodeState{NodeView: v, Unreported: e.Tracker.sum(b, v, now)}
+	v, en := e.Watcher.Snapshot().node(name, now, e.expiry)
+	if en != nil && en.bucket != nil {
+		return NodeState{NodeView: v, Unreported: e.Tracker.sum(en.bucket, v, now), entry: en}
 	}
-	return NodeState{NodeView: v, Unreported: e.Tracker.unreportedAt(name, v, now)}
+	return NodeState{NodeView: v, Unreported: e.Tracker.unreportedAt(name, v, now), entry: en}
 }
 
 // NeutralScore is the score for a node whose load is unknown.

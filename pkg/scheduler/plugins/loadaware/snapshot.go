@@ -2,9 +2,11 @@ package loadaware
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/paypal/load-watcher/pkg/watcher"
+	v1 "k8s.io/api/core/v1"
 
 	"github.com/berth-sched/berth/pkg/loadapi"
 )
@@ -66,6 +68,17 @@ type nodeEntry struct {
 	// bucket is the node's placed pods in the tracker that installed this snapshot (nil when
 	// none did: then the tracker is asked by name).
 	bucket *bucket
+	// derived caches what Score derives from the node object, so the object's quantities are
+	// not parsed again for every pod (see NodeState.CapacityMilliCPU).
+	derived atomic.Pointer[nodeDerived]
+}
+
+// nodeDerived is computed from one *v1.Node. The scheduler's cache replaces the object on every
+// change of the node, so pointer identity says whether it is still current (and the pointer
+// held here keeps the old object from being reused while compared).
+type nodeDerived struct {
+	node             *v1.Node
+	capacityMilliCPU int64
 }
 
 // Snapshot is an immutable, parsed load watcher answer. It is swapped atomically, so any
@@ -204,8 +217,9 @@ func (s *Snapshot) has(name string) bool {
 	return ok
 }
 
-// node is Node plus the node's tracker bucket, from the same map lookup.
-func (s *Snapshot) node(name string, now time.Time, expiry time.Duration) (NodeView, *bucket) {
+// node is Node plus the node's entry (for its tracker bucket and caches), from the same map
+// lookup; the entry is nil when the document does not name the node.
+func (s *Snapshot) node(name string, now time.Time, expiry time.Duration) (NodeView, *nodeEntry) {
 	if s == nil {
 		return NodeView{Freshness: Missing}, nil
 	}
@@ -224,7 +238,7 @@ func (s *Snapshot) node(name string, now time.Time, expiry time.Duration) (NodeV
 	default:
 		v.Freshness = Fresh
 	}
-	return v, e.bucket
+	return v, e
 }
 
 // SignalAlive reports whether any node's metrics are within expiry: when none is, the load

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+
 	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
 )
 
@@ -81,7 +83,10 @@ func TestNodeReadsFollowTrackerAcrossSnapshots(t *testing.T) {
 			if ref := reference(e, c.node); ref != st.Unreported {
 				t.Errorf("%s: node %s read %+v, tracker says %+v", s.name, c.node, st.Unreported, ref)
 			}
-			_, b := e.Watcher.Snapshot().node(c.node, now, e.expiry)
+			var b *bucket
+			if _, en := e.Watcher.Snapshot().node(c.node, now, e.expiry); en != nil {
+				b = en.bucket
+			}
 			if (b != nil) != c.viaBucket {
 				t.Errorf("%s: node %s read through a bucket = %v, want %v", s.name, c.node, b != nil, c.viaBucket)
 			}
@@ -136,5 +141,39 @@ func TestNodeReadsMatchTrackerUnderChurn(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The capacity Score reads is cached per node object: a node updated by the API (a new object
+// in the scheduler's cache) must be read afresh, an unchanged one must not need parsing.
+func TestCapacityFollowsNodeObject(t *testing.T) {
+	w := lat.NewWatcher()
+	defer w.Close()
+	w.Set(lat.CPUDoc(time.Now(), map[string]float64{"a": 10}))
+	e := newEngine(t, w.URL, nil, nil)
+	if err := e.Watcher.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a4, a8, b2 := lat.Node("a", 4000, 1<<30), lat.Node("a", 8000, 1<<30), lat.Node("b", 2000, 1<<30)
+	steps := []struct {
+		name string
+		node string
+		obj  *v1.Node
+		want int64
+	}{
+		{"first read parses", "a", a4, 4000},
+		{"same object, cached", "a", a4, 4000},
+		{"updated object read afresh", "a", a8, 8000},
+		{"node not in the document", "b", b2, 2000},
+	}
+	for _, s := range steps {
+		if got := e.Node(s.node).CapacityMilliCPU(s.obj); got != s.want {
+			t.Errorf("%s: capacity %dm, want %dm", s.name, got, s.want)
+		}
+	}
+	// The cache holds the object it was computed from; a stale value under the old object is
+	// never returned for the new one even if the old is read again.
+	if got := e.Node("a").CapacityMilliCPU(a4); got != 4000 {
+		t.Errorf("old object: %dm, want 4000m", got)
 	}
 }

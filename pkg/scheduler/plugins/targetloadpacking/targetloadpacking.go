@@ -138,10 +138,7 @@ func (pl *TargetLoadPacking) Score(ctx context.Context, state fwk.CycleState, po
 		// Unknown load is neither good nor bad: a neutral score, never an error.
 		return pl.engine.NeutralScore(), nil
 	}
-	// Indexed, not Capacity.Cpu(): that returns a pointer to a copy, an allocation per node
-	// per cycle. A missing entry is the zero quantity either way.
-	cpu := node.Status.Capacity[v1.ResourceCPU]
-	capacity := cpu.MilliValue()
+	capacity := st.CapacityMilliCPU(node)
 	u := PredictedUtilization(st.Metrics.TLPCPU, capacity, pl.predictedFromState(state, pod)+st.Unreported.MilliCPU)
 	return loadaware.RoundScore(ScoreForUtilization(float64(pl.target), u)), nil
 }
