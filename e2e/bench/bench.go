@@ -91,6 +91,17 @@ type Run struct {
 	Pods     int
 	Duration time.Duration // first to last binding
 	PodsPerS float64
+	// CPU is the scheduler process's user+system CPU from its first to its last binding: a
+	// figure that other load on a shared machine disturbs less than pods/s.
+	CPU time.Duration
+}
+
+// CPUPerPod is the scheduler's CPU per pod bound, in milliseconds.
+func (r Run) CPUPerPod() float64 {
+	if r.Pods <= 1 {
+		return 0
+	}
+	return float64(r.CPU) / float64(time.Millisecond) / float64(r.Pods-1)
 }
 
 // Result holds every run.
@@ -207,14 +218,19 @@ func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Op
 	}
 
 	var first, last time.Time
+	var cpuFirst, cpuLast time.Duration
 	timeout := time.After(time.Duration(o.Pods)*50*time.Millisecond + time.Minute)
 	for n := 0; n < o.Pods; n++ {
 		select {
 		case b := <-bindings:
 			if first.IsZero() {
 				first = b.at
+				cpuFirst, _ = ProcessCPU(sched.PID())
 			}
 			last = b.at
+			if n == o.Pods-1 {
+				cpuLast, _ = ProcessCPU(sched.PID())
+			}
 		case err := <-watchDone:
 			return Run{}, err
 		case <-sched.Done():
@@ -226,7 +242,7 @@ func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Op
 		}
 	}
 	stopProfiling()
-	run := Run{Profile: p.Name, Pods: o.Pods, Duration: last.Sub(first)}
+	run := Run{Profile: p.Name, Pods: o.Pods, Duration: last.Sub(first), CPU: cpuLast - cpuFirst}
 	if run.Duration > 0 {
 		run.PodsPerS = float64(o.Pods-1) / run.Duration.Seconds()
 	}
@@ -325,23 +341,27 @@ loop:
 type Summary struct {
 	Profile          string
 	Median, Min, Max float64
+	// MedianCPU is the median of the runs' scheduler CPU per pod (ms).
+	MedianCPU float64
 }
 
 // Summaries returns each profile's median, min and max pods/s, in profile order.
 func (r *Result) Summaries() []Summary {
 	var out []Summary
 	for _, p := range r.Options.Profiles {
-		var v []float64
+		var v, cpu []float64
 		for _, run := range r.Runs {
 			if run.Profile == p.Name {
 				v = append(v, run.PodsPerS)
+				cpu = append(cpu, run.CPUPerPod())
 			}
 		}
 		if len(v) == 0 {
 			continue
 		}
 		sort.Float64s(v)
-		out = append(out, Summary{Profile: p.Name, Median: median(v), Min: v[0], Max: v[len(v)-1]})
+		sort.Float64s(cpu)
+		out = append(out, Summary{Profile: p.Name, Median: median(v), Min: v[0], Max: v[len(v)-1], MedianCPU: median(cpu)})
 	}
 	return out
 }
@@ -359,9 +379,9 @@ func (r *Result) Print(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "Scheduling throughput: %d nodes, %d pods per run, %d rounds (profiles alternate)\n\n", o.Nodes, o.Pods, o.Rounds)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "profile\tround\tpods\tfirst→last binding\tpods/s\t")
+	fmt.Fprintln(tw, "profile\tround\tpods\tfirst→last binding\tpods/s\tscheduler CPU ms/pod\t")
 	for _, run := range r.Runs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.1f\t\n", run.Profile, run.Round, run.Pods, run.Duration.Round(time.Millisecond), run.PodsPerS)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.1f\t%.2f\t\n", run.Profile, run.Round, run.Pods, run.Duration.Round(time.Millisecond), run.PodsPerS, run.CPUPerPod())
 	}
 	tw.Flush()
 	sums := r.Summaries()
@@ -370,9 +390,13 @@ func (r *Result) Print(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "profile\tmedian pods/s\tmin\tmax\tratio to %s\t\n", strings.TrimSpace(sums[0].Profile))
+	fmt.Fprintf(tw, "profile\tmedian pods/s\tmin\tmax\tratio to %s\tmedian CPU ms/pod\tCPU ratio (theirs/ours)\t\n", strings.TrimSpace(sums[0].Profile))
 	for _, s := range sums {
-		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.2f\t\n", s.Profile, s.Median, s.Min, s.Max, s.Median/sums[0].Median)
+		cpuRatio := 0.0
+		if s.MedianCPU > 0 {
+			cpuRatio = sums[0].MedianCPU / s.MedianCPU
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t\n", s.Profile, s.Median, s.Min, s.Max, s.Median/sums[0].Median, s.MedianCPU, cpuRatio)
 	}
 	tw.Flush()
 }

@@ -51,7 +51,7 @@ func TestSummariesMedianAndOrder(t *testing.T) {
 		{Profile: "a", PodsPerS: 2}, {Profile: "b", PodsPerS: 20},
 	}}
 	got := r.Summaries()
-	want := []Summary{{"a", 2, 1, 3}, {"b", 15, 10, 20}}
+	want := []Summary{{"a", 2, 1, 3, 0}, {"b", 15, 10, 20, 0}}
 	if len(got) != len(want) {
 		t.Fatalf("got %v", got)
 	}

@@ -26,27 +26,48 @@ func init() { RegisterProfile(LoadAwareProfile) }
 // 2–12 %, fixed per node name — kept fresh while the benchmark runs. The scheduler polls it
 // like a real watcher, so the measured cost includes fetching and decoding the document.
 func LoadAwareProfile() Profile {
-	// The address goes into the scheduler configuration before Setup runs: reserve it now.
+	p, addr, err := syntheticLoadProfile()
+	p.Name = "berth-scheduler (TargetLoadPacking + LoadVariationRiskBalancing)"
+	p.Profiles = "- schedulerName: " + SchedulerName + "\n" + loadAwarePlugins(addr, "")
+	_ = err // reported by Setup
+	return p
+}
+
+// syntheticLoadProfile reserves the synthetic watcher's address (it goes into the scheduler
+// configuration before Setup runs) and returns a profile whose Setup serves it.
+func syntheticLoadProfile() (Profile, string, error) {
 	port, err := cluster.FreePort()
 	if err != nil {
 		port = 0 // Setup reports the problem
 	}
 	addr := "http://127.0.0.1:" + strconv.Itoa(port)
-	args := fmt.Sprintf("      watcherAddress: %s\n      refreshIntervalSeconds: 5\n", addr)
 	return Profile{
-		Name:   "berth-scheduler (TargetLoadPacking + LoadVariationRiskBalancing)",
 		Binary: cluster.BerthScheduler,
-		Profiles: "- schedulerName: " + SchedulerName + "\n" +
-			"  plugins:\n    multiPoint:\n      enabled:\n      - name: TargetLoadPacking\n      - name: LoadVariationRiskBalancing\n" +
-			"  pluginConfig:\n  - name: TargetLoadPacking\n    args:\n" + args +
-			"  - name: LoadVariationRiskBalancing\n    args:\n" + args,
 		Setup: func(ctx context.Context, c *cluster.Cluster) error {
 			if port == 0 {
 				return fmt.Errorf("no free port for the synthetic load watcher: %v", err)
 			}
 			return serveSyntheticLoad(ctx, c, "127.0.0.1:"+strconv.Itoa(port))
 		},
+	}, addr, err
+}
+
+// loadAwarePlugins is a profile's plugins and pluginConfig (under the schedulerName line):
+// TargetLoadPacking and LoadVariationRiskBalancing at every extension point they implement,
+// reading the watcher at addr, plus extraPoints (more extension-point entries, indented as
+// under "plugins:") and extraConfig (more pluginConfig entries).
+func loadAwarePlugins(addr string, extra ...string) string {
+	args := fmt.Sprintf("      watcherAddress: %s\n      refreshIntervalSeconds: 5\n", addr)
+	points, config := "", ""
+	if len(extra) > 0 {
+		points = extra[0]
 	}
+	if len(extra) > 1 {
+		config = extra[1]
+	}
+	return "  plugins:\n    multiPoint:\n      enabled:\n      - name: TargetLoadPacking\n      - name: LoadVariationRiskBalancing\n" + points +
+		"  pluginConfig:\n  - name: TargetLoadPacking\n    args:\n" + args +
+		"  - name: LoadVariationRiskBalancing\n    args:\n" + args + config
 }
 
 // serveSyntheticLoad serves every node of the cluster through pkg/loadwatcher's server until

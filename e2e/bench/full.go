@@ -1,0 +1,34 @@
+package bench
+
+import (
+	"context"
+
+	"github.com/berth-sched/berth/e2e/bench/exs"
+	"github.com/berth-sched/berth/e2e/cluster"
+)
+
+func init() { RegisterProfile(FullBerthProfile) }
+
+// FullBerthName names the full Berth profile in tables.
+const FullBerthName = "berth-scheduler (full: TargetLoadPacking + LoadVariationRiskBalancing + SySched)"
+
+// FullBerthProfile is berth-scheduler with the default plugins plus everything Berth scores
+// with: TargetLoadPacking and LoadVariationRiskBalancing on the synthetic load watcher (see
+// LoadAwareProfile) and SySched on the synthetic seccomp profiles (pods spread over them as in
+// the SySched profile).
+func FullBerthProfile() Profile {
+	p, addr, _ := syntheticLoadProfile()
+	p.Name = FullBerthName
+	p.Profiles = "- schedulerName: " + SchedulerName + "\n" + loadAwarePlugins(addr,
+		"    preScore:\n      enabled:\n      - name: SySched\n    score:\n      enabled:\n      - name: SySched\n    reserve:\n      enabled:\n      - name: SySched\n",
+		"  - name: SySched\n    args:\n      defaultProfileNamespace: default\n      defaultProfileName: "+exs.FullProfile+"\n")
+	load := p.Setup
+	p.Setup = func(ctx context.Context, c *cluster.Cluster) error {
+		if err := load(ctx, c); err != nil {
+			return err
+		}
+		return syschedSetup(ctx, c)
+	}
+	p.PodMutator = syschedPodMutator
+	return p
+}
