@@ -23,7 +23,7 @@ import (
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
 	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
-	"github.com/berth-sched/berth/pkg/scheduler/explain"
+	"github.com/berth-sched/berth/pkg/explain"
 )
 
 func TestMain(m *testing.M) { framework.RunIsolated(m) }
@@ -49,9 +49,12 @@ func TestExplain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sched, err := c.StartBerthScheduler(ctx, cluster.SchedulerOptions{Name: "berth-scheduler-explain-e2e",
-		Config: stack.TLPConfig(schedName, st.Watcher.URL, 40, 300, 1),
-		Args:   []string{"--explain-records=100", "--explain-top-nodes=5"}})
+	cfg, err := framework.WithDecisionRecord(stack.TLPConfig(schedName, st.Watcher.URL, 40, 300, 1),
+		map[string]any{"records": 100, "topNodes": 5, "summary": "Event"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched, err := c.StartBerthScheduler(ctx, cluster.SchedulerOptions{Name: "berth-scheduler-explain-e2e", Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,6 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
-	"github.com/berth-sched/berth/pkg/scheduler/explain"
 	"github.com/berth-sched/berth/pkg/scheduler/registry"
 	"github.com/berth-sched/berth/pkg/scheduler/schedconfig"
 )
@@ -38,8 +37,7 @@ func NewCommand(extra ...app.Option) *cobra.Command {
 	}
 	opts := append(registry.Options(), extra...)
 	opts = append(opts, func(runtime.Registry) error { removeTmp(); return nil })
-	var explainOpts explain.Options
-	cmd, upstream := newSchedulerCommand(opts, &explainOpts)
+	cmd, upstream := newSchedulerCommand(opts)
 	cmd.Use = SchedulerName
 	cmd.Short = "Berth's kube-scheduler with real-load, syscall, image-locality and isolation plugins"
 	cmd.RunE = func(c *cobra.Command, args []string) error {

@@ -45,6 +45,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/metrics/resources"
 
 	"github.com/berth-sched/berth/pkg/scheduler/explain"
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/decisionrecord"
 )
 
 // componentName is what upstream calls the scheduler in /statusz, /flagz and informer names.
@@ -54,7 +55,7 @@ const componentName = "kube-scheduler"
 // with Berth's own start: Berth serves the secure port itself so that it can add the explain
 // endpoint behind the same delegated authentication and authorisation as /metrics. The
 // returned run is the command's RunE before Berth's configuration handling wraps it.
-func newSchedulerCommand(registryOptions []app.Option, eo *explain.Options) (*cobra.Command, func(*cobra.Command, []string) error) {
+func newSchedulerCommand(registryOptions []app.Option) (*cobra.Command, func(*cobra.Command, []string) error) {
 	opts := options.NewOptions()
 	cmd := &cobra.Command{
 		Use: componentName,
@@ -74,9 +75,6 @@ func newSchedulerCommand(registryOptions []app.Option, eo *explain.Options) (*co
 	nfs := opts.Flags
 	verflag.AddFlags(nfs.FlagSet("global"))
 	globalflag.AddGlobalFlags(nfs.FlagSet("global"), cmd.Name(), logs.SkipLoggingConfigurationFlags())
-	bfs := nfs.FlagSet("berth")
-	bfs.IntVar(&eo.Records, "explain-records", 0, fmt.Sprintf("Pods whose latest scheduling decision is kept in memory for %s (LRU); 0 turns recording off (no framework is wrapped). Suggested: %d.", explain.Path, explain.DefaultRecords))
-	bfs.IntVar(&eo.TopNodes, "explain-top-nodes", explain.DefaultTopNodes, "Nodes kept in detail per decision record (best-scored feasible nodes, then refused ones); the rest are counted.")
 	fs := cmd.Flags()
 	for _, f := range nfs.FlagSets {
 		fs.AddFlagSet(f)
@@ -86,22 +84,20 @@ func newSchedulerCommand(registryOptions []app.Option, eo *explain.Options) (*co
 	if err := cmd.MarkFlagFilename("config", "yaml", "yml", "json"); err != nil {
 		klog.Background().Error(err, "Failed to mark flag filename")
 	}
-	run := func(c *cobra.Command, _ []string) error { return runScheduler(c, opts, *eo, registryOptions) }
+	run := func(c *cobra.Command, _ []string) error { return runScheduler(c, opts, registryOptions) }
 	cmd.RunE = run
 	return cmd, run
 }
 
-func runScheduler(c *cobra.Command, opts *options.Options, eo explain.Options, registryOptions []app.Option) error {
+func runScheduler(c *cobra.Command, opts *options.Options, registryOptions []app.Option) error {
 	verflag.PrintAndExitIfRequested()
 	fg := opts.ComponentGlobalsRegistry.FeatureGateFor(basecompatibility.DefaultKubeComponent)
 	if err := logsapi.ValidateAndApply(opts.Logs, fg); err != nil {
 		return err
 	}
 	cliflag.PrintFlags(c.Flags())
-	rec, err := explain.NewRecorder(eo)
-	if err != nil {
-		return fmt.Errorf("invalid explain flags: %w", err)
-	}
+	// The DecisionRecord plugin's factory tells rec which profiles record (per-profile args).
+	rec := explain.NewRecorder()
 	if opts.InformerName == nil {
 		n, err := cache.NewInformerName(componentName)
 		if err != nil {
@@ -126,10 +122,8 @@ func runScheduler(c *cobra.Command, opts *options.Options, eo explain.Options, r
 	for _, p := range cc.ComponentConfig.Profiles {
 		profiles = append(profiles, p.SchedulerName)
 	}
-	if rec != nil {
-		if err := rec.Install(sched, cc.ComponentConfig.Profiles); err != nil {
-			return err
-		}
+	if err := rec.Install(sched, cc.ComponentConfig.Profiles); err != nil {
+		return err
 	}
 	stop := func() {}
 	if cc.SecureServing != nil {
@@ -143,8 +137,8 @@ func runScheduler(c *cobra.Command, opts *options.Options, eo explain.Options, r
 	return app.Run(ctx, cc, sched)
 }
 
-// wrapRegistry applies the registry options and, when recording, lets the recorder see each
-// plugin instance (for Explainer); factories are otherwise unchanged.
+// wrapRegistry applies the registry options with the DecisionRecord factory bound to this
+// scheduler's recorder (no package state: each command has its own recorder).
 func wrapRegistry(rec *explain.Recorder, options []app.Option) app.Option {
 	return func(r runtime.Registry) error {
 		tmp := runtime.Registry{}
@@ -154,8 +148,8 @@ func wrapRegistry(rec *explain.Recorder, options []app.Option) app.Option {
 			}
 		}
 		for name, f := range tmp {
-			if rec != nil {
-				f = rec.WrapFactory(name, f)
+			if name == decisionrecord.Name {
+				f = decisionrecord.NewFactory(rec)
 			}
 			if err := r.Register(name, f); err != nil {
 				return err

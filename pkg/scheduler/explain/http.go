@@ -10,34 +10,16 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	api "github.com/berth-sched/berth/pkg/explain"
 )
 
 // PodGetter reads a pod from the scheduler's informer cache (no API call per request).
 type PodGetter func(namespace, name string) (*v1.Pod, error)
 
-// NotFound is the endpoint's 404 body: why there is no record, in words.
-type NotFound struct {
-	Error  string `json:"error"`
-	Reason string `json:"reason"`
-	// SchedulerStarted is when this scheduler instance started: it holds no record of
-	// anything scheduled before.
-	SchedulerStarted time.Time `json:"schedulerStarted"`
-}
-
-// Reasons a record is missing.
-const (
-	ReasonDisabled       = "RecordingDisabled"
-	ReasonOtherScheduler = "OtherScheduler"
-	ReasonEvicted        = "Evicted"
-	ReasonBeforeStart    = "BeforeStart"
-	ReasonNeverSeen      = "NeverSeen"
-	ReasonStale          = "Stale"
-	ReasonBadRequest     = "BadRequest"
-)
-
-// Handler serves GET Path?namespace=NS&name=POD. r may be nil (recording off): every request
-// then gets a 404 saying so. The handler is mounted behind the scheduler's authentication and
-// authorisation filters; it does no access control of its own.
+// Handler serves GET Path?namespace=NS&name=POD[&uid=UID]. r may be nil. The handler is
+// mounted behind the scheduler's authentication and authorisation filters; it does no access
+// control of its own. profiles are every profile of this scheduler (recording or not).
 func Handler(r *Recorder, pods PodGetter, profiles []string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodGet {
@@ -45,7 +27,8 @@ func Handler(r *Recorder, pods PodGetter, profiles []string) http.Handler {
 			http.Error(w, "only GET", http.StatusMethodNotAllowed)
 			return
 		}
-		ns, name := req.URL.Query().Get("namespace"), req.URL.Query().Get("name")
+		q := req.URL.Query()
+		ns, name, uid := q.Get("namespace"), q.Get("name"), q.Get("uid")
 		if ns == "" {
 			ns = "default"
 		}
@@ -53,52 +36,80 @@ func Handler(r *Recorder, pods PodGetter, profiles []string) http.Handler {
 		if r != nil {
 			started = r.Started()
 		}
+		since := started.UTC().Format(time.RFC3339)
 		notFound := func(code int, reason, format string, args ...any) {
 			writeJSON(w, code, NotFound{Error: fmt.Sprintf(format, args...), Reason: reason, SchedulerStarted: started})
 		}
 		if name == "" {
-			notFound(http.StatusBadRequest, ReasonBadRequest, "query parameter name (the pod) is required; namespace defaults to default")
+			notFound(http.StatusBadRequest, api.ReasonBadRequest, "query parameter name (the pod) is required; namespace defaults to default")
 			return
 		}
-		if r == nil {
-			notFound(http.StatusNotFound, ReasonDisabled, "decision recording is off in this scheduler (--explain-records=0)")
+		if !r.Enabled() {
+			notFound(http.StatusNotFound, api.ReasonDisabled, "decision recording is off in every profile of this scheduler (enable the %s plugin in a profile)", "DecisionRecord")
 			return
 		}
-		rec, ok, evictedAt := r.Get(ns, name)
 		var pod *v1.Pod
 		var podErr error
 		if pods != nil {
 			pod, podErr = pods(ns, name)
 		}
-		if ok {
-			if pod != nil && string(pod.UID) != rec.UID {
-				notFound(http.StatusNotFound, ReasonStale, "the record of %s/%s is for an earlier pod with that name (uid %s); the current pod (uid %s) has not been scheduled by this scheduler yet", ns, name, rec.UID, pod.UID)
+		if pod != nil && uid == "" {
+			uid = string(pod.UID)
+		}
+		// The stores to look in: the pod's profile when the pod is known, else all.
+		var stores []*profileRecorder
+		if pod != nil {
+			if !contains(profiles, pod.Spec.SchedulerName) {
+				notFound(http.StatusNotFound, api.ReasonOtherScheduler, "pod %s/%s is scheduled by %q, not by this scheduler (profiles %s)", ns, name, pod.Spec.SchedulerName, strings.Join(sorted(profiles), ", "))
 				return
 			}
-			writeJSON(w, http.StatusOK, rec)
-			return
+			pr := r.profile(pod.Spec.SchedulerName)
+			if pr == nil {
+				notFound(http.StatusNotFound, api.ReasonDisabled, "profile %s does not record decisions (the DecisionRecord plugin is not enabled in it)", pod.Spec.SchedulerName)
+				return
+			}
+			stores = []*profileRecorder{pr}
+		} else {
+			r.mu.Lock()
+			for _, pr := range r.profiles {
+				stores = append(stores, pr)
+			}
+			r.mu.Unlock()
+			sort.Slice(stores, func(i, j int) bool { return stores[i].name < stores[j].name })
 		}
-		if pod != nil && !contains(profiles, pod.Spec.SchedulerName) {
-			notFound(http.StatusNotFound, ReasonOtherScheduler, "pod %s/%s is scheduled by %q, not by this scheduler (profiles %s)", ns, name, pod.Spec.SchedulerName, strings.Join(sorted(profiles), ", "))
-			return
+		var evictedAt time.Time
+		var evictedFrom *profileRecorder
+		for _, pr := range stores {
+			rec, ok, ev := pr.store.get(ns, name)
+			if ok {
+				if uid != "" && rec.UID != uid {
+					notFound(http.StatusNotFound, api.ReasonStale, "the record of %s/%s is for an earlier pod with that name (uid %s); this pod (uid %s) has not had a scheduling attempt by this scheduler instance (started %s)", ns, name, rec.UID, uid, since)
+					return
+				}
+				writeJSON(w, http.StatusOK, rec)
+				return
+			}
+			if !ev.IsZero() && ev.After(evictedAt) {
+				evictedAt, evictedFrom = ev, pr
+			}
 		}
-		if !evictedAt.IsZero() {
-			notFound(http.StatusNotFound, ReasonEvicted, "the record of %s/%s was evicted at %s to keep the last %d records (--explain-records)", ns, name, evictedAt.UTC().Format(time.RFC3339), r.opts.Records)
+		if evictedFrom != nil {
+			notFound(http.StatusNotFound, api.ReasonEvicted, "the record of %s/%s was evicted at %s to keep profile %s's last %d records (DecisionRecord records)", ns, name, evictedAt.UTC().Format(time.RFC3339), evictedFrom.name, *evictedFrom.args.Records)
 			return
 		}
 		if pod != nil && pod.Spec.NodeName != "" {
-			notFound(http.StatusNotFound, ReasonBeforeStart, "pod %s/%s is bound to %s but this scheduler instance (started %s) never scheduled it: it was placed before a restart or by another replica, and records live in memory only", ns, name, pod.Spec.NodeName, started.UTC().Format(time.RFC3339))
+			notFound(http.StatusNotFound, api.ReasonBeforeStart, "pod %s/%s is bound to %s but this scheduler instance (started %s) never scheduled it: it was placed before a restart or by another replica, and records live in memory only", ns, name, pod.Spec.NodeName, since)
 			return
 		}
 		if pod != nil {
-			notFound(http.StatusNotFound, ReasonNeverSeen, "pod %s/%s has not had a scheduling attempt by this scheduler instance (started %s) yet", ns, name, started.UTC().Format(time.RFC3339))
+			notFound(http.StatusNotFound, api.ReasonNeverSeen, "pod %s/%s has not had a scheduling attempt by this scheduler instance (started %s) yet", ns, name, since)
 			return
 		}
 		if podErr != nil && !apierrors.IsNotFound(podErr) {
-			notFound(http.StatusNotFound, ReasonNeverSeen, "no record of %s/%s, and reading the pod failed: %v", ns, name, podErr)
+			notFound(http.StatusNotFound, api.ReasonNeverSeen, "no record of %s/%s, and reading the pod failed: %v", ns, name, podErr)
 			return
 		}
-		notFound(http.StatusNotFound, ReasonNeverSeen, "pod %s/%s does not exist and this scheduler instance (started %s) has no record of it", ns, name, started.UTC().Format(time.RFC3339))
+		notFound(http.StatusNotFound, api.ReasonNeverSeen, "pod %s/%s does not exist and this scheduler instance (started %s) has no record of it", ns, name, since)
 	})
 }
 

@@ -1,3 +1,10 @@
+// Package explain records why berth-scheduler placed (or could not place) each pod: per node
+// the Filter that refused it and why, per feasible node every Score plugin's raw and
+// normalised score, its weight and the total, and the chosen node. It wraps the framework of
+// each profile that enables the DecisionRecord plugin (so every enabled plugin is covered,
+// upstream's in-tree ones included, without running any plugin twice), keeps a bounded LRU of
+// records per profile in memory, and serves them as JSON behind the scheduler's own
+// authentication and authorisation. The wire types live in pkg/explain.
 package explain
 
 import (
@@ -7,81 +14,112 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-	fwkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	api "github.com/berth-sched/berth/pkg/explain"
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/decisionrecord"
 )
 
-// Explainer is the optional interface a Score plugin implements to attach the inputs of its
-// score (e.g. the utilisation it read) to a record. The recorder calls it only for the nodes
-// it keeps, after scoring, so Score itself stays allocation-free; it must read caches only.
-type Explainer interface {
-	ExplainScore(pod *v1.Pod, nodeName string) any
+// The wire types, re-exported for the scheduler side.
+type (
+	Record      = api.Record
+	Verdict     = api.Verdict
+	NodeRecord  = api.NodeRecord
+	PluginScore = api.PluginScore
+	ReasonCount = api.ReasonCount
+	NotFound    = api.NotFound
+)
+
+// Outcomes, reasons and the endpoint path, re-exported.
+const (
+	Path                 = api.Path
+	OutcomeInProgress    = api.OutcomeInProgress
+	OutcomeScheduled     = api.OutcomeScheduled
+	OutcomeUnschedulable = api.OutcomeUnschedulable
+	OutcomeError         = api.OutcomeError
+)
+
+// DetailSink receives the inputs a Score plugin read for one node (api.LoadDetail,
+// api.SySchedDetail, ...). Plugins look it up once per cycle in PreScore (SinkFrom) and call
+// it from Score only when it is non-nil, so Score costs nothing extra when recording is off.
+type DetailSink interface {
+	ScoreDetail(plugin, node string, detail any)
 }
 
-// Recorder is one scheduler instance's decision recorder.
+// SinkFrom returns the cycle's sink, or nil when the pod's profile does not record.
+func SinkFrom(state fwk.CycleState) DetailSink {
+	if a := attemptFrom(state); a != nil {
+		return a
+	}
+	return nil
+}
+
+// Recorder is one scheduler instance's decision recorder: a store per recording profile.
 type Recorder struct {
-	opts    Options
-	store   *store
 	started time.Time
+	now     func() time.Time
 
-	mu         sync.Mutex
-	explainers map[string]map[string]Explainer // profile → plugin → instance
-	profiles   map[string]map[string]int       // profile → score weights
+	mu       sync.Mutex
+	profiles map[string]*profileRecorder
+	// current is the attempt of the running scheduling cycle (cycles are sequential), sealed
+	// when the next begins if its result never came.
+	current *attempt
 }
 
-// NewRecorder validates opts and returns a recorder, or nil when recording is off.
-func NewRecorder(opts Options) (*Recorder, error) {
-	if errs := opts.Validate(); len(errs) > 0 {
-		return nil, errs.ToAggregate()
-	}
-	if !opts.Enabled() {
-		return nil, nil
-	}
-	now := time.Now
-	return &Recorder{
-		opts:       opts,
-		store:      newStore(opts.Records, opts.TopNodes, now),
-		started:    now(),
-		explainers: map[string]map[string]Explainer{},
-		profiles:   map[string]map[string]int{},
-	}, nil
+type profileRecorder struct {
+	name    string
+	args    *decisionrecord.Args
+	store   *store
+	weights map[string]int
+}
+
+// NewRecorder returns an empty recorder; profiles join through EnableProfile (the
+// DecisionRecord plugin's factory) and are wrapped by Install.
+func NewRecorder() *Recorder {
+	return &Recorder{started: time.Now(), now: time.Now, profiles: map[string]*profileRecorder{}}
+}
+
+// EnableProfile implements decisionrecord.Registrar.
+func (r *Recorder) EnableProfile(profile string, args *decisionrecord.Args) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.profiles[profile] = &profileRecorder{name: profile, args: args,
+		store: newStore(int(*args.Records), int(*args.TopNodes), r.now)}
 }
 
 // Started is when this recorder (the scheduler process) started: records older than that
 // do not exist.
 func (r *Recorder) Started() time.Time { return r.started }
 
-// Len is the number of records held.
-func (r *Recorder) Len() int { return r.store.len() }
-
-// Get returns the record of a pod, or when it was evicted from the LRU.
-func (r *Recorder) Get(ns, name string) (Record, bool, time.Time) { return r.store.get(ns, name) }
-
-// WrapFactory returns factory unchanged in behaviour; it only remembers, per profile, plugin
-// instances that implement Explainer. The plugin itself is not wrapped.
-func (r *Recorder) WrapFactory(name string, factory fwkruntime.PluginFactory) fwkruntime.PluginFactory {
-	return func(ctx context.Context, args runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		p, err := factory(ctx, args, h)
-		if err != nil {
-			return p, err
-		}
-		if ex, ok := p.(Explainer); ok {
-			r.mu.Lock()
-			m := r.explainers[h.ProfileName()]
-			if m == nil {
-				m = map[string]Explainer{}
-				r.explainers[h.ProfileName()] = m
-			}
-			m[name] = ex
-			r.mu.Unlock()
-		}
-		return p, nil
+// Enabled reports whether any profile records.
+func (r *Recorder) Enabled() bool {
+	if r == nil {
+		return false
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.profiles) > 0
+}
+
+func (r *Recorder) profile(name string) *profileRecorder {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.profiles[name]
+}
+
+// Len is the number of records held over all profiles.
+func (r *Recorder) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, p := range r.profiles {
+		n += p.store.len()
+	}
+	return n
 }
 
 // ScoreWeights returns the weight the framework gives each Score plugin of a completed
@@ -124,19 +162,25 @@ func containsPlugin(list []config.Plugin, name string) bool {
 	return false
 }
 
-// Install wraps every profile's framework of sched with the recorder and wraps its
-// SchedulePod to learn each cycle's result. profiles are the completed profiles (for the
-// weights). It must run before sched.Run.
+// Install wraps the framework of every recording profile of sched and wraps its SchedulePod
+// to learn each cycle's result; with no recording profile it changes nothing. profiles are
+// the completed profiles (for the weights). It must run before sched.Run.
 func (r *Recorder) Install(sched *scheduler.Scheduler, profiles []config.KubeSchedulerProfile) error {
+	if !r.Enabled() {
+		return nil
+	}
 	for _, p := range profiles {
-		r.profiles[p.SchedulerName] = ScoreWeights(p)
+		if pr := r.profile(p.SchedulerName); pr != nil {
+			pr.weights = ScoreWeights(p)
+		}
 	}
 	for name, f := range sched.Profiles {
-		w, ok := r.profiles[name]
-		if !ok {
-			return fmt.Errorf("explain: profile %q has no configuration", name)
+		if pr := r.profile(name); pr != nil {
+			if pr.weights == nil {
+				return fmt.Errorf("explain: profile %q has no configuration", name)
+			}
+			sched.Profiles[name] = r.Wrap(f, pr)
 		}
-		sched.Profiles[name] = r.Wrap(f, w)
 	}
 	orig := sched.SchedulePod
 	sched.SchedulePod = func(ctx context.Context, f framework.Framework, state fwk.CycleState, pi *framework.QueuedPodInfo) (scheduler.ScheduleResult, error) {
@@ -149,13 +193,23 @@ func (r *Recorder) Install(sched *scheduler.Scheduler, profiles []config.KubeSch
 	return nil
 }
 
-// Wrap returns f with recording around the framework calls of a scheduling cycle. weights
-// are the profile's Score weights.
-func (r *Recorder) Wrap(f framework.Framework, weights map[string]int) framework.Framework {
+// Wrap returns f with recording around the framework calls of a scheduling cycle.
+func (r *Recorder) Wrap(f framework.Framework, pr *profileRecorder) framework.Framework {
+	return &recordingFramework{Framework: f, r: r, p: pr}
+}
+
+// begin starts pod's attempt in profile p, sealing the one before it.
+func (r *Recorder) begin(pod *v1.Pod, p *profileRecorder) *attempt {
+	a := p.store.begin(pod, p.name, p.weights)
 	r.mu.Lock()
-	ex := r.explainers[f.ProfileName()]
+	prev := r.current
+	r.current = a
 	r.mu.Unlock()
-	return &recordingFramework{Framework: f, r: r, weights: weights, explainers: ex}
+	if prev != nil {
+		prev.seal()
+		a.prev = prev.rec.Namespace + "/" + prev.rec.Name
+	}
+	return a
 }
 
 const stateKey fwk.StateKey = "berth.dev/explain"
@@ -170,79 +224,4 @@ func attemptFrom(state fwk.CycleState) *attempt {
 	}
 	a, _ := d.(*attempt)
 	return a
-}
-
-// recordingFramework delegates everything to the profile's framework and records what the
-// scheduler's cycle asks of it. Plugins run exactly once, inside the wrapped framework.
-type recordingFramework struct {
-	framework.Framework
-	r          *Recorder
-	weights    map[string]int
-	explainers map[string]Explainer
-}
-
-func (f *recordingFramework) RunPreFilterPlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status, sets.Set[string]) {
-	a := f.r.store.begin(pod, f.ProfileName(), f.weights, f.explainers)
-	state.Write(stateKey, a)
-	res, st, plugins := f.Framework.RunPreFilterPlugins(ctx, state, pod)
-	if !st.IsSuccess() {
-		if st.IsRejected() {
-			a.preFilter(st)
-		} else {
-			a.fail(st)
-		}
-	}
-	return res, st, plugins
-}
-
-func (f *recordingFramework) GetNodeHint(ctx context.Context, pod *v1.Pod, sig fwk.PodSignature, state fwk.CycleState, cycle int64) string {
-	h := f.Framework.GetNodeHint(ctx, pod, sig, state, cycle)
-	if h != "" {
-		if a := attemptFrom(state); a != nil {
-			a.hint(h)
-		}
-	}
-	return h
-}
-
-func (f *recordingFramework) RunFilterPluginsWithNominatedPods(ctx context.Context, state fwk.CycleState, pod *v1.Pod, ni fwk.NodeInfo) *fwk.Status {
-	st := f.Framework.RunFilterPluginsWithNominatedPods(ctx, state, pod, ni)
-	if a := attemptFrom(state); a != nil {
-		a.filter(ni.Node().Name, st)
-	}
-	return st
-}
-
-func (f *recordingFramework) RunScorePlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) ([]fwk.NodePluginScores, *fwk.Status) {
-	scores, st := f.Framework.RunScorePlugins(ctx, state, pod, nodes)
-	if a := attemptFrom(state); a != nil {
-		if st.IsSuccess() {
-			a.scores(pod, scores)
-		} else {
-			a.fail(st)
-		}
-	}
-	return scores, st
-}
-
-func (f *recordingFramework) RunPostFilterPlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	res, st := f.Framework.RunPostFilterPlugins(ctx, state, pod, m)
-	if a := attemptFrom(state); a != nil {
-		msg := st.Message()
-		if res != nil && res.NominatingInfo != nil && res.NominatedNodeName != "" {
-			msg = fmt.Sprintf("nominated %s (preemption): %s", res.NominatedNodeName, msg)
-		}
-		a.postFilter(msg)
-	}
-	return res, st
-}
-
-func (f *recordingFramework) RunReservePluginsReserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, node string) *fwk.Status {
-	st := f.Framework.RunReservePluginsReserve(ctx, state, pod, node)
-	if !st.IsSuccess() {
-		if a := attemptFrom(state); a != nil {
-			a.reserveFailed(st)
-		}
-	}
-	return st
 }

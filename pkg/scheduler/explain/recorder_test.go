@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,8 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -24,6 +28,9 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
 	fwkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
+
+	api "github.com/berth-sched/berth/pkg/explain"
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/decisionrecord"
 )
 
 // The framework's instrumentation needs the scheduler metrics registered, as the scheduler does.
@@ -43,6 +50,7 @@ func (f *fakeFilter) Filter(_ context.Context, _ fwk.CycleState, _ *v1.Pod, ni f
 // fakeScore returns a fixed raw score per node and, with norm, halves every score in
 // NormalizeScore so raw and normalised differ.
 type fakeScore struct {
+	mu    sync.Mutex
 	name  string
 	raw   map[string]int64
 	norm  bool
@@ -50,8 +58,14 @@ type fakeScore struct {
 }
 
 func (f *fakeScore) Name() string { return f.name }
-func (f *fakeScore) Score(_ context.Context, _ fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+func (f *fakeScore) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
+	f.mu.Lock()
 	f.calls++
+	f.mu.Unlock()
+	// The hook the load-aware plugins use: report inputs only when the cycle records.
+	if sink := SinkFrom(state); sink != nil && f.name == "Packing" {
+		sink.ScoreDetail(f.name, ni.Node().Name, map[string]any{"utilisation": f.raw[ni.Node().Name]})
+	}
 	return f.raw[ni.Node().Name], nil
 }
 func (f *fakeScore) ScoreExtensions() fwk.ScoreExtensions {
@@ -66,12 +80,6 @@ func (f *fakeScore) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Po
 	}
 	return nil
 }
-func (f *fakeScore) ExplainScore(_ *v1.Pod, node string) any {
-	if f.name != "Packing" {
-		return nil
-	}
-	return map[string]any{"utilisation": f.raw[node]}
-}
 
 // noNominations: the fixture has no preemption, so no node carries nominated pods.
 type noNominations struct{}
@@ -84,6 +92,7 @@ func (noNominations) NominatedPodsForNode(string) []fwk.PodInfo                 
 type fixture struct {
 	fw     framework.Framework
 	rec    *Recorder
+	events *events.FakeRecorder
 	nodes  []fwk.NodeInfo
 	scores []*fakeScore
 }
@@ -92,10 +101,7 @@ func newFixture(t *testing.T, refuse map[string]string, nodeNames []string, reco
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	rec, err := NewRecorder(Options{Records: records, TopNodes: top})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := NewRecorder()
 	packing := &fakeScore{name: "Packing", raw: map[string]int64{}}
 	spread := &fakeScore{name: "Spread", raw: map[string]int64{}, norm: true}
 	for i, n := range nodeNames {
@@ -110,9 +116,8 @@ func newFixture(t *testing.T, refuse map[string]string, nodeNames []string, reco
 		"FakeFilter": func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) { return &fakeFilter{refuse}, nil },
 		"Packing":    func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) { return packing, nil },
 		"Spread":     func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) { return spread, nil },
-	}
-	for n, f := range reg {
-		reg[n] = rec.WrapFactory(n, f)
+		// The plugin's factory is what turns recording on for the profile.
+		decisionrecord.Name: decisionrecord.NewFactory(rec),
 	}
 	profile := config.KubeSchedulerProfile{
 		SchedulerName: "berth-scheduler",
@@ -121,7 +126,13 @@ func newFixture(t *testing.T, refuse map[string]string, nodeNames []string, reco
 			Filter:    config.PluginSet{Enabled: []config.Plugin{{Name: "FakeFilter"}}},
 			Score:     config.PluginSet{Enabled: []config.Plugin{{Name: "Packing", Weight: 3}, {Name: "Spread"}}},
 			Bind:      config.PluginSet{Enabled: []config.Plugin{{Name: defaultbinder.Name}}},
+			// DecisionRecord implements no extension point: multiPoint only instantiates it.
+			MultiPoint: config.PluginSet{Enabled: []config.Plugin{{Name: decisionrecord.Name}}},
 		},
+		PluginConfig: []config.PluginConfig{{Name: decisionrecord.Name, Args: &runtime.Unknown{
+			ContentType: runtime.ContentTypeJSON,
+			Raw:         []byte(fmt.Sprintf(`{"records":%d,"topNodes":%d,"summary":"Event"}`, records, top)),
+		}}},
 	}
 	var nodes []*v1.Node
 	for _, n := range nodeNames {
@@ -129,7 +140,9 @@ func newFixture(t *testing.T, refuse map[string]string, nodeNames []string, reco
 	}
 	snap := cache.NewSnapshot(nil, nodes)
 	client := fake.NewClientset()
+	ev := events.NewFakeRecorder(10)
 	fw, err := fwkruntime.NewFramework(ctx, reg, &profile,
+		fwkruntime.WithEventRecorder(ev),
 		fwkruntime.WithSnapshotSharedLister(snap),
 		fwkruntime.WithPodNominator(noNominations{}),
 		fwkruntime.WithClientSet(client),
@@ -141,8 +154,19 @@ func newFixture(t *testing.T, refuse map[string]string, nodeNames []string, reco
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{fw: rec.Wrap(fw, ScoreWeights(profile)), rec: rec, nodes: infos, scores: []*fakeScore{packing, spread}}
+	pr := rec.profile("berth-scheduler")
+	if pr == nil {
+		t.Fatal("the DecisionRecord factory did not enable the profile")
+	}
+	pr.weights = ScoreWeights(profile)
+	return &fixture{fw: rec.Wrap(fw, pr), rec: rec, events: ev, nodes: infos, scores: []*fakeScore{packing, spread}}
 }
+
+func (f *fixture) get(ns, name string) (Record, bool, time.Time) {
+	return f.rec.profile("berth-scheduler").store.get(ns, name)
+}
+
+func (f *fixture) store() *store { return f.rec.profile("berth-scheduler").store }
 
 // cycle drives the wrapped framework the way the scheduler's cycle does: PreFilter, Filter on
 // every node, Score on the feasible ones, then the result of SchedulePod.
@@ -188,7 +212,7 @@ func pod(name string) *v1.Pod {
 func TestRecordOfAFrameworkRun(t *testing.T) {
 	f := newFixture(t, map[string]string{"n3": "node n3 is full"}, []string{"n1", "n2", "n3"}, 10, 10)
 	chosen := f.cycle(t, pod("p"))
-	rec, ok, _ := f.rec.Get("ns", "p")
+	rec, ok, _ := f.get("ns", "p")
 	if !ok {
 		t.Fatal("no record")
 	}
@@ -205,8 +229,8 @@ func TestRecordOfAFrameworkRun(t *testing.T) {
 		total  int64
 		scores []PluginScore
 	}{
-		{"n2", 77, []PluginScore{{"Packing", 10, 10, 3, 30}, {"Spread", 95, 47, 1, 47}}},
-		{"n1", 65, []PluginScore{{"Packing", 5, 5, 3, 15}, {"Spread", 100, 50, 1, 50}}},
+		{"n2", 77, []PluginScore{{Plugin: "Packing", Raw: 10, Normalized: 10, Weight: 3, Weighted: 30}, {Plugin: "Spread", Raw: 95, Normalized: 47, Weight: 1, Weighted: 47}}},
+		{"n1", 65, []PluginScore{{Plugin: "Packing", Raw: 5, Normalized: 5, Weight: 3, Weighted: 15}, {Plugin: "Spread", Raw: 100, Normalized: 50, Weight: 1, Weighted: 50}}},
 	}
 	for i, tc := range tests {
 		n := rec.Nodes[i]
@@ -235,7 +259,7 @@ func TestRecordOfAFrameworkRun(t *testing.T) {
 func TestRecordFitsNowhere(t *testing.T) {
 	f := newFixture(t, map[string]string{"a": "too small", "b": "too small", "c": "tainted"}, []string{"a", "b", "c"}, 10, 2)
 	f.cycle(t, pod("big"))
-	rec, _, _ := f.rec.Get("ns", "big")
+	rec, _, _ := f.get("ns", "big")
 	if rec.Outcome != OutcomeUnschedulable || rec.Refused != 3 || rec.Feasible != 0 {
 		t.Fatalf("%+v", rec)
 	}
@@ -243,7 +267,7 @@ func TestRecordFitsNowhere(t *testing.T) {
 	if len(rec.Nodes) != 2 || rec.Nodes[0].Node != "a" || rec.Nodes[1].Node != "b" || rec.OmittedRefused != 1 {
 		t.Fatalf("nodes %+v omitted %d", rec.Nodes, rec.OmittedRefused)
 	}
-	want := []ReasonCount{{"FakeFilter", "too small", 2}, {"FakeFilter", "tainted", 1}}
+	want := []ReasonCount{{Plugin: "FakeFilter", Reason: "too small", Nodes: 2}, {Plugin: "FakeFilter", Reason: "tainted", Nodes: 1}}
 	if fmt.Sprint(rec.RefusedBy) != fmt.Sprint(want) {
 		t.Errorf("refusedBy %v, want %v", rec.RefusedBy, want)
 	}
@@ -263,49 +287,60 @@ func TestBoundsUnder100000Pods(t *testing.T) {
 	if n := f.rec.Len(); n != 50 {
 		t.Fatalf("%d records held, want 50", n)
 	}
-	f.rec.store.mu.Lock()
-	for e := f.rec.store.ll.Front(); e != nil; e = e.Next() {
+	st := f.store()
+	st.mu.Lock()
+	for e := st.ll.Front(); e != nil; e = e.Next() {
 		a := e.Value.(*attempt)
 		if len(a.scored) > 3 || len(a.refused) > 3 {
 			t.Fatalf("attempt holds %d scored, %d refused nodes", len(a.scored), len(a.refused))
 		}
 	}
-	if len(f.rec.store.evicted) > 50 {
-		t.Fatalf("%d evicted names remembered", len(f.rec.store.evicted))
+	if len(st.evicted) > 50 {
+		t.Fatalf("%d evicted names remembered", len(st.evicted))
 	}
-	f.rec.store.mu.Unlock()
-	last, ok, _ := f.rec.Get("ns", "p99999")
+	st.mu.Unlock()
+	last, ok, _ := f.get("ns", "p99999")
 	if !ok || last.Feasible != 16 || last.OmittedFeasible != 13 || last.OmittedRefused != 1 || len(last.Nodes) != 6 {
 		t.Fatalf("last record %+v", last)
 	}
-	if _, ok, ev := f.rec.Get("ns", "p99949"); ok || ev.IsZero() {
+	if _, ok, ev := f.get("ns", "p99949"); ok || ev.IsZero() {
 		t.Fatalf("p99949 should be evicted (ok=%v ev=%v)", ok, ev)
 	}
 	f.cycle(t, pod("p99999"))
-	if again, _, _ := f.rec.Get("ns", "p99999"); again.Attempts != 2 {
+	if again, _, _ := f.get("ns", "p99999"); again.Attempts != 2 {
 		t.Fatalf("attempts %d, want 2", again.Attempts)
 	}
 }
 
-func TestOptionsValidate(t *testing.T) {
-	tests := []struct {
-		o    Options
-		want string
-	}{
-		{Options{Records: 0, TopNodes: 10}, ""},
-		{Options{Records: 1000, TopNodes: 10}, ""},
-		{Options{Records: -1, TopNodes: 10}, "explain-records"},
-		{Options{Records: 10, TopNodes: 0}, "explain-top-nodes"},
-		{Options{Records: MaxRecords + 1, TopNodes: 10}, "explain-records"},
+// The Scheduled event carries the summary (summary: Event), other events are untouched.
+func TestScheduledEventSummary(t *testing.T) {
+	f := newFixture(t, map[string]string{"n3": "full"}, []string{"n1", "n2", "n3"}, 10, 10)
+	p := pod("p")
+	node := f.cycle(t, p)
+	f.fw.EventRecorder().WithLogger(klog.Background()).Eventf(p, nil, v1.EventTypeNormal, "Scheduled", "Binding", "Successfully assigned %v/%v to %v", p.Namespace, p.Name, node)
+	f.fw.EventRecorder().Eventf(p, nil, v1.EventTypeNormal, "Other", "Binding", "untouched %d %%", 5)
+	want := []string{
+		"Normal Scheduled Successfully assigned ns/p to n2; Spread 47, Packing 10×3, total 77; next best n1 65",
+		"Normal Other untouched 5 %",
 	}
-	for _, tc := range tests {
-		err := tc.o.Validate().ToAggregate()
-		if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
-			t.Errorf("%+v: %v, want %q", tc.o, err, tc.want)
+	for _, w := range want {
+		select {
+		case got := <-f.events.Events:
+			if got != w {
+				t.Errorf("event %q\nwant  %q", got, w)
+			}
+		default:
+			t.Fatalf("missing event %q", w)
 		}
 	}
-	if r, err := NewRecorder(Options{Records: 0, TopNodes: 10}); r != nil || err != nil {
-		t.Errorf("off: %v %v", r, err)
+}
+
+// With no profile enabling DecisionRecord nothing is wrapped.
+func TestInstallWithoutRecordingProfileChangesNothing(t *testing.T) {
+	rec := NewRecorder()
+	sched := &scheduler.Scheduler{Profiles: map[string]framework.Framework{}}
+	if err := rec.Install(sched, nil); err != nil || sched.SchedulePod != nil || rec.Enabled() {
+		t.Fatalf("err %v, SchedulePod wrapped %v, enabled %v", err, sched.SchedulePod != nil, rec.Enabled())
 	}
 }
 
@@ -333,12 +368,13 @@ func TestHandler(t *testing.T) {
 		code          int
 	}{
 		{"namespace=ns&name=p", "", 200},
-		{"namespace=ns&name=old", ReasonEvicted, 404},
-		{"namespace=ns&name=other", ReasonOtherScheduler, 404},
-		{"namespace=ns&name=pending", ReasonNeverSeen, 404},
-		{"namespace=ns&name=bound", ReasonBeforeStart, 404},
-		{"namespace=ns&name=ghost", ReasonNeverSeen, 404},
-		{"namespace=ns", ReasonBadRequest, 400},
+		{"namespace=ns&name=old", api.ReasonEvicted, 404},
+		{"namespace=ns&name=other", api.ReasonOtherScheduler, 404},
+		{"namespace=ns&name=pending", api.ReasonNeverSeen, 404},
+		{"namespace=ns&name=bound", api.ReasonBeforeStart, 404},
+		{"namespace=ns&name=ghost", api.ReasonNeverSeen, 404},
+		{"namespace=ns&name=p&uid=older", api.ReasonStale, 404},
+		{"namespace=ns", api.ReasonBadRequest, 400},
 	}
 	for _, tc := range tests {
 		w := httptest.NewRecorder()
@@ -363,13 +399,21 @@ func TestHandler(t *testing.T) {
 	pods["p"] = &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "new"}, Spec: v1.PodSpec{SchedulerName: "berth-scheduler"}}
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, Path+"?namespace=ns&name=p", nil))
-	if w.Code != 404 || !strings.Contains(w.Body.String(), ReasonStale) {
+	if w.Code != 404 || !strings.Contains(w.Body.String(), api.ReasonStale) {
 		t.Errorf("stale: %d %s", w.Code, w.Body)
 	}
-	// Recording off.
+	// Recording off: in the whole scheduler, and in the pod's profile only.
+	for _, h := range []http.Handler{Handler(nil, get, nil), Handler(NewRecorder(), get, nil)} {
+		w = httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, Path+"?namespace=ns&name=p", nil))
+		if w.Code != 404 || !strings.Contains(w.Body.String(), api.ReasonDisabled) {
+			t.Errorf("off: %d %s", w.Code, w.Body)
+		}
+	}
+	pods["q"] = &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "q", UID: "uq"}, Spec: v1.PodSpec{SchedulerName: "quiet"}}
 	w = httptest.NewRecorder()
-	Handler(nil, get, nil).ServeHTTP(w, httptest.NewRequest(http.MethodGet, Path+"?name=p", nil))
-	if w.Code != 404 || !strings.Contains(w.Body.String(), ReasonDisabled) {
-		t.Errorf("off: %d %s", w.Code, w.Body)
+	Handler(f.rec, get, []string{"berth-scheduler", "quiet"}).ServeHTTP(w, httptest.NewRequest(http.MethodGet, Path+"?namespace=ns&name=q", nil))
+	if w.Code != 404 || !strings.Contains(w.Body.String(), api.ReasonDisabled) || !strings.Contains(w.Body.String(), "profile quiet") {
+		t.Errorf("profile without recording: %d %s", w.Code, w.Body)
 	}
 }

@@ -23,7 +23,6 @@ type store struct {
 	evicted  map[string]time.Time
 	evictLog []string // ring of evicted keys, same capacity as the LRU
 	evictPos int
-	current  *attempt
 	now      func() time.Time
 }
 
@@ -42,12 +41,10 @@ func newStore(capacity, topK int, now func() time.Time) *store {
 
 func key(ns, name string) string { return ns + "/" + name }
 
-// begin starts a new attempt for pod, replacing the pod's previous one, and seals the
-// attempt that was running before (scheduling cycles of one scheduler are sequential).
-func (s *store) begin(pod *v1.Pod, profile string, weights map[string]int, ex map[string]Explainer) *attempt {
+// begin starts a new attempt for pod, replacing the pod's previous one.
+func (s *store) begin(pod *v1.Pod, profile string, weights map[string]int) *attempt {
 	a := &attempt{
-		topK:       s.topK,
-		explainers: ex,
+		topK: s.topK,
 		rec: Record{
 			Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
 			Profile: profile, Attempts: 1, Started: s.now(), Outcome: OutcomeInProgress,
@@ -56,10 +53,6 @@ func (s *store) begin(pod *v1.Pod, profile string, weights map[string]int, ex ma
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.current != nil {
-		s.current.seal()
-	}
-	s.current = a
 	k := key(pod.Namespace, pod.Name)
 	delete(s.evicted, k)
 	if e, ok := s.byUID[pod.UID]; ok {
@@ -115,6 +108,17 @@ func (s *store) get(ns, name string) (Record, bool, time.Time) {
 	return a.snapshot(), true, time.Time{}
 }
 
+// getUID returns the record of the pod with uid (the Scheduled event's summary).
+func (s *store) getUID(uid types.UID) (Record, bool) {
+	s.mu.Lock()
+	e, ok := s.byUID[uid]
+	s.mu.Unlock()
+	if !ok {
+		return Record{}, false
+	}
+	return e.Value.(*attempt).snapshot(), true
+}
+
 func (s *store) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -129,15 +133,19 @@ const maxReasons = 64
 // attempt is one scheduling cycle of one pod, filled in by the wrapped framework while the
 // cycle runs (Filter runs in parallel over nodes, hence the mutex).
 type attempt struct {
-	mu         sync.Mutex
-	topK       int
-	explainers map[string]Explainer
-	rec        Record
-	feasible   int
-	refused    map[string]*Verdict
-	reasons    map[reasonKey]int
-	scored     []NodeRecord
-	sealed     bool
+	mu   sync.Mutex
+	topK int
+	// prev is the pod of the cycle before this one (the source of a batching hint).
+	prev string
+	// details are what plugins reported from Score in this cycle, node → plugin → detail;
+	// only the kept nodes' survive scores().
+	details  map[string]map[string]any
+	rec      Record
+	feasible int
+	refused  map[string]*Verdict
+	reasons  map[reasonKey]int
+	scored   []NodeRecord
+	sealed   bool
 }
 
 // Clone implements fwk.StateData: cycle-state clones (preemption dry runs) share the attempt.
@@ -195,7 +203,26 @@ func (a *attempt) preFilter(st *fwk.Status) {
 func (a *attempt) hint(node string) {
 	a.mu.Lock()
 	a.rec.NodeHint = node
+	a.rec.HintFrom = a.prev
 	a.mu.Unlock()
+}
+
+// ScoreDetail implements DetailSink; Score runs in parallel over nodes.
+func (a *attempt) ScoreDetail(plugin, node string, detail any) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sealed {
+		return
+	}
+	if a.details == nil {
+		a.details = make(map[string]map[string]any)
+	}
+	m := a.details[node]
+	if m == nil {
+		m = make(map[string]any, 2)
+		a.details[node] = m
+	}
+	m[plugin] = detail
 }
 
 func (a *attempt) fail(st *fwk.Status) {
@@ -206,7 +233,7 @@ func (a *attempt) fail(st *fwk.Status) {
 }
 
 // scores keeps the topK best nodes of a successful RunScorePlugins.
-func (a *attempt) scores(pod *v1.Pod, scores []fwk.NodePluginScores) {
+func (a *attempt) scores(scores []fwk.NodePluginScores) {
 	idx := make([]int, len(scores))
 	for i := range idx {
 		idx[i] = i
@@ -236,18 +263,14 @@ func (a *attempt) scores(pod *v1.Pod, scores []fwk.NodePluginScores) {
 				ps.Normalized = w.Score / int64(ps.Weight)
 			}
 			nr.Scores = append(nr.Scores, ps)
-			if ex := a.explainers[w.Name]; ex != nil {
-				if d := ex.ExplainScore(pod, ns.Name); d != nil {
-					if nr.Details == nil {
-						nr.Details = make(map[string]any)
-					}
-					nr.Details[w.Name] = d
-				}
-			}
 		}
 		out = append(out, nr)
 	}
 	a.mu.Lock()
+	for i := range out {
+		out[i].Details = a.details[out[i].Node]
+	}
+	a.details = nil
 	a.scored = out
 	a.mu.Unlock()
 }
@@ -297,6 +320,7 @@ func (a *attempt) sealLocked() {
 		return
 	}
 	a.sealed = true
+	a.details = nil
 	a.rec.Refused = len(a.refused)
 	if len(a.refused) <= a.topK {
 		return

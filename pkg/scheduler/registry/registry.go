@@ -6,6 +6,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	fwkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/decisionrecord"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/imagelocality"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadvariationriskbalancing"
@@ -22,6 +23,9 @@ func Plugins() fwkruntime.Registry {
 		sysched.Name:                    sysched.New,
 		imagelocality.Name:              imagelocality.New,
 		instanceisolation.Name:          instanceisolation.New,
+		// The scheduler command binds DecisionRecord's factory to its recorder; this one only
+		// parses the args (configuration validation).
+		decisionrecord.Name: decisionrecord.New,
 	}
 }
 

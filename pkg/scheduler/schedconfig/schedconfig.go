@@ -23,6 +23,7 @@ import (
 	frameworkplugins "k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	"sigs.k8s.io/yaml"
 
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/decisionrecord"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/imagelocality"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadvariationriskbalancing"
@@ -51,6 +52,7 @@ var argParsers = map[string]func(runtime.Object) error{
 		_, err := instanceisolation.ParseArgs(o)
 		return err
 	},
+	decisionrecord.Name: func(o runtime.Object) error { _, err := decisionrecord.ParseArgs(o); return err },
 }
 
 // ArgsError is a Berth plugin's args rejected by its ParseArgs.

@@ -1,0 +1,173 @@
+// Package explain is the wire contract of berth-scheduler's decision records (what
+// /debug/berth/explain serves) and the client side: the one-line summary, the table `kubectl
+// berth explain` prints, and finding and reading the leader scheduler. It imports no scheduler
+// code, so the kubectl plugin stays small.
+package explain
+
+import "time"
+
+// Path is where the records are served on the scheduler's secure port.
+const Path = "/debug/berth/explain"
+
+// Outcome of the latest scheduling attempt of a pod.
+const (
+	OutcomeInProgress    = "InProgress"
+	OutcomeScheduled     = "Scheduled"
+	OutcomeUnschedulable = "Unschedulable"
+	OutcomeError         = "Error"
+)
+
+// Record is the decision of the latest scheduling attempt for one pod, as served by the
+// endpoint. Field names are part of the endpoint's contract (kubectl berth reads them).
+type Record struct {
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	UID       string    `json:"uid"`
+	Profile   string    `json:"profile"`
+	Attempts  int       `json:"attempts"`
+	Started   time.Time `json:"started"`
+	Outcome   string    `json:"outcome"`
+	// Chosen is the node the pod was reserved on (empty unless scheduled).
+	Chosen string `json:"chosen,omitempty"`
+	// PreFilter is set when a PreFilter plugin refused the pod for every node.
+	PreFilter *Verdict `json:"preFilter,omitempty"`
+	// NodeHint is the node opportunistic batching suggested from an identical previous pod;
+	// when it fits, only that node was filtered and scores were not recomputed.
+	NodeHint string `json:"nodeHint,omitempty"`
+	// HintFrom is the pod (namespace/name) whose scoring produced NodeHint: its record holds
+	// the scores this placement reused.
+	HintFrom string `json:"hintFrom,omitempty"`
+	// Weights of the profile's Score plugins.
+	Weights map[string]int `json:"weights,omitempty"`
+	// Nodes: the best-scored feasible nodes (chosen first), then refused nodes, at most
+	// TopNodes of each.
+	Nodes []NodeRecord `json:"nodes"`
+	// Feasible and Refused count every node evaluated in this attempt; Omitted* count those
+	// not listed in Nodes.
+	Feasible        int `json:"feasible"`
+	Refused         int `json:"refused"`
+	OmittedFeasible int `json:"omittedFeasible"`
+	OmittedRefused  int `json:"omittedRefused"`
+	// RefusedBy counts refused nodes per plugin and reason, over all refused nodes.
+	RefusedBy []ReasonCount `json:"refusedBy,omitempty"`
+	// ScoringSkipped is set when only one node was feasible (the scheduler does not score).
+	ScoringSkipped bool `json:"scoringSkipped,omitempty"`
+	// PostFilter is the message of the PostFilter (preemption) phase, if it ran.
+	PostFilter string `json:"postFilter,omitempty"`
+	// Error is set when the attempt ended with an error status.
+	Error string `json:"error,omitempty"`
+}
+
+// Verdict is a Filter (or PreFilter) refusal.
+type Verdict struct {
+	Plugin  string   `json:"plugin"`
+	Code    string   `json:"code"`
+	Reasons []string `json:"reasons"`
+}
+
+// NodeRecord is one node's part of the decision.
+type NodeRecord struct {
+	Node     string        `json:"node"`
+	Feasible bool          `json:"feasible"`
+	Filter   *Verdict      `json:"filter,omitempty"`
+	Scores   []PluginScore `json:"scores,omitempty"`
+	Total    int64         `json:"total"`
+	Chosen   bool          `json:"chosen,omitempty"`
+	// Details are the inputs a plugin read for its score on this node (LoadDetail for the
+	// load-aware plugins, SySchedDetail for SySched), keyed by plugin name, recorded by the
+	// plugin inside Score of this very cycle.
+	Details map[string]any `json:"details,omitempty"`
+}
+
+// PluginScore is one Score plugin's result on one node: Raw is what Score returned,
+// Normalized what NormalizeScore made of it (equal to Raw without ScoreExtensions),
+// Weighted = Normalized × Weight, and Total (on the node) is the sum of Weighted.
+type PluginScore struct {
+	Plugin     string `json:"plugin"`
+	Raw        int64  `json:"raw"`
+	Normalized int64  `json:"normalized"`
+	Weight     int    `json:"weight"`
+	Weighted   int64  `json:"weighted"`
+}
+
+// ReasonCount is how many nodes one plugin refused with one reason.
+type ReasonCount struct {
+	Plugin string `json:"plugin"`
+	Reason string `json:"reason"`
+	Nodes  int    `json:"nodes"`
+}
+
+// NotFound is the endpoint's 404 body: why there is no record, in words.
+type NotFound struct {
+	Error  string `json:"error"`
+	Reason string `json:"reason"`
+	// SchedulerStarted is when this scheduler instance started: it holds no record of
+	// anything scheduled before.
+	SchedulerStarted time.Time `json:"schedulerStarted"`
+}
+
+// Reasons a record is missing.
+const (
+	ReasonDisabled       = "RecordingDisabled"
+	ReasonOtherScheduler = "OtherScheduler"
+	ReasonEvicted        = "Evicted"
+	ReasonBeforeStart    = "BeforeStart"
+	ReasonNeverSeen      = "NeverSeen"
+	ReasonStale          = "Stale"
+	ReasonBadRequest     = "BadRequest"
+)
+
+// LoadDetail is what a load-aware plugin (TargetLoadPacking, LoadVariationRiskBalancing) read
+// for one node in Score: enough to redo the formula by hand.
+type LoadDetail struct {
+	// Freshness of the node's metrics: fresh, stale, expired or missing (then the score is
+	// the plugin's neutral score and the numbers below are absent).
+	Freshness string `json:"freshness"`
+	// Source is the load watcher document's source (e.g. BerthAgent, Prometheus).
+	Source string `json:"source,omitempty"`
+	// AgeSeconds is how old the node's sample was when Score read it.
+	AgeSeconds float64 `json:"ageSeconds"`
+	// Neutral is set when the plugin gave its neutral score for unknown load.
+	Neutral bool `json:"neutral,omitempty"`
+	// UnreportedMilliCPU and UnreportedMemoryBytes are the pods placed on the node since the
+	// sample (not in it yet), added to the measured load.
+	UnreportedMilliCPU    int64 `json:"unreportedMilliCPU"`
+	UnreportedMemoryBytes int64 `json:"unreportedMemoryBytes"`
+
+	// TargetLoadPacking: measured CPU % (MeasuredPercent), node CPU capacity, the pod's
+	// predicted CPU, the utilisation predicted after placing it, and the target.
+	MeasuredPercent  float64 `json:"measuredPercent,omitempty"`
+	CapacityMilliCPU int64   `json:"capacityMilliCPU,omitempty"`
+	PodMilliCPU      int64   `json:"podMilliCPU,omitempty"`
+	PredictedPercent float64 `json:"predictedPercent,omitempty"`
+	TargetPercent    int64   `json:"targetPercent,omitempty"`
+
+	// LoadVariationRiskBalancing: per resource, mean and standard deviation in % of
+	// allocatable and the score it gives (the node's score is the lower one).
+	CPU    *RiskTerms `json:"cpu,omitempty"`
+	Memory *RiskTerms `json:"memory,omitempty"`
+}
+
+// RiskTerms is one resource's part of LoadVariationRiskBalancing's score.
+type RiskTerms struct {
+	AvgPercent  float64 `json:"avgPercent"`
+	StdPercent  float64 `json:"stdPercent"`
+	Allocatable float64 `json:"allocatable"`
+	Request     float64 `json:"request"`
+	Score       float64 `json:"score"`
+	Margin      float64 `json:"margin"`
+	Sensitivity float64 `json:"sensitivity"`
+}
+
+// SySchedDetail is SySched's ExS for one node: ExS = |H∖P| + Σ_q |(H∪P)∖S_q|, computed as
+// |H∖P| + n·|H∪P| − Σ_q|S_q| (H: union of the node's pods' syscall sets, P: the incoming pod's
+// set, n: pods on the node).
+type SySchedDetail struct {
+	ExS       int64 `json:"exs"`
+	Pods      int   `json:"pods"`
+	NodeSet   int   `json:"nodeSyscalls"`
+	PodSet    int   `json:"podSyscalls"`
+	HMinusP   int   `json:"hMinusP"`
+	HUnionP   int   `json:"hUnionP"`
+	SumPodSet int64 `json:"sumPodSyscalls"`
+}

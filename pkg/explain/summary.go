@@ -1,0 +1,334 @@
+package explain
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// Plugin names whose details the summary and the table understand.
+const (
+	pluginTLP     = "TargetLoadPacking"
+	pluginLVRB    = "LoadVariationRiskBalancing"
+	pluginSySched = "SySched"
+)
+
+// Load returns a node's load-aware detail for plugin, whatever shape it travelled in (the
+// scheduler holds LoadDetail values, a client decoded JSON into map[string]any).
+func (n NodeRecord) Load(plugin string) (*LoadDetail, bool) {
+	var d LoadDetail
+	return &d, n.detail(plugin, &d)
+}
+
+// SySched returns a node's SySched detail.
+func (n NodeRecord) SySched() (*SySchedDetail, bool) {
+	var d SySchedDetail
+	return &d, n.detail(pluginSySched, &d)
+}
+
+func (n NodeRecord) detail(plugin string, into any) bool {
+	v, ok := n.Details[plugin]
+	if !ok || v == nil {
+		return false
+	}
+	switch x := v.(type) {
+	case LoadDetail:
+		if p, ok := into.(*LoadDetail); ok {
+			*p = x
+			return true
+		}
+	case *LoadDetail:
+		if p, ok := into.(*LoadDetail); ok && x != nil {
+			*p = *x
+			return true
+		}
+	case SySchedDetail:
+		if p, ok := into.(*SySchedDetail); ok {
+			*p = x
+			return true
+		}
+	case *SySchedDetail:
+		if p, ok := into.(*SySchedDetail); ok && x != nil {
+			*p = *x
+			return true
+		}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false
+	}
+	return json.Unmarshal(b, into) == nil
+}
+
+// Score returns the node's result of one plugin.
+func (n NodeRecord) Score(plugin string) (PluginScore, bool) {
+	for _, s := range n.Scores {
+		if s.Plugin == plugin {
+			return s, true
+		}
+	}
+	return PluginScore{}, false
+}
+
+// detailText is the short explanation of a plugin's score on a node, or "".
+func (n NodeRecord) detailText(plugin string) string {
+	switch plugin {
+	case pluginTLP:
+		d, ok := n.Load(plugin)
+		if !ok {
+			return ""
+		}
+		if d.Neutral {
+			return "load " + d.Freshness + ", neutral"
+		}
+		return fmt.Sprintf("util %s %%→%s %%", num(d.MeasuredPercent), num(d.PredictedPercent))
+	case pluginLVRB:
+		d, ok := n.Load(plugin)
+		if !ok {
+			return ""
+		}
+		if d.Neutral {
+			return "load " + d.Freshness + ", neutral"
+		}
+		var parts []string
+		if d.CPU != nil {
+			parts = append(parts, fmt.Sprintf("cpu μ %s %% σ %s %%", num(d.CPU.AvgPercent), num(d.CPU.StdPercent)))
+		}
+		if d.Memory != nil {
+			parts = append(parts, fmt.Sprintf("mem μ %s %% σ %s %%", num(d.Memory.AvgPercent), num(d.Memory.StdPercent)))
+		}
+		return strings.Join(parts, ", ")
+	case pluginSySched:
+		if d, ok := n.SySched(); ok {
+			return fmt.Sprintf("ExS %d", d.ExS)
+		}
+	}
+	return ""
+}
+
+func num(f float64) string {
+	s := fmt.Sprintf("%.1f", f)
+	return strings.TrimSuffix(s, ".0")
+}
+
+// Summary is the one-line account of a scheduled pod's decision, e.g. "TargetLoadPacking 78
+// (util 25 %→26 %), SySched 100 (ExS 0), total 356; next best node-2 301". Plugins that added
+// nothing on the chosen node are left out. It is cut at max bytes (0: no limit); "" when
+// the record has no chosen node.
+func Summary(rec Record, max int) string {
+	var chosen, next *NodeRecord
+	for i := range rec.Nodes {
+		n := &rec.Nodes[i]
+		switch {
+		case n.Node == rec.Chosen && n.Feasible:
+			chosen = n
+		case n.Feasible && next == nil && len(n.Scores) > 0:
+			next = n
+		}
+	}
+	if chosen == nil {
+		return ""
+	}
+	var b strings.Builder
+	if len(chosen.Scores) == 0 {
+		switch {
+		case rec.NodeHint != "" && rec.HintFrom != "":
+			fmt.Fprintf(&b, "reused the scoring of %s (identical pod, opportunistic batching)", rec.HintFrom)
+		case rec.ScoringSkipped:
+			b.WriteString("the only feasible node, not scored")
+		default:
+			b.WriteString("not scored")
+		}
+		if rec.Refused > 0 {
+			fmt.Fprintf(&b, "; %d nodes refused", rec.Refused)
+		}
+		return cut(b.String(), max)
+	}
+	scores := append([]PluginScore(nil), chosen.Scores...)
+	sort.SliceStable(scores, func(i, j int) bool { return scores[i].Weighted > scores[j].Weighted })
+	first := true
+	for _, s := range scores {
+		if s.Weighted == 0 && chosen.detailText(s.Plugin) == "" {
+			continue
+		}
+		if !first {
+			b.WriteString(", ")
+		}
+		first = false
+		fmt.Fprintf(&b, "%s %d", s.Plugin, s.Normalized)
+		if s.Weight != 1 {
+			fmt.Fprintf(&b, "×%d", s.Weight)
+		}
+		if d := chosen.detailText(s.Plugin); d != "" {
+			fmt.Fprintf(&b, " (%s)", d)
+		}
+	}
+	if !first {
+		b.WriteString(", ")
+	}
+	fmt.Fprintf(&b, "total %d", chosen.Total)
+	if next != nil {
+		fmt.Fprintf(&b, "; next best %s %d", next.Node, next.Total)
+	}
+	return cut(b.String(), max)
+}
+
+func cut(s string, max int) string {
+	if max <= 0 || len(s) <= max {
+		return s
+	}
+	// Cut on a rune boundary.
+	i := max - len("…")
+	for i > 0 && (s[i]&0xC0) == 0x80 {
+		i--
+	}
+	return s[:i] + "…"
+}
+
+// WriteTable prints a record as `kubectl berth explain` does: a header, one row per listed
+// node (filter verdict, each Score plugin's normalised score, total, chosen), what was left
+// out, and the inputs the plugins reported.
+func WriteTable(w io.Writer, rec Record) error {
+	fmt.Fprintf(w, "Pod %s/%s (uid %s), profile %s, attempt %d at %s: %s", rec.Namespace, rec.Name, rec.UID, rec.Profile, rec.Attempts, rec.Started.UTC().Format("2006-01-02T15:04:05Z"), rec.Outcome)
+	if rec.Chosen != "" {
+		fmt.Fprintf(w, " on %s", rec.Chosen)
+	}
+	fmt.Fprintln(w)
+	if rec.PreFilter != nil {
+		fmt.Fprintf(w, "PreFilter %s refused the pod for every node: %s\n", rec.PreFilter.Plugin, strings.Join(rec.PreFilter.Reasons, "; "))
+	}
+	if rec.NodeHint != "" {
+		fmt.Fprintf(w, "Opportunistic batching hinted %s from %s's scoring (see its record).\n", rec.NodeHint, rec.HintFrom)
+	}
+	if rec.ScoringSkipped {
+		fmt.Fprintln(w, "Only one node passed the filters: the scheduler did not score.")
+	}
+	if rec.Error != "" {
+		fmt.Fprintf(w, "Error: %s\n", rec.Error)
+	}
+	// Score plugins in a stable order: heaviest weight first, then by name.
+	var plugins []string
+	seen := map[string]bool{}
+	for _, n := range rec.Nodes {
+		for _, s := range n.Scores {
+			if !seen[s.Plugin] {
+				seen[s.Plugin] = true
+				plugins = append(plugins, s.Plugin)
+			}
+		}
+	}
+	sort.Slice(plugins, func(i, j int) bool {
+		wi, wj := rec.Weights[plugins[i]], rec.Weights[plugins[j]]
+		if wi != wj {
+			return wi > wj
+		}
+		return plugins[i] < plugins[j]
+	})
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := []string{"NODE", "FILTER"}
+	for _, p := range plugins {
+		head = append(head, fmt.Sprintf("%s(×%d)", p, rec.Weights[p]))
+	}
+	head = append(head, "TOTAL", "CHOSEN")
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, n := range rec.Nodes {
+		row := []string{n.Node}
+		switch {
+		case n.Filter != nil:
+			row = append(row, n.Filter.Plugin+": "+strings.Join(n.Filter.Reasons, "; "))
+		default:
+			row = append(row, "passed")
+		}
+		for _, p := range plugins {
+			s, ok := n.Score(p)
+			switch {
+			case !ok:
+				row = append(row, "-")
+			case s.Raw != s.Normalized:
+				row = append(row, fmt.Sprintf("%d (raw %d)", s.Normalized, s.Raw))
+			default:
+				row = append(row, fmt.Sprintf("%d", s.Normalized))
+			}
+		}
+		total := "-"
+		if len(n.Scores) > 0 {
+			total = fmt.Sprintf("%d", n.Total)
+		}
+		mark := ""
+		if n.Chosen {
+			mark = "*"
+		}
+		row = append(row, total, mark)
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%d feasible, %d refused", rec.Feasible, rec.Refused)
+	if rec.OmittedFeasible+rec.OmittedRefused > 0 {
+		fmt.Fprintf(w, "; not listed: %d feasible, %d refused", rec.OmittedFeasible, rec.OmittedRefused)
+	}
+	fmt.Fprintln(w)
+	for _, r := range rec.RefusedBy {
+		fmt.Fprintf(w, "  refused by %s on %d node(s): %s\n", r.Plugin, r.Nodes, r.Reason)
+	}
+	if rec.PostFilter != "" {
+		fmt.Fprintf(w, "PostFilter: %s\n", rec.PostFilter)
+	}
+	var details []string
+	for _, n := range rec.Nodes {
+		if d, ok := n.Load(pluginTLP); ok {
+			details = append(details, n.Node+" "+pluginTLP+": "+tlpText(d))
+		}
+		if d, ok := n.Load(pluginLVRB); ok {
+			details = append(details, n.Node+" "+pluginLVRB+": "+lvrbText(d))
+		}
+		if d, ok := n.SySched(); ok {
+			details = append(details, fmt.Sprintf("%s %s: ExS %d = |H∖P| %d + %d pods × |H∪P| %d − Σ|S_q| %d (|H| %d, |P| %d)",
+				n.Node, pluginSySched, d.ExS, d.HMinusP, d.Pods, d.HUnionP, d.SumPodSet, d.NodeSet, d.PodSet))
+		}
+	}
+	if len(details) > 0 {
+		fmt.Fprintln(w, "Inputs the plugins read:")
+		for _, d := range details {
+			fmt.Fprintln(w, "  "+d)
+		}
+	}
+	return nil
+}
+
+func sampleText(d *LoadDetail) string {
+	s := fmt.Sprintf("%s sample %ss old", d.Freshness, num(d.AgeSeconds))
+	if d.Source != "" {
+		s = d.Source + " " + s
+	}
+	return s
+}
+
+func tlpText(d *LoadDetail) string {
+	if d.Neutral {
+		return "load " + d.Freshness + ": neutral score"
+	}
+	return fmt.Sprintf("measured %s %% of %dm; + pod %dm + unreported %dm → %s %% (target %d %%); %s",
+		num(d.MeasuredPercent), d.CapacityMilliCPU, d.PodMilliCPU, d.UnreportedMilliCPU, num(d.PredictedPercent), d.TargetPercent, sampleText(d))
+}
+
+func lvrbText(d *LoadDetail) string {
+	if d.Neutral {
+		return "load " + d.Freshness + ": neutral score"
+	}
+	var parts []string
+	for _, r := range []struct {
+		name string
+		t    *RiskTerms
+	}{{"cpu", d.CPU}, {"memory", d.Memory}} {
+		if r.t == nil {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s μ %s %% σ %s %% of %s, request %s → %s", r.name, num(r.t.AvgPercent), num(r.t.StdPercent), num(r.t.Allocatable), num(r.t.Request), num(r.t.Score)))
+	}
+	return strings.Join(parts, "; ") + fmt.Sprintf("; unreported %dm/%d B; %s", d.UnreportedMilliCPU, d.UnreportedMemoryBytes, sampleText(d))
+}

@@ -1,0 +1,176 @@
+package decisionrecord
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/yaml"
+)
+
+// Summary says where the one-line summary of a placement goes.
+type Summary string
+
+// Summary targets.
+const (
+	// SummaryNone: the record is only served on the debug endpoint.
+	SummaryNone Summary = "None"
+	// SummaryEvent appends the summary to the message of the pod's Scheduled event.
+	SummaryEvent Summary = "Event"
+)
+
+// Defaults and bounds.
+const (
+	DefaultRecords  = 1000
+	DefaultTopNodes = 10
+	// MaxRecords bounds the LRU so a typo cannot make the scheduler hold gigabytes (a record
+	// with 10 nodes is a few KiB).
+	MaxRecords  = 1_000_000
+	MaxTopNodes = 1000
+)
+
+// Args configures decision recording for one profile.
+type Args struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// Records is how many pods' latest decisions this profile keeps (LRU by last attempt).
+	// Default 1000.
+	Records *int32 `json:"records,omitempty"`
+	// TopNodes is how many nodes a record keeps in detail: the best-scored feasible nodes
+	// (chosen first) and the first refused nodes by name; the rest are counted. Default 10.
+	TopNodes *int32 `json:"topNodes,omitempty"`
+	// Summary is None (default) or Event. (No pod annotation: that would need patch on every
+	// pod in the scheduler's RBAC and one more API write per placement.)
+	Summary *Summary `json:"summary,omitempty"`
+}
+
+// DeepCopyObject lets *Args travel as a runtime.Object into ParseArgs.
+func (a *Args) DeepCopyObject() runtime.Object {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	if a.Records != nil {
+		v := *a.Records
+		c.Records = &v
+	}
+	if a.TopNodes != nil {
+		v := *a.TopNodes
+		c.TopNodes = &v
+	}
+	if a.Summary != nil {
+		v := *a.Summary
+		c.Summary = &v
+	}
+	return &c
+}
+
+var argFields = []string{"records", "topNodes", "summary"}
+
+// ParseArgs decodes (strictly), defaults and validates the args exactly as the scheduler does.
+// obj may be nil, a *runtime.Unknown holding JSON or YAML, or an *Args; the result has every
+// pointer set.
+func ParseArgs(obj runtime.Object) (*Args, error) {
+	args := &Args{}
+	switch o := obj.(type) {
+	case nil:
+	case *Args:
+		if o != nil {
+			args = o.DeepCopyObject().(*Args)
+		}
+	case *runtime.Unknown:
+		if err := decodeStrict(o, args); err != nil {
+			return nil, fmt.Errorf("decoding %s args: %w", Name, err)
+		}
+	default:
+		return nil, fmt.Errorf("%s args: want *runtime.Unknown or *decisionrecord.Args, got %T", Name, obj)
+	}
+	setDefaults(args)
+	if errs := validate(args); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return args, nil
+}
+
+func decodeStrict(u *runtime.Unknown, into *Args) error {
+	raw := u.Raw
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	switch u.ContentType {
+	case runtime.ContentTypeJSON, "":
+	case runtime.ContentTypeYAML:
+		j, err := yaml.YAMLToJSON(raw)
+		if err != nil {
+			return err
+		}
+		raw = j
+	default:
+		return fmt.Errorf("unsupported content type %q", u.ContentType)
+	}
+	// why: encoding/json matches keys case-insensitively; a key like "Records" must be
+	// refused, not silently taken.
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &keys); err != nil {
+		return err
+	}
+	known := map[string]bool{"apiVersion": true, "kind": true}
+	for _, f := range argFields {
+		known[f] = true
+	}
+	var errs field.ErrorList
+	for k := range keys {
+		if !known[k] {
+			errs = append(errs, field.NotSupported(field.NewPath(k), k, argFields))
+		}
+	}
+	if len(errs) > 0 {
+		return errs.ToAggregate()
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return field.Invalid(field.NewPath(te.Field), te.Value, "must be a "+te.Type.String())
+		}
+		return err
+	}
+	return nil
+}
+
+func setDefaults(a *Args) {
+	if a.Records == nil {
+		v := int32(DefaultRecords)
+		a.Records = &v
+	}
+	if a.TopNodes == nil {
+		v := int32(DefaultTopNodes)
+		a.TopNodes = &v
+	}
+	if a.Summary == nil || *a.Summary == "" {
+		v := SummaryNone
+		a.Summary = &v
+	}
+}
+
+func validate(a *Args) field.ErrorList {
+	var errs field.ErrorList
+	if v := *a.Records; v < 1 || v > MaxRecords {
+		errs = append(errs, field.Invalid(field.NewPath("records"), v,
+			fmt.Sprintf("must be between 1 and %d (leave the plugin out of the profile to record nothing)", MaxRecords)))
+	}
+	if v := *a.TopNodes; v < 1 || v > MaxTopNodes {
+		errs = append(errs, field.Invalid(field.NewPath("topNodes"), v, fmt.Sprintf("must be between 1 and %d", MaxTopNodes)))
+	}
+	switch *a.Summary {
+	case SummaryNone, SummaryEvent:
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("summary"), *a.Summary, []string{string(SummaryNone), string(SummaryEvent)}))
+	}
+	return errs
+}
