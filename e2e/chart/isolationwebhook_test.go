@@ -78,6 +78,7 @@ func TestIsolationWebhookValues(t *testing.T) {
 	for _, want := range []struct{ kind, name string }{
 		{"Service", "berth-isolation-webhook"}, {"Secret", "berth-isolation-webhook-tls"},
 		{"ValidatingAdmissionPolicy", "berth-instance-isolation"}, {"ValidatingAdmissionPolicyBinding", "berth-instance-isolation"},
+		{"ValidatingAdmissionPolicy", "berth-instance-isolation-fixed-class"}, {"ValidatingAdmissionPolicyBinding", "berth-instance-isolation-fixed-class"},
 	} {
 		if find(objs, want.kind, want.name) == nil {
 			t.Errorf("no %s %s", want.kind, want.name)

@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
@@ -40,6 +41,7 @@ const (
 	mwcName    = "berth-instance-isolation"
 	hookName   = "instance-isolation.berth.dev"
 	secretName = "berth-isolation-webhook-tls"
+	fixedClass = mwcName + "-fixed-class"
 	opUser     = "berth-operator-e2e"
 	nsA, nsB   = "adm-a", "adm-b"
 	// Short lifetimes so the suite sees serving-certificate and CA renewals: the serving
@@ -160,18 +162,20 @@ func TestAdmission(t *testing.T) {
 	e.startOperator(ctx, t, objs)
 
 	t.Run("policy type-checks on the API server", func(t *testing.T) {
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			p, err := c.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, mwcName, metav1.GetOptions{})
-			if err != nil || p.Status.ObservedGeneration != p.Generation || p.Status.TypeChecking == nil {
-				return false, nil
+		for _, name := range []string{mwcName, fixedClass} {
+			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				p, err := c.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
+				if err != nil || p.Status.ObservedGeneration != p.Generation || p.Status.TypeChecking == nil {
+					return false, nil
+				}
+				if w := p.Status.TypeChecking.ExpressionWarnings; len(w) > 0 {
+					return false, fmt.Errorf("%s: type-checking warnings: %+v", name, w)
+				}
+				return true, nil
+			})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
 			}
-			if w := p.Status.TypeChecking.ExpressionWarnings; len(w) > 0 {
-				return false, fmt.Errorf("type-checking warnings: %+v", w)
-			}
-			return true, nil
-		})
-		if err != nil {
-			t.Fatal(err)
 		}
 	})
 
@@ -212,6 +216,55 @@ func TestAdmission(t *testing.T) {
 		}
 		if _, err := framework.WaitPods(ctx, c.Client, nsA, "ipp-class=a", 1, 30*time.Second, framework.Bound); err != nil {
 			t.Fatal(err)
+		}
+	})
+
+	t.Run("a pod's class is fixed: relabelling it (spec or status) is refused, other labels change", func(t *testing.T) {
+		if classA == nil {
+			t.Skip("needs the class a pod of the earlier step")
+		}
+		for _, tc := range []struct {
+			name, pod, sub, patch, msg string
+		}{
+			{"into another class", "a-1", "", `{"metadata":{"labels":{"ipp-class":"b"}}}`, `ipp-class: "a" -> "b"`},
+			{"out of any class", "a-1", "", `{"metadata":{"labels":{"ipp-class":null}}}`, `ipp-class: "a" -> ""`},
+			{"second key, other class", "a-1", "", `{"metadata":{"labels":{"berth.dev/instance-class":"b"}}}`, `berth.dev/instance-class: "" -> "b"`},
+			{"through pods/status", "a-1", "status", `{"metadata":{"labels":{"ipp-class":"b"}}}`, `ipp-class: "a" -> "b"`},
+			{"an unclassed pod into a class", "plain", "", `{"metadata":{"labels":{"ipp-class":"a"}}}`, `ipp-class: "" -> "a"`},
+			{"another label", "a-1", "", `{"metadata":{"labels":{"tier":"web"}}}`, ""},
+		} {
+			var subs []string
+			if tc.sub != "" {
+				subs = append(subs, tc.sub)
+			}
+			var err error
+			// why: a new binding takes effect a moment after it is created.
+			_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+				_, err = c.Client.CoreV1().Pods(nsA).Patch(ctx, tc.pod, types.MergePatchType, []byte(tc.patch), metav1.PatchOptions{}, subs...)
+				return (err != nil) == (tc.msg != ""), nil
+			})
+			switch {
+			case tc.msg == "" && err != nil:
+				t.Errorf("%s: %v", tc.name, err)
+			case tc.msg != "" && (err == nil || !strings.Contains(err.Error(), tc.msg) || !strings.Contains(err.Error(), "instance class of a pod is fixed at creation")):
+				t.Errorf("%s: %v, want the policy's refusal containing %q", tc.name, err, tc.msg)
+			}
+		}
+		got, err := c.Client.CoreV1().Pods(nsA).Get(ctx, "a-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Labels["ipp-class"] != "a" || got.Labels["berth.dev/instance-class"] != "" || got.Labels["tier"] != "web" {
+			t.Errorf("labels after the refusals: %v", got.Labels)
+		}
+	})
+
+	t.Run("a classed pod naming its node is refused by the webhook", func(t *testing.T) {
+		p := handWritten(nsA, "pinned", map[string]string{"ipp-class": "z"})
+		p.Spec.NodeName = "pool-1"
+		_, err := c.Client.CoreV1().Pods(nsA).Create(ctx, p, metav1.CreateOptions{})
+		if err == nil || !strings.Contains(err.Error(), `denied the request: instance isolation: pod of instance class z sets spec.nodeName "pool-1", which bypasses the scheduler`) {
+			t.Fatalf("%v, want the webhook's refusal", err)
 		}
 	})
 
@@ -342,6 +395,11 @@ func TestAdmission(t *testing.T) {
 				"must require the node pool ipp=true"},
 			{"conflicting", handWritten(nsB, "conflict", map[string]string{"ipp-class": "b", "berth.dev/instance-class": "c"}),
 				"conflicting instance classes: ipp-class=b, berth.dev/instance-class=c"},
+			{"constraint carried, node named", func() *corev1.Pod {
+				p := handWritten(nsB, "pinned", map[string]string{"ipp-class": "b"})
+				p.Spec.NodeName = "pool-1"
+				return p
+			}(), "pod of instance class b sets spec.nodeName pool-1, which bypasses the scheduler"},
 		} {
 			// why: the API server sees the Ignore policy a moment after the update; until then
 			// the call fails as under Fail, which is not what is tested here.

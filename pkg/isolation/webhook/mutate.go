@@ -89,6 +89,13 @@ func (c *Config) Mutate(pod *corev1.Pod) (Result, error) {
 	if why := exemptReason(pod); why != "" {
 		return Result{Exempt: why}, nil
 	}
+	if pod.Spec.NodeName != "" {
+		// why: a pod created with spec.nodeName is never scheduled, so neither InstanceIsolation
+		// nor the anti-affinity term is evaluated, and the kubelet checks neither: it would run
+		// beside any class. The API server would accept it; only this refusal keeps it out.
+		return Result{}, &Refusal{fmt.Sprintf("pod of instance class %s sets spec.nodeName %q, which bypasses the scheduler and with it isolation; "+
+			"to pin it, require the node with node affinity on %s instead", class, pod.Spec.NodeName, corev1.LabelHostname)}
+	}
 	m := &mutation{pod: pod, res: Result{Class: class}}
 	m.toleration(corev1.Toleration{Key: c.TaintKey, Operator: corev1.TolerationOpEqual, Value: c.TaintValue, Effect: c.TaintEffect})
 	m.nodeAffinity(corev1.NodeSelectorRequirement{Key: c.PoolLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{c.PoolValue}})

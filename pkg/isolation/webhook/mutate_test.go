@@ -297,13 +297,23 @@ func TestMutateLeavesAlone(t *testing.T) {
 				p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", UID: "u", Controller: ptrTo(true)}}
 			}),
 			"mirror": pod(classA, func(p *corev1.Pod) { p.Annotations = map[string]string{MirrorPodAnnotation: "x"} }),
+			// why: node daemons and static pods name their node; the nodeName refusal is for tenants.
+			"DaemonSet with nodeName": pod(classA, func(p *corev1.Pod) {
+				p.Spec.NodeName = "n1"
+				p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", UID: "u", Controller: ptrTo(true)}}
+			}),
+			"mirror with nodeName": pod(classA, func(p *corev1.Pod) {
+				p.Spec.NodeName = "n1"
+				p.Annotations = map[string]string{MirrorPodAnnotation: "x"}
+			}),
+			"no class with nodeName": pod(map[string]string{"app": "x"}, func(p *corev1.Pod) { p.Spec.NodeName = "n1" }),
 		} {
 			c := cfg(mode)
 			res, err := c.Mutate(p)
 			if err != nil || len(res.Patch) != 0 || len(res.Warnings) != 0 {
 				t.Errorf("%s/%s: %v %+v", mode, name, err, res)
 			}
-			if (name == "DaemonSet" || name == "mirror") && res.Exempt == "" {
+			if (strings.HasPrefix(name, "DaemonSet") || strings.HasPrefix(name, "mirror")) && res.Exempt == "" {
 				t.Errorf("%s/%s: no exemption reason", mode, name)
 			}
 		}
@@ -320,10 +330,16 @@ func TestMutateRefuses(t *testing.T) {
 		{"conflicting keys", map[string]string{"ipp-class": "a", "berth.dev/instance-class": "b"}, "conflicting instance classes: ipp-class=a, berth.dev/instance-class=b"},
 		{"invalid value", map[string]string{"ipp-class": "a b"}, `instance class ipp-class="a b" is not a valid label value`},
 		{"too long", map[string]string{"berth.dev/instance-class": strings.Repeat("x", 64)}, "must be no more than 63"},
+		{"node named", classA, `pod of instance class a sets spec.nodeName "n1", which bypasses the scheduler`},
 	} {
 		for _, mode := range []Mode{ModeIPP, ModeBerth, ModeBoth} {
 			c := cfg(mode)
-			res, err := c.Mutate(pod(tc.labels, withUserSpec))
+			res, err := c.Mutate(pod(tc.labels, func(p *corev1.Pod) {
+				withUserSpec(p)
+				if tc.name == "node named" {
+					p.Spec.NodeName = "n1"
+				}
+			}))
 			var r *Refusal
 			if err == nil || !strings.Contains(err.Error(), tc.msg) || len(res.Patch) != 0 {
 				t.Errorf("%s/%s: err %v patch %v, want a refusal containing %q", tc.name, mode, err, res.Patch, tc.msg)
