@@ -28,7 +28,7 @@ type recordingFramework struct {
 
 func (f *recordingFramework) RunPreFilterPlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod) (*fwk.PreFilterResult, *fwk.Status, sets.Set[string]) {
 	a := f.r.begin(pod, f.p)
-	state.Write(stateKey, a)
+	state.Write(StateKey, a)
 	res, st, plugins := f.Framework.RunPreFilterPlugins(ctx, state, pod)
 	if !st.IsSuccess() {
 		if st.IsRejected() {

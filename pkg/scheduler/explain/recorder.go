@@ -52,10 +52,15 @@ type DetailSink interface {
 
 // SinkFrom returns the cycle's sink, or nil when the pod's profile does not record.
 func SinkFrom(state fwk.CycleState) DetailSink {
-	if a := attemptFrom(state); a != nil {
-		return a
+	if state == nil {
+		return nil
 	}
-	return nil
+	d, err := state.Read(StateKey)
+	if err != nil {
+		return nil
+	}
+	s, _ := d.(DetailSink)
+	return s
 }
 
 // Recorder is one scheduler instance's decision recorder: a store per recording profile.
@@ -212,13 +217,14 @@ func (r *Recorder) begin(pod *v1.Pod, p *profileRecorder) *attempt {
 	return a
 }
 
-const stateKey fwk.StateKey = "berth.dev/explain"
+// StateKey is where a recording cycle keeps its attempt (a DetailSink) in the CycleState.
+const StateKey fwk.StateKey = "berth.dev/explain"
 
 func attemptFrom(state fwk.CycleState) *attempt {
 	if state == nil {
 		return nil
 	}
-	d, err := state.Read(stateKey)
+	d, err := state.Read(StateKey)
 	if err != nil {
 		return nil
 	}

@@ -85,7 +85,9 @@ type nodeDerived struct {
 // number of Score calls may read it while the next one is fetched.
 type Snapshot struct {
 	FetchedAt time.Time
-	nodes     map[string]*nodeEntry
+	// Source is the document's source (BerthAgent, Prometheus, ...), for decision records.
+	Source string
+	nodes  map[string]*nodeEntry
 	// newest is the most recent per-node sample time: tells "this node's agent is dead" from
 	// "the whole signal is dead".
 	newest time.Time
@@ -99,7 +101,7 @@ type Snapshot struct {
 // unknown. Watcher timestamps are rebased onto the scheduler's clock with them, so clock skew
 // between the two machines does not make fresh data look expired (or the reverse).
 func NewSnapshot(resp *loadapi.Response, fetchedAt, serverNow time.Time) *Snapshot {
-	s := &Snapshot{FetchedAt: fetchedAt, nodes: map[string]*nodeEntry{}}
+	s := &Snapshot{FetchedAt: fetchedAt, Source: resp.Source, nodes: map[string]*nodeEntry{}}
 	toLocal := func(unix int64) time.Time {
 		t := time.Unix(unix, 0)
 		if serverNow.IsZero() {

@@ -12,6 +12,8 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	api "github.com/berth-sched/berth/pkg/explain"
+	"github.com/berth-sched/berth/pkg/scheduler/explain"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware"
 )
 
@@ -107,28 +109,32 @@ func ComputeScore(margin, sensitivity float64, s ResourceStats) float64 {
 
 const stateKey fwk.StateKey = Name + ".podRequests"
 
-type podRequests loadaware.Estimate
+// podRequests is the pod's requests and the cycle's decision-record sink (nil unless the
+// profile records), both looked up once per cycle in PreScore.
+type podRequests struct {
+	est  loadaware.Estimate
+	sink explain.DetailSink
+}
 
 func (p *podRequests) Clone() fwk.StateData { return p }
 
 // PreScore computes the pod's requests once per cycle: PodRequests allocates, and Score runs
 // for every node.
 func (pl *LoadVariationRiskBalancing) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	r := podRequests(estimate(pod))
-	state.Write(stateKey, &r)
+	state.Write(stateKey, &podRequests{est: estimate(pod), sink: explain.SinkFrom(state)})
 	return nil
 }
 
-func requestsFromState(state fwk.CycleState, pod *v1.Pod) loadaware.Estimate {
+func requestsFromState(state fwk.CycleState, pod *v1.Pod) (loadaware.Estimate, explain.DetailSink) {
 	if state != nil {
 		if d, err := state.Read(stateKey); err == nil {
 			if r, ok := d.(*podRequests); ok {
-				return loadaware.Estimate(*r)
+				return r.est, r.sink
 			}
 		}
 	}
 	// PreScore not enabled (score-only configuration): compute here.
-	return estimate(pod)
+	return estimate(pod), explain.SinkFrom(state)
 }
 
 // Score implements fwk.ScorePlugin. It reads memory only.
@@ -138,12 +144,22 @@ func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, state fwk.Cycle
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
 	}
 	st := pl.engine.Node(node.Name)
+	req, sink := requestsFromState(state, pod)
 	if st.Freshness != loadaware.Fresh || (!st.Metrics.CPU.Valid && !st.Metrics.Memory.Valid) {
+		if sink != nil {
+			d := pl.engine.Detail(st)
+			d.Neutral = true
+			sink.ScoreDetail(Name, node.Name, d)
+		}
 		return pl.engine.NeutralScore(), nil
 	}
-	req := requestsFromState(state, pod)
 	score, found := 0.0, false
+	// terms are the per-resource inputs for the decision record (cpu is considered first,
+	// then memory); filled only when the cycle records.
+	var terms [2]*api.RiskTerms
+	considered := 0
 	consider := func(rd loadaware.ResourceData, capacity, request float64) {
+		considered++
 		if !rd.Valid {
 			return
 		}
@@ -153,6 +169,10 @@ func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, state fwk.Cycle
 			UsedAvg:   rd.Avg / 100 * capacity,
 			UsedStdev: rd.Std / 100 * capacity,
 		})
+		if sink != nil {
+			terms[considered-1] = &api.RiskTerms{AvgPercent: rd.Avg, StdPercent: rd.Std, Allocatable: capacity,
+				Request: request, Score: s, Margin: pl.margin, Sensitivity: pl.sensitivity}
+		}
 		if !found || s < score {
 			score, found = s, true
 		}
@@ -165,6 +185,11 @@ func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, state fwk.Cycle
 		float64(req.MilliCPU+st.Unreported.MilliCPU))
 	consider(st.Metrics.Memory, float64(alloc.GetMemory())/mebibyte,
 		float64(req.MemoryBytes+st.Unreported.MemoryBytes)/mebibyte)
+	if sink != nil {
+		d := pl.engine.Detail(st)
+		d.CPU, d.Memory = terms[0], terms[1]
+		sink.ScoreDetail(Name, node.Name, d)
+	}
 	return loadaware.RoundScore(score), nil
 }
 

@@ -16,6 +16,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
 	fwkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/berth-sched/berth/pkg/scheduler/explain"
 )
 
 // Name is the plugin name used in KubeSchedulerConfiguration; it matches upstream so existing
@@ -84,7 +86,12 @@ func newWithClients(ctx context.Context, args *Args, h fwk.Handle, dyn dynamic.I
 // Name returns the plugin name.
 func (pl *SySched) Name() string { return Name }
 
-type cycleData struct{ ps podSet }
+// cycleData is the pod's syscall set and the cycle's decision-record sink (nil unless the
+// profile records).
+type cycleData struct {
+	ps   podSet
+	sink explain.DetailSink
+}
 
 // Clone shares the immutable set; nothing mutates it after PreScore.
 func (c *cycleData) Clone() fwk.StateData { return c }
@@ -93,7 +100,7 @@ func (c *cycleData) Clone() fwk.StateData { return c }
 // arithmetic, and reports profiles it cannot find on the pod.
 func (pl *SySched) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
 	ps := pl.st.podSet(pod)
-	cs.Write(stateKey, &cycleData{ps: ps})
+	cs.Write(stateKey, &cycleData{ps: ps, sink: explain.SinkFrom(cs)})
 	if len(ps.missing) > 0 {
 		klog.FromContext(ctx).V(2).Info("Pod references SeccompProfiles that do not exist; counting them as the full profile",
 			"pod", klog.KObj(pod), "profiles", ps.missing)
@@ -123,8 +130,23 @@ func (pl *SySched) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, node
 	if node == nil {
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
 	}
-	ps := pl.podSetFor(cs, pod)
-	return pl.st.score(node.Name, ps.set), nil
+	var c *cycleData
+	if cs != nil {
+		if d, err := cs.Read(stateKey); err == nil {
+			c, _ = d.(*cycleData)
+		}
+	}
+	if c == nil {
+		// PreScore not enabled: resolve here.
+		c = &cycleData{ps: pl.st.podSet(pod), sink: explain.SinkFrom(cs)}
+	}
+	if c.sink != nil {
+		// Recording: the score and its terms from one read of the node's state.
+		det := pl.st.scoreDetail(node.Name, c.ps.set)
+		c.sink.ScoreDetail(Name, node.Name, det)
+		return det.ExS, nil
+	}
+	return pl.st.score(node.Name, c.ps.set), nil
 }
 
 // ScoreExtensions returns the normalizer.

@@ -12,6 +12,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/berth-sched/berth/pkg/scheduler/explain"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware"
 )
 
@@ -104,27 +105,31 @@ func (pl *TargetLoadPacking) estimate(pod *v1.Pod) loadaware.Estimate {
 
 const stateKey fwk.StateKey = Name + ".predictedMilliCPU"
 
-type predictedCPU int64
+// predictedCPU is the pod's predicted CPU and the cycle's decision-record sink (nil unless
+// the profile records), both looked up once per cycle in PreScore.
+type predictedCPU struct {
+	milli int64
+	sink  explain.DetailSink
+}
 
 func (p *predictedCPU) Clone() fwk.StateData { return p }
 
 // PreScore predicts the pod's CPU once per cycle instead of once per node in Score.
 func (pl *TargetLoadPacking) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	p := predictedCPU(pl.PredictedMilliCPU(pod))
-	state.Write(stateKey, &p)
+	state.Write(stateKey, &predictedCPU{milli: pl.PredictedMilliCPU(pod), sink: explain.SinkFrom(state)})
 	return nil
 }
 
-func (pl *TargetLoadPacking) predictedFromState(state fwk.CycleState, pod *v1.Pod) int64 {
+func (pl *TargetLoadPacking) predictedFromState(state fwk.CycleState, pod *v1.Pod) (int64, explain.DetailSink) {
 	if state != nil {
 		if d, err := state.Read(stateKey); err == nil {
 			if p, ok := d.(*predictedCPU); ok {
-				return int64(*p)
+				return p.milli, p.sink
 			}
 		}
 	}
 	// PreScore not enabled (score-only configuration): compute here.
-	return pl.PredictedMilliCPU(pod)
+	return pl.PredictedMilliCPU(pod), explain.SinkFrom(state)
 }
 
 // Score implements fwk.ScorePlugin. It reads memory only.
@@ -134,12 +139,25 @@ func (pl *TargetLoadPacking) Score(ctx context.Context, state fwk.CycleState, po
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
 	}
 	st := pl.engine.Node(node.Name)
+	podMilli, sink := pl.predictedFromState(state, pod)
 	if st.Freshness != loadaware.Fresh || !st.Metrics.TLPCPUFound {
 		// Unknown load is neither good nor bad: a neutral score, never an error.
+		if sink != nil {
+			d := pl.engine.Detail(st)
+			d.Neutral = true
+			sink.ScoreDetail(Name, node.Name, d)
+		}
 		return pl.engine.NeutralScore(), nil
 	}
 	capacity := st.CapacityMilliCPU(node)
-	u := PredictedUtilization(st.Metrics.TLPCPU, capacity, pl.predictedFromState(state, pod)+st.Unreported.MilliCPU)
+	u := PredictedUtilization(st.Metrics.TLPCPU, capacity, podMilli+st.Unreported.MilliCPU)
+	if sink != nil {
+		// The decision record gets exactly the numbers this score came from.
+		d := pl.engine.Detail(st)
+		d.MeasuredPercent, d.CapacityMilliCPU, d.PodMilliCPU = st.Metrics.TLPCPU, capacity, podMilli
+		d.PredictedPercent, d.TargetPercent = u, pl.target
+		sink.ScoreDetail(Name, node.Name, d)
+	}
 	return loadaware.RoundScore(ScoreForUtilization(float64(pl.target), u)), nil
 }
 

@@ -1,0 +1,24 @@
+package loadaware
+
+import (
+	api "github.com/berth-sched/berth/pkg/explain"
+)
+
+// Detail is the part of a decision record's api.LoadDetail every load-aware plugin shares:
+// the node's metrics freshness, the watcher document's source, the sample's age when Score
+// read it, and the placed-but-unreported load added to it. Called from Score only when the
+// cycle records (a non-nil sink), so it may allocate.
+func (e *Engine) Detail(st NodeState) api.LoadDetail {
+	d := api.LoadDetail{
+		Freshness:             st.Freshness.String(),
+		UnreportedMilliCPU:    st.Unreported.MilliCPU,
+		UnreportedMemoryBytes: st.Unreported.MemoryBytes,
+	}
+	if s := e.Watcher.Snapshot(); s != nil {
+		d.Source = s.Source
+	}
+	if !st.Updated.IsZero() {
+		d.AgeSeconds = e.now().Sub(st.Updated).Seconds()
+	}
+	return d
+}

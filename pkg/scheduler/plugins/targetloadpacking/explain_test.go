@@ -1,0 +1,89 @@
+package targetloadpacking
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	api "github.com/berth-sched/berth/pkg/explain"
+	"github.com/berth-sched/berth/pkg/scheduler/explain"
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware"
+	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
+)
+
+// In a recording cycle Score reports exactly the inputs of the score it returns (seed 001's
+// nodes, a 100m pod, a placed-but-unreported pod on one node, a node the watcher does not
+// know); in a cycle that does not record, it reports nothing and scores the same.
+func TestScoreDetailInRecordingCycle(t *testing.T) {
+	w := lat.NewWatcher()
+	defer w.Close()
+	clk := &clock{t: time.Now()}
+	w.Set(lat.CPUDoc(clk.Now(), map[string]float64{"worker-1": 25, "worker-2": 50}))
+	pl := newPlugin(t, w, `,"targetUtilization":40`, clk)
+	clk.Add(3 * time.Second)
+	pl.Reserve(context.Background(), nil, lat.Pod("placed", 400), "worker-2")
+	unreported := pl.PredictedMilliCPU(lat.Pod("placed", 400))
+	pod := lat.Pod("p", 100)
+	pod.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m")}
+
+	tests := []struct {
+		node string
+		want api.LoadDetail
+	}{
+		{"worker-1", api.LoadDetail{Freshness: "fresh", Source: "test", AgeSeconds: 3, MeasuredPercent: 25,
+			CapacityMilliCPU: 8000, PodMilliCPU: 100, PredictedPercent: 26.25, TargetPercent: 40}},
+		{"worker-2", api.LoadDetail{Freshness: "fresh", Source: "test", AgeSeconds: 3, MeasuredPercent: 50,
+			CapacityMilliCPU: 8000, PodMilliCPU: 100, PredictedPercent: 100 * float64(4000+100+unreported) / 8000, TargetPercent: 40,
+			UnreportedMilliCPU: unreported}},
+		{"worker-9", api.LoadDetail{Freshness: "missing", Source: "test", Neutral: true}},
+	}
+	sink := &explain.TestSink{}
+	recording := framework.NewCycleState()
+	sink.Install(recording)
+	quiet := framework.NewCycleState()
+	for _, state := range []*framework.CycleState{recording, quiet} {
+		if st := pl.PreScore(context.Background(), state, pod, nil); !st.IsSuccess() {
+			t.Fatal(st)
+		}
+	}
+	for _, tc := range tests {
+		ni := nodeInfo(lat.Node(tc.node, 8000, 32<<30))
+		got, st := pl.Score(context.Background(), recording, pod, ni)
+		if !st.IsSuccess() {
+			t.Fatal(st)
+		}
+		plain, _ := pl.Score(context.Background(), quiet, pod, ni)
+		if got != plain {
+			t.Errorf("%s: recording changed the score: %d vs %d", tc.node, got, plain)
+		}
+		d, ok := sink.Got[Name][tc.node].(api.LoadDetail)
+		if !ok {
+			t.Fatalf("%s: no detail: %v", tc.node, sink.Got)
+		}
+		if math.Abs(d.PredictedPercent-tc.want.PredictedPercent) > 1e-9 || math.Abs(d.AgeSeconds-tc.want.AgeSeconds) > 1e-9 {
+			t.Errorf("%s: predicted %v age %v, want %v %v", tc.node, d.PredictedPercent, d.AgeSeconds, tc.want.PredictedPercent, tc.want.AgeSeconds)
+		}
+		d.PredictedPercent, d.AgeSeconds = tc.want.PredictedPercent, tc.want.AgeSeconds
+		if d != tc.want {
+			t.Errorf("%s: detail %+v\nwant      %+v", tc.node, d, tc.want)
+		}
+		// The detail is enough to redo the score by hand.
+		if !d.Neutral {
+			redo := loadaware.RoundScore(ScoreForUtilization(float64(d.TargetPercent),
+				PredictedUtilization(d.MeasuredPercent, d.CapacityMilliCPU, d.PodMilliCPU+d.UnreportedMilliCPU)))
+			if redo != got {
+				t.Errorf("%s: score %d, redone from the detail %d", tc.node, got, redo)
+			}
+		} else if got != pl.engine.NeutralScore() {
+			t.Errorf("%s: neutral detail but score %d", tc.node, got)
+		}
+	}
+	if len(sink.Got) != 1 {
+		t.Errorf("details from other plugins or the quiet cycle: %v", sink.Got)
+	}
+}
