@@ -18,7 +18,7 @@ K8S_LDFLAGS := -s -w \
 
 K8S_TOOLS := kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy
 TOOLS := $(addprefix $(BIN)/,etcd kwok helm $(K8S_TOOLS))
-BERTH_BINS := $(addprefix $(BIN)/,berth-scheduler berth-agent berth-loadwatcher $(if $(wildcard cmd/operator/*.go),berth-operator))
+BERTH_BINS := $(addprefix $(BIN)/,berth-scheduler berth-agent berth-loadwatcher $(if $(wildcard cmd/operator/*.go),berth-operator) kubectl-berth)
 HARNESS_BINS := $(addprefix $(BIN)/,berth-local schedbench)
 BERTH_SRC := $(shell find api pkg cmd -name '*.go' -o -name go.mod -o -name go.sum 2>/dev/null)
 E2E_SRC := $(shell find e2e -name '*.go' -o -name go.mod -o -name go.sum 2>/dev/null)
@@ -75,6 +75,11 @@ $(BIN)/berth-loadwatcher: $(BERTH_SRC)
 $(BIN)/berth-operator: $(BERTH_SRC)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/operator
+
+# The kubectl plugin (`kubectl berth explain pod NAME`): put it on PATH to use it from kubectl.
+$(BIN)/kubectl-berth: $(BERTH_SRC)
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $@ ./cmd/kubectl-berth
 
 $(BIN)/berth-local: $(E2E_SRC) $(BERTH_SRC)
 	@mkdir -p $(BIN)

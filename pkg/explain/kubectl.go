@@ -1,0 +1,336 @@
+package explain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/transport"
+	"k8s.io/client-go/transport/spdy"
+)
+
+// Defaults of `kubectl berth explain`.
+const (
+	// DefaultLease is the Lease berth-scheduler elects its leader on (its profile name).
+	DefaultLease = "berth-scheduler"
+	// DefaultPort is the scheduler's secure port.
+	DefaultPort = 10259
+)
+
+// DefaultLeaseNamespaces are searched in order when --scheduler-namespace is not given: the
+// chart's namespace, then where a standalone berth-scheduler elects.
+var DefaultLeaseNamespaces = []string{"berth-system", "kube-system"}
+
+// CLIOptions are `kubectl berth explain pod NAME`'s flags.
+type CLIOptions struct {
+	Kubeconfig, Context, Namespace string
+	// SchedulerNamespace and Lease name the Lease whose holder is the leader scheduler.
+	SchedulerNamespace, Lease string
+	// SchedulerURL skips the Lease and port-forward: https://host:port of a scheduler the
+	// caller can reach (e.g. one running outside the cluster).
+	SchedulerURL string
+	Port         int
+	// CAFile verifies the scheduler's serving certificate; InsecureSkipVerify does not. With
+	// port-forward (the default) the tunnel goes through the API server to the leader pod, and
+	// berth-scheduler serves a self-signed certificate unless given one, so verification is
+	// skipped there unless CAFile is set.
+	CAFile             string
+	InsecureSkipVerify bool
+	Output             string
+	Timeout            time.Duration
+}
+
+const usage = `Usage: kubectl berth explain pod NAME [-n NAMESPACE] [flags]
+
+Prints why berth-scheduler placed the pod where it did (or why it could not): per node the
+Filter verdict, every Score plugin's score, the total and the chosen node, read from the leader
+scheduler's decision record (/debug/berth/explain on its secure port, with your credentials;
+you need get on that non-resource URL).
+
+Flags:
+`
+
+// Main runs `kubectl berth ARGS` and returns the exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "explain" {
+		fmt.Fprintln(stderr, "Usage: kubectl berth explain pod NAME [-n NAMESPACE] [flags]")
+		return 2
+	}
+	var o CLIOptions
+	fs := pflag.NewFlagSet("kubectl berth explain", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&o.Context, "context", "", "kubeconfig context to use")
+	fs.StringVarP(&o.Namespace, "namespace", "n", "", "namespace of the pod (default: the context's)")
+	fs.StringVar(&o.SchedulerNamespace, "scheduler-namespace", "", "namespace of the scheduler's Lease and pods (default: berth-system, then kube-system)")
+	fs.StringVar(&o.Lease, "lease", DefaultLease, "name of the Lease the scheduler elects its leader on")
+	fs.StringVar(&o.SchedulerURL, "scheduler-url", "", "read from this scheduler (https://host:port) instead of port-forwarding to the Lease holder")
+	fs.IntVar(&o.Port, "port", DefaultPort, "the scheduler's secure port in its pod")
+	fs.StringVar(&o.CAFile, "scheduler-ca", "", "CA bundle that signed the scheduler's serving certificate")
+	fs.BoolVar(&o.InsecureSkipVerify, "insecure-skip-tls-verify", false, "do not verify the scheduler's serving certificate (implied for port-forward without --scheduler-ca)")
+	fs.StringVarP(&o.Output, "output", "o", "table", "table or json")
+	fs.DurationVar(&o.Timeout, "request-timeout", 30*time.Second, "time limit for the whole lookup")
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		fs.Usage()
+		return 2
+	}
+	pos := fs.Args()
+	var name string
+	switch {
+	case len(pos) == 2 && (pos[0] == "pod" || pos[0] == "pods" || pos[0] == "po"):
+		name = pos[1]
+	case len(pos) == 1 && strings.HasPrefix(pos[0], "pod/"):
+		name = strings.TrimPrefix(pos[0], "pod/")
+	default:
+		fs.Usage()
+		return 2
+	}
+	if o.Output != "table" && o.Output != "json" {
+		fmt.Fprintf(stderr, "error: --output must be table or json, not %q\n", o.Output)
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	rec, raw, err := Explain(ctx, o, name, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		return 1
+	}
+	if o.Output == "json" {
+		_, _ = stdout.Write(raw)
+		return 0
+	}
+	if err := WriteTable(stdout, rec); err != nil {
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// NoRecordError is the scheduler's answer when it holds no record of the pod.
+type NoRecordError struct {
+	NotFound
+	Scheduler string
+}
+
+func (e *NoRecordError) Error() string {
+	return fmt.Sprintf("%s has no decision record (%s): %s", e.Scheduler, e.Reason, e.NotFound.Error)
+}
+
+// Explain finds the scheduler (the Lease holder's pod through port-forward, or
+// o.SchedulerURL) and reads the pod's record; raw is the JSON as served. Progress notes go to
+// info.
+func Explain(ctx context.Context, o CLIOptions, name string, info io.Writer) (Record, []byte, error) {
+	var rec Record
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.Kubeconfig
+	kc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context})
+	cfg, err := kc.ClientConfig()
+	if err != nil {
+		return rec, nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	ns := o.Namespace
+	if ns == "" {
+		if ns, _, err = kc.Namespace(); err != nil {
+			return rec, nil, err
+		}
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return rec, nil, err
+	}
+	// The pod's UID makes the scheduler refuse a record of an earlier pod with the same name.
+	var uid string
+	pod, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		uid = string(pod.UID)
+	case apierrors.IsNotFound(err):
+		fmt.Fprintf(info, "pod %s/%s does not exist; asking the scheduler anyway (it may remember a deleted pod)\n", ns, name)
+	default:
+		return rec, nil, fmt.Errorf("reading pod %s/%s: %w", ns, name, err)
+	}
+
+	base, who, stop, err := o.scheduler(ctx, cfg, client)
+	if err != nil {
+		return rec, nil, err
+	}
+	defer stop()
+	q := url.Values{"namespace": {ns}, "name": {name}}
+	if uid != "" {
+		q.Set("uid", uid)
+	}
+	hc, err := o.httpClient(cfg)
+	if err != nil {
+		return rec, nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+Path+"?"+q.Encode(), nil)
+	if err != nil {
+		return rec, nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return rec, nil, fmt.Errorf("reading %s from %s: %w", Path, who, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return rec, nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		if err := json.Unmarshal(body, &rec); err != nil {
+			return rec, nil, fmt.Errorf("%s answered something that is not a record: %w", who, err)
+		}
+		return rec, body, nil
+	case http.StatusNotFound, http.StatusBadRequest:
+		var nf NotFound
+		if json.Unmarshal(body, &nf) == nil && nf.Reason != "" {
+			return rec, nil, &NoRecordError{NotFound: nf, Scheduler: who}
+		}
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return rec, nil, fmt.Errorf("%s refused the request (%d): your credentials need get on the non-resource URL %s (e.g. a ClusterRole with nonResourceURLs: [%q]); answer: %s",
+			who, resp.StatusCode, Path, Path, strings.TrimSpace(string(body)))
+	}
+	return rec, nil, fmt.Errorf("%s answered %d: %s", who, resp.StatusCode, strings.TrimSpace(string(body)))
+}
+
+// scheduler returns the base URL of the scheduler to ask, a description of it, and a stop
+// function for the port-forward.
+func (o CLIOptions) scheduler(ctx context.Context, cfg *rest.Config, client kubernetes.Interface) (string, string, func(), error) {
+	if o.SchedulerURL != "" {
+		u, err := url.Parse(o.SchedulerURL)
+		if err != nil || u.Scheme != "https" || u.Host == "" {
+			return "", "", nil, fmt.Errorf("--scheduler-url %q: want https://host:port", o.SchedulerURL)
+		}
+		return strings.TrimSuffix(o.SchedulerURL, "/"), "scheduler " + u.Host, func() {}, nil
+	}
+	leaseNS, holder, err := o.leader(ctx, client)
+	if err != nil {
+		return "", "", nil, err
+	}
+	podName, _, _ := strings.Cut(holder, "_")
+	pod, err := client.CoreV1().Pods(leaseNS).Get(ctx, podName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", "", nil, fmt.Errorf("the leader %q of Lease %s/%s is not a pod in %s (a scheduler running outside the cluster?): pass --scheduler-url https://HOST:PORT", holder, leaseNS, o.Lease, leaseNS)
+	}
+	if err != nil {
+		return "", "", nil, fmt.Errorf("reading the leader pod %s/%s: %w", leaseNS, podName, err)
+	}
+	if pod.Status.Phase != corev1.PodRunning {
+		return "", "", nil, fmt.Errorf("the leader pod %s/%s is %s, not Running", leaseNS, podName, pod.Status.Phase)
+	}
+	local, stop, err := o.portForward(ctx, cfg, client, pod)
+	if err != nil {
+		return "", "", nil, err
+	}
+	return fmt.Sprintf("https://127.0.0.1:%d", local), fmt.Sprintf("leader pod %s/%s", leaseNS, podName), stop, nil
+}
+
+// leader reads the Lease and returns its namespace and holder identity.
+func (o CLIOptions) leader(ctx context.Context, client kubernetes.Interface) (string, string, error) {
+	namespaces := DefaultLeaseNamespaces
+	if o.SchedulerNamespace != "" {
+		namespaces = []string{o.SchedulerNamespace}
+	}
+	for _, ns := range namespaces {
+		l, err := client.CoordinationV1().Leases(ns).Get(ctx, o.Lease, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return "", "", fmt.Errorf("reading Lease %s/%s: %w", ns, o.Lease, err)
+		}
+		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+			return "", "", fmt.Errorf("Lease %s/%s has no holder: no scheduler is leading (is berth-scheduler running?)", ns, o.Lease)
+		}
+		if l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil &&
+			time.Since(l.Spec.RenewTime.Time) > time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second {
+			return "", "", fmt.Errorf("Lease %s/%s of %q expired at %s: no scheduler is leading now, and records live only in the running leader's memory",
+				ns, o.Lease, *l.Spec.HolderIdentity, l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second).UTC().Format(time.RFC3339))
+		}
+		return ns, *l.Spec.HolderIdentity, nil
+	}
+	return "", "", fmt.Errorf("no Lease %q in %s: is berth-scheduler running with leader election? (--lease, --scheduler-namespace, or --scheduler-url)", o.Lease, strings.Join(namespaces, " or "))
+}
+
+// portForward opens a tunnel through the API server to the pod's secure port and returns the
+// local port.
+func (o CLIOptions) portForward(ctx context.Context, cfg *rest.Config, client kubernetes.Interface, pod *corev1.Pod) (int, func(), error) {
+	rt, upgrader, err := spdy.RoundTripperFor(cfg)
+	if err != nil {
+		return 0, nil, err
+	}
+	u := client.CoreV1().RESTClient().Post().Resource("pods").Namespace(pod.Namespace).Name(pod.Name).SubResource("portforward").URL()
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
+	stopCh, ready := make(chan struct{}), make(chan struct{})
+	var errOut strings.Builder
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", o.Port)}, stopCh, ready, io.Discard, &errOut)
+	if err != nil {
+		return 0, nil, err
+	}
+	failed := make(chan error, 1)
+	go func() { failed <- fw.ForwardPorts() }()
+	stop := func() { close(stopCh) }
+	select {
+	case <-ready:
+	case err := <-failed:
+		return 0, nil, fmt.Errorf("port-forward to %s/%s:%d: %v %s", pod.Namespace, pod.Name, o.Port, err, errOut.String())
+	case <-ctx.Done():
+		stop()
+		return 0, nil, fmt.Errorf("port-forward to %s/%s:%d: %w", pod.Namespace, pod.Name, o.Port, ctx.Err())
+	}
+	ports, err := fw.GetPorts()
+	if err != nil || len(ports) == 0 {
+		stop()
+		return 0, nil, fmt.Errorf("port-forward to %s/%s: no local port: %v", pod.Namespace, pod.Name, err)
+	}
+	return int(ports[0].Local), stop, nil
+}
+
+// httpClient presents the caller's own credentials (client certificate, token, exec plugin)
+// to the scheduler, which checks them with TokenReview/SubjectAccessReview like /metrics.
+func (o CLIOptions) httpClient(cfg *rest.Config) (*http.Client, error) {
+	tc, err := cfg.TransportConfig()
+	if err != nil {
+		return nil, err
+	}
+	// The API server's CA does not sign the scheduler's serving certificate.
+	tc.TLS.CAData, tc.TLS.CAFile, tc.TLS.ServerName = nil, "", ""
+	switch {
+	case o.CAFile != "":
+		if _, err := os.Stat(o.CAFile); err != nil {
+			return nil, fmt.Errorf("--scheduler-ca: %w", err)
+		}
+		tc.TLS.CAFile, tc.TLS.Insecure = o.CAFile, false
+	case o.InsecureSkipVerify || o.SchedulerURL == "":
+		tc.TLS.Insecure = true
+	default:
+		return nil, fmt.Errorf("--scheduler-url needs --scheduler-ca (the CA of the scheduler's serving certificate) or --insecure-skip-tls-verify: your credentials would go to an unverified server")
+	}
+	rt, err := transport.New(tc)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: rt, Timeout: o.Timeout}, nil
+}
