@@ -16,6 +16,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -490,7 +491,15 @@ isolation: {enabled: true, mode: both}`, &v); err != nil {
 			}
 		}
 		withTerm := handWritten(nsC, "c-term", map[string]string{"ipp-class": "c"})
-		withTerm.Spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{webhook.ClassTerm("ipp-class", "c")}}
+		hookCfg := webhook.Defaults()
+		withTerm.Spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: hookCfg.ClassTerms("c")}
+		oneKey := withTerm.DeepCopy()
+		oneKey.Name = "c-onekey"
+		oneKey.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = []corev1.PodAffinityTerm{webhook.ClassTerm("ipp-class", "c")}
+		// IPP's own term (bare NotIn) is not the constraint: cluster-wide it matches node daemons.
+		bare := withTerm.DeepCopy()
+		bare.Name = "c-bare"
+		bare.Spec.Affinity.PodAntiAffinity = framework.IPPAntiAffinity("c").PodAntiAffinity
 		narrow := withTerm.DeepCopy()
 		narrow.Name = "c-narrow"
 		// A term limited to some namespaces isolates less than the cluster-wide one.
@@ -500,8 +509,10 @@ isolation: {enabled: true, mode: both}`, &v); err != nil {
 			pod *corev1.Pod
 			msg string
 		}{
-			{handWritten(nsC, "c-noterm", map[string]string{"ipp-class": "c"}), "must carry the required pod anti-affinity term {ipp-class NotIn [c]"},
-			{narrow, "must carry the required pod anti-affinity term"},
+			{handWritten(nsC, "c-noterm", map[string]string{"ipp-class": "c"}), "must carry, per class label key, the required pod anti-affinity term {<key> Exists, <key> NotIn [c]"},
+			{narrow, "missing for ipp-class; "},
+			{oneKey, "missing for berth.dev/instance-class; "},
+			{bare, "missing for ipp-class, berth.dev/instance-class; "},
 			{withTerm, ""},
 		} {
 			var err error
@@ -515,7 +526,69 @@ isolation: {enabled: true, mode: both}`, &v); err != nil {
 			}
 		}
 	})
+
+	t.Run("the class terms do not match node daemons: a DaemonSet on a free pool node blocks no class, IPP's bare term would", func(t *testing.T) {
+		const nsD = "adm-d"
+		if err := framework.EnsureNamespace(ctx, c.Client, nsD); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.AddNodes(ctx, poolNode("pool-3")); err != nil {
+			t.Fatal(err)
+		}
+		// A real DaemonSet (the controller-manager makes its pods), unclassed like kube-proxy,
+		// scheduled by berth-scheduler (no default scheduler here).
+		spec := framework.PodSpec("berth-scheduler", "10m", "16Mi")
+		spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "node-daemon", Namespace: nsD},
+			Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "node-daemon"}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "node-daemon"}}, Spec: spec}}}
+		if _, err := c.Client.AppsV1().DaemonSets(nsD).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			pods, err := c.Client.CoreV1().Pods(nsD).List(ctx, metav1.ListOptions{LabelSelector: "app=node-daemon", FieldSelector: "spec.nodeName=pool-3"})
+			return err == nil && len(pods.Items) == 1, nil
+		})
+		if err != nil {
+			t.Fatalf("no DaemonSet pod bound on pool-3: %v", err)
+		}
+		// pool-1 holds class a, pool-2 class b: pool-3 (daemon only) is the one node for d and e.
+		// Both go to berth-scheduler's main profile, where InterPodAffinity evaluates the terms.
+		bare := handWritten(nsD, "e-bare", map[string]string{"ipp-class": "e"})
+		bare.Spec.Affinity.PodAntiAffinity = framework.IPPAntiAffinity("e").PodAntiAffinity
+		// why: the berth-mode policy bound cluster-wide accepts both (it asks for no term).
+		gotBare, err := c.Client.CoreV1().Pods(nsD).Create(ctx, bare, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := framework.WaitSchedulingEvent(ctx, c.Client, gotBare, "FailedScheduling", 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("IPP's bare term: %s", ev.Note)
+		if !strings.Contains(ev.Note, "anti-affinity") {
+			t.Errorf("IPP's bare term on pool-3: FailedScheduling %q, want the anti-affinity rule named (control: the daemon is what blocks it)", ev.Note)
+		}
+		if err := c.Client.CoreV1().Pods(nsD).Delete(ctx, "e-bare", metav1.DeleteOptions{GracePeriodSeconds: ptrInt64(0)}); err != nil {
+			t.Fatal(err)
+		}
+		d := handWritten(nsD, "d-1", map[string]string{"berth.dev/instance-class": "d"})
+		hookCfg := webhook.Defaults()
+		d.Spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: hookCfg.ClassTerms("d")}
+		if _, err := c.Client.CoreV1().Pods(nsD).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pods, err := framework.WaitPods(ctx, c.Client, nsD, "berth.dev/instance-class=d", 1, 30*time.Second, framework.Bound)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pods[0].Spec.NodeName != "pool-3" {
+			t.Fatalf("class d pod on %s, want pool-3 beside the daemon only", pods[0].Spec.NodeName)
+		}
+	})
 }
+
+func ptrInt64(v int64) *int64 { return &v }
 
 // userPod is a classed pod as a user writes it, with tolerations and affinity of its own
 // that the webhook must keep.

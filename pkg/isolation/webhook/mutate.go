@@ -79,7 +79,7 @@ func exemptReason(pod *corev1.Pod) string {
 
 // Mutate computes the patch for pod under c. It never modifies pod.
 func (c *Config) Mutate(pod *corev1.Pod) (Result, error) {
-	key, class, err := ClassOf(pod.Labels, c.ClassLabels)
+	_, class, err := ClassOf(pod.Labels, c.ClassLabels)
 	if err != nil {
 		return Result{}, err
 	}
@@ -100,7 +100,9 @@ func (c *Config) Mutate(pod *corev1.Pod) (Result, error) {
 	m.toleration(corev1.Toleration{Key: c.TaintKey, Operator: corev1.TolerationOpEqual, Value: c.TaintValue, Effect: c.TaintEffect})
 	m.nodeAffinity(corev1.NodeSelectorRequirement{Key: c.PoolLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{c.PoolValue}})
 	if c.Mode == ModeIPP || c.Mode == ModeBoth {
-		m.antiAffinity(ClassTerm(key, class))
+		for _, t := range c.ClassTerms(class) {
+			m.antiAffinity(t)
+		}
 		if c.SpreadReplicas {
 			m.spread()
 		}
@@ -111,16 +113,31 @@ func (c *Config) Mutate(pod *corev1.Pod) (Result, error) {
 	return m.res, nil
 }
 
-// ClassTerm is IPP's anti-affinity term made cluster-wide: no pod whose class label differs
-// from class (or is missing) on the same node, in any namespace.
+// ClassTerm is IPP's anti-affinity term made cluster-wide: no pod of another class under key
+// on the same node, in any namespace. Exists is what makes cluster-wide workable: IPP's bare
+// `NotIn [class]` also matches every pod WITHOUT the label, which its namespace-scoped term
+// only met in the pod's own namespace; across namespaces it would match the node daemons
+// (kube-proxy, CNI, Berth's agent) on every node and no classed pod would ever schedule. The
+// pool taint, not the term, keeps unclassed pods off a class's nodes.
 func ClassTerm(key, class string) corev1.PodAffinityTerm {
 	return corev1.PodAffinityTerm{
-		LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-			Key: key, Operator: metav1.LabelSelectorOpNotIn, Values: []string{class},
-		}}},
+		LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: key, Operator: metav1.LabelSelectorOpExists},
+			{Key: key, Operator: metav1.LabelSelectorOpNotIn, Values: []string{class}},
+		}},
 		NamespaceSelector: &metav1.LabelSelector{},
 		TopologyKey:       corev1.LabelHostname,
 	}
+}
+
+// ClassTerms is one ClassTerm per class label key: a pod of another class labelled under any
+// of the keys must be matched, and one selector cannot OR across keys.
+func (c *Config) ClassTerms(class string) []corev1.PodAffinityTerm {
+	out := make([]corev1.PodAffinityTerm, 0, len(c.ClassLabels))
+	for _, k := range c.ClassLabels {
+		out = append(out, ClassTerm(k, class))
+	}
+	return out
 }
 
 // SpreadTerm keeps pods of one controller on different nodes (they share its namespace).

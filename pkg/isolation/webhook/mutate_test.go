@@ -10,6 +10,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
@@ -222,10 +223,6 @@ func TestMutateEveryMode(t *testing.T) {
 			c := cfg(tc.mode)
 			got, res := apply(t, c, tc.pod)
 			_, class, _ := ClassOf(tc.pod.Labels, c.ClassLabels)
-			key := "ipp-class"
-			if _, ok := tc.pod.Labels[key]; !ok {
-				key = "berth.dev/instance-class"
-			}
 			if res.Class != class {
 				t.Errorf("class %q, want %q", res.Class, class)
 			}
@@ -246,13 +243,16 @@ func TestMutateEveryMode(t *testing.T) {
 					t.Errorf("node selector term %d lacks the pool: %+v", i, term)
 				}
 			}
-			if h := hasTerm(antiTerms(got), ClassTerm(key, class)); h != tc.want.classTerm {
-				t.Errorf("class anti-affinity term present %v, want %v: %+v", h, tc.want.classTerm, antiTerms(got))
-			}
-			if tc.want.classTerm {
-				for _, term := range antiTerms(got) {
-					if equalTerm(term, ClassTerm(key, class)) && (term.NamespaceSelector == nil || len(term.Namespaces) > 0) {
-						t.Errorf("class term is not cluster-wide: %+v", term)
+			// One term per class key, whichever key the pod itself uses.
+			for _, key := range c.ClassLabels {
+				if h := hasTerm(antiTerms(got), ClassTerm(key, class)); h != tc.want.classTerm {
+					t.Errorf("class anti-affinity term on %s present %v, want %v: %+v", key, h, tc.want.classTerm, antiTerms(got))
+				}
+				if tc.want.classTerm {
+					for _, term := range antiTerms(got) {
+						if equalTerm(term, ClassTerm(key, class)) && (term.NamespaceSelector == nil || len(term.Namespaces) > 0) {
+							t.Errorf("class term is not cluster-wide: %+v", term)
+						}
 					}
 				}
 			}
@@ -283,6 +283,45 @@ func TestMutateEveryMode(t *testing.T) {
 				t.Errorf("second pass: %v %+v", err, again.Patch)
 			}
 		})
+	}
+}
+
+// TestClassTermsSelect: what the written terms match on a node, evaluated the way the
+// scheduler's InterPodAffinity does (each term's selector against every pod there, any
+// namespace): other classes under either key, never the pod's own class and never unclassed
+// pods such as node daemons, which are on every node.
+func TestClassTermsSelect(t *testing.T) {
+	c := cfg(ModeIPP)
+	terms := c.ClassTerms("a")
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		match  bool
+	}{
+		{"same class", map[string]string{"ipp-class": "a"}, false},
+		{"same class, other key", map[string]string{"berth.dev/instance-class": "a"}, false},
+		{"same class, both keys", map[string]string{"ipp-class": "a", "berth.dev/instance-class": "a"}, false},
+		{"other class", map[string]string{"ipp-class": "b"}, true},
+		{"other class, other key", map[string]string{"berth.dev/instance-class": "b", "app": "x"}, true},
+		{"node daemon without a class", map[string]string{"k8s-app": "kube-proxy", "controller-revision-hash": "7d"}, false},
+		{"no labels at all", nil, false},
+		// why: conservative; the plugin treats it as unclassed, the term as another class.
+		{"empty class value", map[string]string{"ipp-class": ""}, true},
+	} {
+		matched := false
+		for _, term := range terms {
+			sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ns := term.NamespaceSelector; ns == nil || len(ns.MatchLabels)+len(ns.MatchExpressions) > 0 || term.TopologyKey != corev1.LabelHostname {
+				t.Fatalf("term not cluster-wide: %+v", term)
+			}
+			matched = matched || sel.Matches(labels.Set(tc.labels))
+		}
+		if matched != tc.match {
+			t.Errorf("%s %v: matched %v, want %v", tc.name, tc.labels, matched, tc.match)
+		}
 	}
 }
 
