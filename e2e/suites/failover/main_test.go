@@ -14,9 +14,10 @@ import (
 // suite is the one cluster both tests share.
 var suite *cluster.Cluster
 
-// TestMain starts one cluster (API server, controller manager for Deployments, KWOK for the
-// nodes and pod status) in a private temporary directory, runs the tests, stops it, and fails
-// the suite if anything named berth-* is left behind.
+// TestMain starts one cluster (API server, controller manager for Deployments, the stock
+// scheduler for the operator's scheduler pods, KWOK for the nodes and pod status) in a private
+// temporary directory, runs the tests, stops it, and fails the suite if anything named berth-*
+// is left behind.
 func TestMain(m *testing.M) {
 	check := framework.IsolateTemp()
 	code := run(m)
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Config{WithoutDefaultScheduler: true})
+	c, err := cluster.Start(ctx, cluster.Config{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "failover suite: starting the cluster:", err)
 		return 1
