@@ -27,7 +27,7 @@ UNIT_PKGS := ./pkg/... $(patsubst %,./%/...,$(wildcard cmd/*))
 E2E_PKGS := ./e2e/...
 GO_TEST_FLAGS ?=
 
-.PHONY: all tools build images push kind-load generate lint-chart preflight test test-unit test-e2e verify bench bench-exs bench-agent bench-images bench-isolation bench-placement demo up down fmt clean fuzz
+.PHONY: all tools build images push kind-load generate lint-chart preflight test test-unit test-e2e verify bench bench-scale bench-exs bench-agent bench-images bench-isolation bench-placement demo up down fmt clean fuzz
 
 all: build
 
@@ -177,6 +177,19 @@ PODS ?= 2000
 ROUNDS ?= 3
 bench: tools build $(BIN)/schedbench
 	$(BIN)/schedbench -nodes $(NODES) -pods $(PODS) -rounds $(ROUNDS) -v
+
+## bench-scale: berth-scheduler's full Berth profile vs its default plugins at 5000 nodes and
+## 10 000 pods, load from the real berth-loadwatcher serving every node; pods/s, CPU/pod, peak
+## RSS of scheduler and watcher, every pod bound exactly once; then the same table at 1000 nodes
+## (SCALE_NODES, SCALE_PODS, SCALE_SMALL_NODES, SCALE_SMALL_PODS, SCALE_ROUNDS; e2e/bench/README.md)
+SCALE_NODES ?= 5000
+SCALE_PODS ?= 10000
+SCALE_SMALL_NODES ?= 1000
+SCALE_SMALL_PODS ?= 2000
+SCALE_ROUNDS ?= 1
+bench-scale: tools build
+	$(GO) run ./e2e/bench/cmd/scalebench -nodes $(SCALE_NODES) -pods $(SCALE_PODS) -rounds $(SCALE_ROUNDS) -v
+	$(GO) run ./e2e/bench/cmd/scalebench -nodes $(SCALE_SMALL_NODES) -pods $(SCALE_SMALL_PODS) -rounds 3 -v
 
 ## lint-chart: helm lint of charts/berth
 lint-chart: $(BIN)/helm

@@ -82,6 +82,11 @@ type Options struct {
 	Logf func(string, ...any)
 	// ProfileDir, when set, receives CPU and block profiles of every scheduler run (pprof.go).
 	ProfileDir string
+	// KWOK runs KWOK and lets it manage the nodes (leases, status) and the bound pods (Running);
+	// without it nodes and pods are bare API objects, as in upstream's scheduler_perf.
+	KWOK bool
+	// SidecarPID, when set, names a process whose peak RSS each run records (the load watcher).
+	SidecarPID func() int
 }
 
 // Run is one profile's measurement in one round.
@@ -94,6 +99,14 @@ type Run struct {
 	// CPU is the scheduler process's user+system CPU from its first to its last binding: a
 	// figure that other load on a shared machine disturbs less than pods/s.
 	CPU time.Duration
+	// SchedulerRSS and SidecarRSS are peak resident sets (VmHWM) at the end of the run, bytes.
+	SchedulerRSS, SidecarRSS int64
+	// Exactly-once: pods bound exactly once, pods bound more than once or moved to another
+	// node, and lines of the scheduler's log reporting a refused or conflicting binding.
+	BoundOnce, BoundTwice, Conflicts int
+	// WatcherOutages are lines of the scheduler's log saying a load-aware plugin could not
+	// fetch the load watcher's document.
+	WatcherOutages int
 }
 
 // CPUPerPod is the scheduler's CPU per pod bound, in milliseconds.
@@ -121,7 +134,7 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 	if o.PodCPU == "" {
 		o.PodCPU, o.PodMemory = "100m", "128Mi"
 	}
-	c, err := cluster.Start(ctx, cluster.Config{Dir: o.Dir, WithoutKWOK: true, WithoutDefaultScheduler: true, WithoutControllerManager: true, Logf: o.Logf})
+	c, err := cluster.Start(ctx, cluster.Config{Dir: o.Dir, WithoutKWOK: !o.KWOK, WithoutDefaultScheduler: true, WithoutControllerManager: true, Logf: o.Logf})
 	if err != nil {
 		return nil, err
 	}
@@ -196,8 +209,9 @@ func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Op
 	watchDone := make(chan error, 1)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
+	tally := newBindTally()
 	go func() {
-		watchDone <- watchBindings(watchCtx, c.Client, ns, list.ResourceVersion, func(pod string) {
+		watchDone <- watchBindings(watchCtx, c.Client, ns, list.ResourceVersion, tally, func(pod string) {
 			bindings <- binding{pod, time.Now()}
 		})
 	}()
@@ -243,10 +257,23 @@ func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Op
 	}
 	stopProfiling()
 	run := Run{Profile: p.Name, Pods: o.Pods, Duration: last.Sub(first), CPU: cpuLast - cpuFirst}
+	run.SchedulerRSS, _ = PeakRSS(sched.PID())
+	if o.SidecarPID != nil {
+		run.SidecarRSS, _ = PeakRSS(o.SidecarPID())
+	}
 	if run.Duration > 0 {
 		run.PodsPerS = float64(o.Pods-1) / run.Duration.Seconds()
 	}
 	c.StopComponent(sched.Process)
+	// A second binding would arrive after the last first one: give the watch a moment.
+	time.Sleep(time.Second)
+	run.BoundOnce, run.BoundTwice = tally.counts()
+	if run.Conflicts, err = bindingConflicts(sched.LogPath); err != nil {
+		return Run{}, err
+	}
+	if run.WatcherOutages, err = countLines(sched.LogPath, watcherOutageLines); err != nil {
+		return Run{}, err
+	}
 	// Force-delete: no kubelet will ever confirm these pods' termination.
 	zero := int64(0)
 	if err := c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
@@ -256,9 +283,10 @@ func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Op
 	return run, waitNoPods(ctx, c.Client, ns)
 }
 
-// watchBindings reports each pod's first binding once. The API server closes long watches
-// (and slow ones under load), so it resumes from the last resource version it saw.
-func watchBindings(ctx context.Context, client kubernetes.Interface, ns, rv string, bound func(pod string)) error {
+// watchBindings reports each pod's first binding once and tallies every change of each pod's
+// node. The API server closes long watches (and slow ones under load), so it resumes from the
+// last resource version it saw.
+func watchBindings(ctx context.Context, client kubernetes.Interface, ns, rv string, tally *bindTally, bound func(pod string)) error {
 	seen := map[string]bool{}
 	for ctx.Err() == nil {
 		w, err := client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "bench=yes", ResourceVersion: rv, AllowWatchBookmarks: true})
@@ -275,6 +303,9 @@ func watchBindings(ctx context.Context, client kubernetes.Interface, ns, rv stri
 				continue
 			}
 			rv = pod.ResourceVersion
+			if ev.Type != watch.Deleted && ev.Type != watch.Bookmark {
+				tally.observe(pod.Name, pod.Spec.NodeName)
+			}
 			if ev.Type == watch.Deleted || ev.Type == watch.Bookmark || pod.Spec.NodeName == "" || seen[pod.Name] {
 				continue
 			}

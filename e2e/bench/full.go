@@ -18,17 +18,26 @@ const FullBerthName = "berth-scheduler (full: TargetLoadPacking + LoadVariationR
 // the SySched profile).
 func FullBerthProfile() Profile {
 	p, addr, _ := syntheticLoadProfile()
-	p.Name = FullBerthName
-	p.Profiles = "- schedulerName: " + SchedulerName + "\n" + loadAwarePlugins(addr,
-		"    preScore:\n      enabled:\n      - name: SySched\n    score:\n      enabled:\n      - name: SySched\n    reserve:\n      enabled:\n      - name: SySched\n",
-		"  - name: SySched\n    args:\n      defaultProfileNamespace: default\n      defaultProfileName: "+exs.FullProfile+"\n")
-	load := p.Setup
-	p.Setup = func(ctx context.Context, c *cluster.Cluster) error {
-		if err := load(ctx, c); err != nil {
-			return err
-		}
-		return syschedSetup(ctx, c)
+	return fullBerthProfile(addr, p.Setup)
+}
+
+// fullBerthProfile is the full profile reading the load watcher at addr; loadSetup (optional)
+// starts whatever serves it.
+func fullBerthProfile(addr string, loadSetup func(context.Context, *cluster.Cluster) error) Profile {
+	return Profile{
+		Name:   FullBerthName,
+		Binary: cluster.BerthScheduler,
+		Profiles: "- schedulerName: " + SchedulerName + "\n" + loadAwarePlugins(addr,
+			"    preScore:\n      enabled:\n      - name: SySched\n    score:\n      enabled:\n      - name: SySched\n    reserve:\n      enabled:\n      - name: SySched\n",
+			"  - name: SySched\n    args:\n      defaultProfileNamespace: default\n      defaultProfileName: "+exs.FullProfile+"\n"),
+		Setup: func(ctx context.Context, c *cluster.Cluster) error {
+			if loadSetup != nil {
+				if err := loadSetup(ctx, c); err != nil {
+					return err
+				}
+			}
+			return syschedSetup(ctx, c)
+		},
+		PodMutator: syschedPodMutator,
 	}
-	p.PodMutator = syschedPodMutator
-	return p
 }
