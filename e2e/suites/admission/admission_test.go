@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -505,10 +507,22 @@ isolation: {enabled: true, mode: both}`, &v); err != nil {
 		// A term limited to some namespaces isolates less than the cluster-wide one.
 		narrow.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].NamespaceSelector =
 			&metav1.LabelSelector{MatchLabels: map[string]string{"team": "x"}}
+		// What the webhook of mode both writes into a user's ReplicaSet pod (class terms, spread
+		// term and label, main profile since the pod has a term of its own), patched here the way
+		// the API server patches.
+		hookBoth := webhook.Defaults()
+		hookBoth.Mode, hookBoth.IsolatedSchedulerName = webhook.ModeBoth, "berth-scheduler-isolated"
+		fromHook := userPod(nsC, "c-hook", map[string]string{"berth.dev/instance-class": "c"})
+		fromHook.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "4f1c2e7a-5b3d-4c1e-9a2f-6d8e0b1c3a57", Controller: ptrTo(true)}}
+		fromHook = mutateLocally(t, hookBoth, fromHook)
+		if fromHook.Spec.SchedulerName != "berth-scheduler" || len(fromHook.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 3 {
+			t.Fatalf("webhook output not as expected: %s %+v", fromHook.Spec.SchedulerName, fromHook.Spec.Affinity.PodAntiAffinity)
+		}
 		for _, tc := range []struct {
 			pod *corev1.Pod
 			msg string
 		}{
+			{fromHook, ""},
 			{handWritten(nsC, "c-noterm", map[string]string{"ipp-class": "c"}), "must carry, per class label key, the required pod anti-affinity term {<key> Exists, <key> NotIn [c]"},
 			{narrow, "missing for ipp-class; "},
 			{oneKey, "missing for berth.dev/instance-class; "},
@@ -589,6 +603,32 @@ isolation: {enabled: true, mode: both}`, &v); err != nil {
 }
 
 func ptrInt64(v int64) *int64 { return &v }
+
+func ptrTo[T any](v T) *T { return &v }
+
+// mutateLocally runs the webhook's decision for p under cfg and applies its JSON patch.
+func mutateLocally(t *testing.T, cfg webhook.Config, p *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	res, err := cfg.Mutate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(p)
+	ops, _ := json.Marshal(res.Patch)
+	patch, err := jsonpatch.DecodePatch(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := patch.Apply(raw)
+	if err != nil {
+		t.Fatalf("patch %s: %v", ops, err)
+	}
+	got := &corev1.Pod{}
+	if err := json.Unmarshal(out, got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
 
 // userPod is a classed pod as a user writes it, with tolerations and affinity of its own
 // that the webhook must keep.
