@@ -84,7 +84,14 @@ type env struct {
 func TestAdmission(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
-	c := shared
+	// One control plane for every step. Pods here go to berth-scheduler or stay unscheduled:
+	// the stock scheduler is not needed (the controller-manager is: namespaces' default
+	// ServiceAccounts, KWOK nodes' taints, the DaemonSet's pods).
+	c, err := cluster.Start(ctx, cluster.Config{WithoutDefaultScheduler: true, WithoutBerthCRDs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
 	e := &env{c: c}
 	for _, ns := range []string{relNS, nsA, nsB} {
 		if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
