@@ -1,7 +1,9 @@
 package loadaware
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -115,11 +117,36 @@ func NewSnapshot(resp *loadapi.Response, fetchedAt, serverNow time.Time) *Snapsh
 	if docTime == 0 {
 		docTime = resp.Window.End
 	}
+	// Every Score call looks its node up here, from many goroutines and with the rest of the
+	// cycle's data competing for the cache: the entries sit in one array and the names in one
+	// string, so the lookups of a cycle touch a few contiguous blocks, not one scattered
+	// allocation per node and per name.
+	n := len(resp.Data.NodeMetricsMap)
+	size := 0
+	for name := range resp.Data.NodeMetricsMap {
+		size += len(name)
+	}
+	for name := range resp.Nodes {
+		if _, dup := resp.Data.NodeMetricsMap[name]; !dup {
+			n++
+			size += len(name)
+		}
+	}
+	var arena strings.Builder
+	arena.Grow(size)
+	entries := make([]nodeEntry, 0, n)
+	order := make([]string, 0, n)
+	s.nodes = make(map[string]*nodeEntry, n)
 	get := func(name string) *nodeEntry {
 		e := s.nodes[name]
 		if e == nil {
-			e = &nodeEntry{updated: toLocal(docTime)}
+			// Keys are sliced from the arena once it is complete (below); until then the
+			// document's own strings serve.
+			entries = append(entries, nodeEntry{updated: toLocal(docTime)})
+			e = &entries[len(entries)-1]
 			s.nodes[name] = e
+			arena.WriteString(name)
+			order = append(order, name)
 		}
 		return e
 	}
@@ -143,6 +170,19 @@ func NewSnapshot(resp *loadapi.Response, fetchedAt, serverNow time.Time) *Snapsh
 			}
 		}
 	}
+	if len(entries) != n || arena.Len() != size {
+		// Cannot happen (entries never grows past n, so its pointers stay valid); checked
+		// because a reallocation would leave the map pointing at copies.
+		panic(fmt.Sprintf("loadaware: snapshot sized %d nodes/%d bytes, filled %d/%d", n, size, len(entries), arena.Len()))
+	}
+	keys := arena.String()
+	rekeyed := make(map[string]*nodeEntry, n)
+	off := 0
+	for i, name := range order {
+		rekeyed[keys[off:off+len(name)]] = &entries[i]
+		off += len(name)
+	}
+	s.nodes = rekeyed
 	for _, e := range s.nodes {
 		if e.hasMetrics && !e.stale && e.updated.After(s.newest) {
 			s.newest = e.updated

@@ -59,12 +59,13 @@ type Tracker struct {
 	installed *Snapshot
 }
 
-// bucket is one node's placed pods; pods is replaced, never changed in place.
+// bucket is one node's placed pods; pods is replaced, never changed in place. The pods are held
+// by value, so summing a node's pods reads one array, not one allocation per pod.
 type bucket struct {
-	pods atomic.Pointer[[]*placed]
+	pods atomic.Pointer[[]placed]
 }
 
-func (b *bucket) load() []*placed {
+func (b *bucket) load() []placed {
 	if p := b.pods.Load(); p != nil {
 		return *p
 	}
@@ -108,9 +109,9 @@ func (t *Tracker) Add(pod *v1.Pod, node string, at time.Time) {
 		t.byNode[node] = b
 	}
 	old := b.load()
-	pods := make([]*placed, len(old), len(old)+1)
+	pods := make([]placed, len(old), len(old)+1)
 	copy(pods, old)
-	pods = append(pods, p)
+	pods = append(pods, *p)
 	b.pods.Store(&pods)
 }
 
@@ -132,9 +133,9 @@ func (t *Tracker) removeLocked(uid types.UID) {
 		return
 	}
 	old := b.load()
-	pods := make([]*placed, 0, len(old))
+	pods := make([]placed, 0, len(old))
 	for _, q := range old {
-		if q != p {
+		if q.uid != uid {
 			pods = append(pods, q)
 		}
 	}
@@ -178,9 +179,10 @@ func (t *Tracker) unreportedAt(node string, v NodeView, now time.Time) Estimate 
 // sum adds up the bucket's pods that v does not include yet; lock free.
 func (t *Tracker) sum(b *bucket, v NodeView, now time.Time) Estimate {
 	var sum Estimate
-	for _, p := range b.load() {
-		if t.counts(p, v, now) {
-			sum.add(p.est)
+	pods := b.load()
+	for i := range pods {
+		if t.counts(&pods[i], v, now) {
+			sum.add(pods[i].est)
 		}
 	}
 	return sum

@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/berth-sched/berth/pkg/loadapi"
 	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
 )
 
@@ -175,5 +176,45 @@ func TestCapacityFollowsNodeObject(t *testing.T) {
 	// never returned for the new one even if the old is read again.
 	if got := e.Node("a").CapacityMilliCPU(a4); got != 4000 {
 		t.Errorf("old object: %dm, want 4000m", got)
+	}
+}
+
+// The snapshot keys its nodes by names cut from one string: each name must still find its own
+// node's numbers, whatever the names' lengths and whichever part of the document named them.
+func TestSnapshotKeysFindTheirOwnNodes(t *testing.T) {
+	now := time.Now()
+	cpu := map[string]float64{}
+	nodes := map[string]loadapi.NodeStatus{}
+	for i := 0; i < 300; i++ {
+		name := fmt.Sprintf("n%0*d", 1+i%17, i) // lengths 2..18
+		if i%3 != 2 {
+			cpu[name] = float64(i % 100)
+		}
+		if i%3 != 0 {
+			nodes[name] = loadapi.NodeStatus{Updated: now.Unix(), Stale: i%5 == 0}
+		}
+	}
+	doc := lat.CPUDoc(now, cpu)
+	doc.Nodes = nodes
+	s := NewSnapshot(doc, now, now)
+	for i := 0; i < 300; i++ {
+		name := fmt.Sprintf("n%0*d", 1+i%17, i)
+		v := s.Node(name, now, time.Minute)
+		want := Fresh
+		switch {
+		case i%3 != 0 && i%5 == 0:
+			want = Stale
+		case i%3 == 2:
+			want = Missing
+		}
+		if v.Freshness != want {
+			t.Errorf("%s: %v, want %v", name, v.Freshness, want)
+		}
+		if _, inDoc := cpu[name]; inDoc && v.Metrics.TLPCPU != float64(i%100) {
+			t.Errorf("%s: CPU %v, want %d", name, v.Metrics.TLPCPU, i%100)
+		}
+	}
+	if len(s.nodes) != 300 {
+		t.Errorf("%d nodes in the snapshot, want 300", len(s.nodes))
 	}
 }
