@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -76,7 +77,9 @@ func toTyped(t *testing.T, o *unstructured.Unstructured, into any) {
 type env struct {
 	c        *cluster.Cluster
 	hookAddr string
-	op       *cluster.Process
+	// metricsAddr is the operator's plain-HTTP /metrics on loopback.
+	metricsAddr string
+	op          *cluster.Process
 }
 
 // TestAdmission: one cluster, one operator (stopped near the end), every admission proof in
@@ -323,6 +326,25 @@ func TestAdmission(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != tc.code || !strings.Contains(string(b), tc.msg) {
 				t.Errorf("HTTP %d %q, want %d containing %q", resp.StatusCode, b, tc.code, tc.msg)
+			}
+		}
+	})
+
+	t.Run("the operator's /metrics counts the answers above by outcome", func(t *testing.T) {
+		resp, err := http.Get("http://" + e.metricsAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		// why: lower bounds, since the API server may retry a call; each outcome was produced
+		// above: patched (the TLS and dry-run pods), refused (two bad classes, the named node),
+		// bad_request (v1beta1, oversized).
+		for outcome, least := range map[string]float64{"patched": 2, "refused": 3, "bad_request": 2} {
+			series := `berth_isolation_webhook_requests_total{mode="berth",outcome="` + outcome + `"}`
+			v, ok := metricValue(string(body), series)
+			if !ok || v < least {
+				t.Errorf("%s = %v (found %v), want >= %v", series, v, ok, least)
 			}
 		}
 	})
@@ -611,6 +633,17 @@ isolation: {enabled: true, mode: both}`, &v); err != nil {
 
 func ptrInt64(v int64) *int64 { return &v }
 
+// metricValue reads one series of a Prometheus text exposition.
+func metricValue(exposition, series string) (float64, bool) {
+	for _, line := range strings.Split(exposition, "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
+}
+
 func ptrTo[T any](v T) *T { return &v }
 
 // mutateLocally runs the webhook's decision for p under cfg and applies its JSON patch.
@@ -763,7 +796,12 @@ func (e *env) startOperator(ctx context.Context, t *testing.T, objs []*unstructu
 	if err != nil {
 		t.Fatal(err)
 	}
-	args = append([]string{"--kubeconfig=" + kc, "--leader-elect=false", "--metrics-bind-address=0",
+	mport, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.metricsAddr = fmt.Sprintf("127.0.0.1:%d", mport)
+	args = append([]string{"--kubeconfig=" + kc, "--leader-elect=false", "--metrics-bind-address=" + e.metricsAddr, "--metrics-secure=false",
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health)}, args...)
 	// readyz includes the webhook's check: a valid certificate loaded and the port open.
 	e.op, err = e.c.StartComponent(ctx, cluster.ProcessSpec{Name: "berth-operator", Binary: filepath.Join(e.c.BinDir, "berth-operator"), Args: args},
