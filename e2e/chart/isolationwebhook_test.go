@@ -84,6 +84,20 @@ func TestIsolationWebhookValues(t *testing.T) {
 			t.Errorf("no %s %s", want.kind, want.name)
 		}
 	}
+	// The class is fixed after creation through every pod subresource that can change labels.
+	fixed := find(objs, "ValidatingAdmissionPolicy", "berth-instance-isolation-fixed-class")
+	if fixed != nil {
+		rules, _, _ := unstructured.NestedSlice(fixed.Object, "spec", "matchConstraints", "resourceRules")
+		rm := rules[0].(map[string]any)
+		if ops, res := toStrings(rm["operations"]), toStrings(rm["resources"]); !slices.Equal(ops, []string{"UPDATE"}) || !slices.Contains(res, "pods") || !slices.Contains(res, "pods/status") {
+			t.Errorf("fixed-class policy matches %v on %v, want UPDATE on pods and pods/status", ops, res)
+		}
+		if b := find(objs, "ValidatingAdmissionPolicyBinding", "berth-instance-isolation-fixed-class"); b == nil {
+			t.Errorf("fixed-class policy without a binding")
+		} else if acts, _, _ := unstructured.NestedStringSlice(b.Object, "spec", "validationActions"); !slices.Equal(acts, []string{"Deny"}) {
+			t.Errorf("fixed-class binding actions %v, want [Deny]", acts)
+		}
+	}
 	// Least privilege: webhook configurations and secrets only by name.
 	for _, o := range objs {
 		if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
