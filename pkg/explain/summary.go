@@ -73,8 +73,8 @@ func (n NodeRecord) Score(plugin string) (PluginScore, bool) {
 	return PluginScore{}, false
 }
 
-// detailText is the short explanation of a plugin's score on a node, or "".
-func (n NodeRecord) detailText(plugin string) string {
+// DetailText is the short explanation of a plugin's score on a node, or "".
+func (n NodeRecord) DetailText(plugin string) string {
 	switch plugin {
 	case pluginTLP:
 		d, ok := n.Load(plugin)
@@ -151,7 +151,7 @@ func Summary(rec Record, max int) string {
 	sort.SliceStable(scores, func(i, j int) bool { return scores[i].Weighted > scores[j].Weighted })
 	first := true
 	for _, s := range scores {
-		if s.Weighted == 0 && chosen.detailText(s.Plugin) == "" {
+		if s.Weighted == 0 && chosen.DetailText(s.Plugin) == "" {
 			continue
 		}
 		if !first {
@@ -162,7 +162,7 @@ func Summary(rec Record, max int) string {
 		if s.Weight != 1 {
 			fmt.Fprintf(&b, "×%d", s.Weight)
 		}
-		if d := chosen.detailText(s.Plugin); d != "" {
+		if d := chosen.DetailText(s.Plugin); d != "" {
 			fmt.Fprintf(&b, " (%s)", d)
 		}
 	}

@@ -59,8 +59,14 @@ func (f *recordingFramework) RunFilterPluginsWithNominatedPods(ctx context.Conte
 }
 
 func (f *recordingFramework) RunScorePlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) ([]fwk.NodePluginScores, *fwk.Status) {
+	a := attemptFrom(state)
+	if a != nil {
+		a.mu.Lock()
+		a.scoring = len(nodes)
+		a.mu.Unlock()
+	}
 	scores, st := f.Framework.RunScorePlugins(ctx, state, pod, nodes)
-	if a := attemptFrom(state); a != nil {
+	if a != nil {
 		if st.IsSuccess() {
 			a.scores(scores)
 		} else {

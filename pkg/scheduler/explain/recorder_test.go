@@ -64,7 +64,7 @@ func (f *fakeScore) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, ni
 	f.mu.Unlock()
 	// The hook the load-aware plugins use: report inputs only when the cycle records.
 	if sink := SinkFrom(state); sink != nil && f.name == "Packing" {
-		sink.ScoreDetail(f.name, ni.Node().Name, map[string]any{"utilisation": f.raw[ni.Node().Name]})
+		sink.ScoreDetail(f.name, ni.Node().Name, f.raw[ni.Node().Name])
 	}
 	return f.raw[ni.Node().Name], nil
 }
@@ -240,7 +240,7 @@ func TestRecordOfAFrameworkRun(t *testing.T) {
 		if fmt.Sprint(n.Scores) != fmt.Sprint(tc.scores) {
 			t.Errorf("%s scores %v, want %v", tc.node, n.Scores, tc.scores)
 		}
-		if d := n.Details["Packing"]; fmt.Sprint(d) != fmt.Sprintf("map[utilisation:%d]", tc.scores[0].Raw) {
+		if d := n.Details["Packing"]; d != tc.scores[0].Raw {
 			t.Errorf("%s details %v", tc.node, n.Details)
 		}
 	}

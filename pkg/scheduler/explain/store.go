@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -137,15 +138,20 @@ type attempt struct {
 	topK int
 	// prev is the pod of the cycle before this one (the source of a batching hint).
 	prev string
-	// details are what plugins reported from Score in this cycle, node → plugin → detail;
-	// only the kept nodes' survive scores().
-	details  map[string]map[string]any
-	rec      Record
-	feasible int
-	refused  map[string]*Verdict
-	reasons  map[reasonKey]int
-	scored   []NodeRecord
-	sealed   bool
+	// scoring is the number of nodes being scored (sizes details).
+	scoring int
+	// details are what plugins reported from Score in this cycle; only the kept nodes'
+	// survive scores().
+	details []detailEntry
+	rec     Record
+	// feasible counts nodes that passed Filter; atomic so the common case (a node fits)
+	// takes no lock. anyRefused says refused may be non-empty.
+	feasible   atomic.Int64
+	anyRefused atomic.Bool
+	refused    map[string]*Verdict
+	reasons    map[reasonKey]int
+	scored     []NodeRecord
+	sealed     bool
 }
 
 // Clone implements fwk.StateData: cycle-state clones (preemption dry runs) share the attempt.
@@ -162,15 +168,18 @@ func verdictOf(st *fwk.Status) *Verdict {
 }
 
 func (a *attempt) filter(node string, st *fwk.Status) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if st.IsSuccess() {
-		a.feasible++
-		if a.refused != nil {
+		a.feasible.Add(1)
+		if a.anyRefused.Load() {
+			a.mu.Lock()
 			delete(a.refused, node) // passed on a second evaluation (nominated node first)
+			a.mu.Unlock()
 		}
 		return
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.anyRefused.Store(true)
 	if a.refused == nil {
 		a.refused = make(map[string]*Verdict)
 		a.reasons = make(map[reasonKey]int)
@@ -207,22 +216,23 @@ func (a *attempt) hint(node string) {
 	a.mu.Unlock()
 }
 
-// ScoreDetail implements DetailSink; Score runs in parallel over nodes.
+type detailEntry struct {
+	node, plugin string
+	detail       any
+}
+
+// ScoreDetail implements DetailSink; Score runs in parallel over nodes. An append per call
+// (no hashing); scores() picks the kept nodes' entries once the totals are known.
 func (a *attempt) ScoreDetail(plugin, node string, detail any) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.sealed {
-		return
+	if !a.sealed {
+		if a.details == nil {
+			// Typically two reporting plugins per scored node: grow at most once or twice.
+			a.details = make([]detailEntry, 0, 2*max(a.scoring, 64))
+		}
+		a.details = append(a.details, detailEntry{node, plugin, detail})
 	}
-	if a.details == nil {
-		a.details = make(map[string]map[string]any)
-	}
-	m := a.details[node]
-	if m == nil {
-		m = make(map[string]any, 2)
-		a.details[node] = m
-	}
-	m[plugin] = detail
+	a.mu.Unlock()
 }
 
 func (a *attempt) fail(st *fwk.Status) {
@@ -234,19 +244,27 @@ func (a *attempt) fail(st *fwk.Status) {
 
 // scores keeps the topK best nodes of a successful RunScorePlugins.
 func (a *attempt) scores(scores []fwk.NodePluginScores) {
-	idx := make([]int, len(scores))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(x, y int) bool {
-		sx, sy := &scores[idx[x]], &scores[idx[y]]
+	// The topK best by total (then name), by insertion into a short sorted list: no sort or
+	// index slice over every scored node.
+	better := func(x, y int) bool {
+		sx, sy := &scores[x], &scores[y]
 		if sx.TotalScore != sy.TotalScore {
 			return sx.TotalScore > sy.TotalScore
 		}
 		return sx.Name < sy.Name
-	})
-	if len(idx) > a.topK {
-		idx = idx[:a.topK]
+	}
+	idx := make([]int, 0, a.topK+1)
+	for i := range scores {
+		if len(idx) == a.topK && !better(i, idx[len(idx)-1]) {
+			continue
+		}
+		j := sort.Search(len(idx), func(k int) bool { return better(i, idx[k]) })
+		idx = append(idx, 0)
+		copy(idx[j+1:], idx[j:])
+		idx[j] = i
+		if len(idx) > a.topK {
+			idx = idx[:a.topK]
+		}
 	}
 	weights := a.rec.Weights
 	out := make([]NodeRecord, 0, len(idx))
@@ -267,8 +285,19 @@ func (a *attempt) scores(scores []fwk.NodePluginScores) {
 		out = append(out, nr)
 	}
 	a.mu.Lock()
-	for i := range out {
-		out[i].Details = a.details[out[i].Node]
+	if len(a.details) > 0 {
+		kept := make(map[string]*NodeRecord, len(out))
+		for i := range out {
+			kept[out[i].Node] = &out[i]
+		}
+		for _, e := range a.details {
+			if nr := kept[e.node]; nr != nil {
+				if nr.Details == nil {
+					nr.Details = make(map[string]any, 2)
+				}
+				nr.Details[e.plugin] = e.detail
+			}
+		}
 	}
 	a.details = nil
 	a.scored = out
@@ -285,7 +314,7 @@ func (a *attempt) result(node string, feasibleOnly bool, err error) {
 		a.rec.Outcome = OutcomeScheduled
 		a.rec.ScoringSkipped = feasibleOnly
 	case a.rec.Outcome == OutcomeError:
-	case err != nil && a.rec.PreFilter == nil && a.feasible == 0 && len(a.refused) == 0:
+	case err != nil && a.rec.PreFilter == nil && a.feasible.Load() == 0 && len(a.refused) == 0:
 		a.rec.Outcome = OutcomeError
 		a.rec.Error = err.Error()
 	default:
@@ -339,7 +368,7 @@ func (a *attempt) snapshot() Record {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	r := a.rec
-	r.Feasible = a.feasible
+	r.Feasible = int(a.feasible.Load())
 	if !a.sealed {
 		r.Refused = len(a.refused)
 	}
