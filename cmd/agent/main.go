@@ -42,10 +42,16 @@ func main() {
 	// PodConfig executor (pkg/agent/podnet): links in this node's pods selected by PodConfigs.
 	podConfig := fs.Bool("podconfig", false, "run the PodConfig executor: make the network attachments the operator allocated in this node's pods (needs --cri-socket, the node's network namespace, NET_ADMIN and SYS_ADMIN)")
 	podConfigResync := fs.Duration("podconfig-resync", podnet.DefaultResync, "how often every attachment of this node is re-checked and stale links are swept")
+	podConfigPolicy := bindPolicyFlags(fs)
 	_ = fs.Parse(os.Args[1:])
 	defer klog.Flush()
 	if *podConfig && *criSocket == "" {
 		klog.ErrorS(nil, "--podconfig needs --cri-socket (the sandboxes' network namespaces are found through the CRI)")
+		os.Exit(2)
+	}
+	policy, err := podConfigPolicy()
+	if *podConfig && err != nil {
+		klog.ErrorS(err, "Invalid PodConfig policy")
 		os.Exit(2)
 	}
 
@@ -84,7 +90,7 @@ func main() {
 		defer func() { <-done; lister.Close(context.Background()); stopEvents() }()
 	}
 	if *podConfig {
-		stopPodNet, err := runPodNet(ctx, cfg.NodeName, *criSocket, cfg.ProcRoot, *podConfigResync, a, rc)
+		stopPodNet, err := runPodNet(ctx, cfg.NodeName, *criSocket, cfg.ProcRoot, *podConfigResync, policy, a, rc)
 		if err != nil {
 			klog.ErrorS(err, "PodConfig executor cannot start")
 			os.Exit(2)

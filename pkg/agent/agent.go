@@ -50,6 +50,9 @@ type Agent struct {
 	podsSync func() bool
 	registry *prometheus.Registry
 
+	checksMu    sync.Mutex
+	readyChecks []readyCheck
+
 	// instance names this run and seq numbers its reports: the watcher orders reports by them,
 	// not by the sample time, which this node's clock may have put ahead.
 	instance string
@@ -110,6 +113,31 @@ func New(cfg Config) (*Agent, error) {
 	return a, nil
 }
 
+type readyCheck struct {
+	name  string
+	check func() error
+}
+
+// AddReadyCheck makes /readyz also depend on check (an optional part such as the PodConfig
+// executor): while it returns an error, /readyz answers 503 with the check's name and error.
+func (a *Agent) AddReadyCheck(name string, check func() error) {
+	a.checksMu.Lock()
+	defer a.checksMu.Unlock()
+	a.readyChecks = append(a.readyChecks, readyCheck{name: name, check: check})
+}
+
+func (a *Agent) failingCheck() error {
+	a.checksMu.Lock()
+	checks := append([]readyCheck(nil), a.readyChecks...)
+	a.checksMu.Unlock()
+	for _, c := range checks {
+		if err := c.check(); err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+	}
+	return nil
+}
+
 // Handler serves /metrics, /healthz and /readyz.
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -125,11 +153,14 @@ func (a *Agent) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		_, sampled := a.sampler.Last()
+		failing := a.failingCheck()
 		switch {
 		case !a.podsSync():
 			http.Error(w, "pod informer not synced", http.StatusServiceUnavailable)
 		case !sampled:
 			http.Error(w, "no load sample yet", http.StatusServiceUnavailable)
+		case failing != nil:
+			http.Error(w, failing.Error(), http.StatusServiceUnavailable)
 		default:
 			fmt.Fprintln(w, "ok")
 		}

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -142,5 +143,53 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 	if _, err := New(good); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReadyChecks: an optional part added with AddReadyCheck (the PodConfig executor) holds
+// /readyz at 503, naming itself and its reason, until it passes; the load part's own
+// conditions still come first.
+func TestReadyChecks(t *testing.T) {
+	fx, err := fixture.New(t.TempDir(), 25, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	fxDone := make(chan struct{})
+	go func() { fx.Run(ctx, 2*time.Millisecond); close(fxDone) }()
+	defer func() { cancel(); <-fxDone }()
+	a, err := New(Config{NodeName: "node-a", ProcRoot: fx.Root, WatcherURL: "http://127.0.0.1:9", TokenFile: "/nonexistent",
+		SampleInterval: time.Second, ReportInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	podnetErr := errors.New("PodConfig executor: container runtime not reached yet: CRI socket gone")
+	a.AddReadyCheck("podconfig", func() error { mu.Lock(); defer mu.Unlock(); return podnetErr })
+	h := a.Handler()
+	steps := []struct {
+		name     string
+		do       func()
+		wantCode int
+		wantBody string
+	}{
+		{name: "no sample yet: the load part's reason first", do: func() {}, wantCode: http.StatusServiceUnavailable, wantBody: "no load sample yet"},
+		{name: "sampled, executor not ready: 503 naming it", do: func() {
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				if _, ok, _ := a.Sampler().SampleOnce(); ok || time.Now().After(deadline) {
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}, wantCode: http.StatusServiceUnavailable, wantBody: "podconfig: PodConfig executor: container runtime not reached yet: CRI socket gone"},
+		{name: "executor ready: 200", do: func() { mu.Lock(); podnetErr = nil; mu.Unlock() }, wantCode: http.StatusOK, wantBody: "ok"},
+	}
+	for _, s := range steps {
+		s.do()
+		r := get(t, h, "/readyz")
+		if r.Code != s.wantCode || !strings.Contains(r.Body.String(), s.wantBody) {
+			t.Errorf("%s: /readyz = %d %q, want %d %q", s.name, r.Code, r.Body.String(), s.wantCode, s.wantBody)
+		}
 	}
 }

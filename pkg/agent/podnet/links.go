@@ -46,6 +46,9 @@ type Attachment struct {
 	Routes  []RouteSpec
 	// Alias describes the pod on the host peer (ns/pod attachment).
 	Alias string
+	// VLAN (linkType vlan) is the VLAN sub-interface of an allow-listed parent the agent
+	// enslaves to Bridge next to the veth; nil for veth.
+	VLAN *VLANSpec
 }
 
 // RouteSpec is one route inside the pod through the interface; Via invalid = on-link.
@@ -66,6 +69,9 @@ type Dataplane interface {
 	// RemoveUnusedBridges deletes bridges the agent created that have no port and are not in
 	// keep; it returns their names.
 	RemoveUnusedBridges(keep map[string]bool) ([]string, error)
+	// RemoveUnusedVLANs deletes VLAN sub-interfaces the agent created whose names
+	// (VLANLinkName) are not in keep; it returns their names.
+	RemoveUnusedVLANs(keep map[string]bool) ([]string, error)
 }
 
 // NetNSError is a pod network namespace that cannot be entered (it vanished, or is not a
@@ -129,6 +135,13 @@ func (l *Links) Apply(a Attachment) error {
 	br, err := l.ensureBridge(a.Bridge, a.Gateway, a.Address)
 	if err != nil {
 		return err
+	}
+	if a.VLAN != nil {
+		// The VLAN first: a parent or kernel that cannot carry it fails the attachment before
+		// anything is made in the pod.
+		if err := l.ensureVLAN(*a.VLAN, br); err != nil {
+			return err
+		}
 	}
 	ns, err := l.openNS(a.NetNS)
 	if err != nil {

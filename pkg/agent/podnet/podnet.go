@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +58,11 @@ type Config struct {
 	Dataplane Dataplane
 	// Status writes the node's entries (DynamicStatus).
 	Status StatusApplier
+	// Policy is the administrator's (chart values podConfig.*, the agent's --podconfig-*
+	// flags, the same as the operator's): every PodConfig is checked against it again before
+	// a link is touched; among others, a vlan attachment's parent must be in AllowedParents.
+	// An empty BridgePrefix is podconfig.DefaultBridgePrefix.
+	Policy podconfig.Policy
 	// Resync (default DefaultResync).
 	Resync time.Duration
 	// Registerer receives the metrics; nil registers nowhere.
@@ -81,6 +87,10 @@ type Executor struct {
 	queue workqueue.TypedRateLimitingInterface[string]
 
 	synced []cache.InformerSynced
+	// runtimeSeen: the container runtime answered once (readiness); runtimeErr is why not yet.
+	runtimeSeen atomic.Bool
+	runtimeErr  atomic.Pointer[string]
+	pingEvery   time.Duration
 
 	syncs, applies, swept, writes *prometheus.CounterVec
 	attachments                   *prometheus.GaugeVec
@@ -102,7 +112,13 @@ func New(cfg Config, podConfigs, allocs cache.Indexer, pods corelisters.PodListe
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	e := &Executor{cfg: cfg, podConfigs: podConfigs, allocs: allocs, pods: pods,
+	if cfg.Policy.BridgePrefix == "" {
+		cfg.Policy.BridgePrefix = podconfig.DefaultBridgePrefix
+	}
+	if err := cfg.Policy.Check(); err != nil {
+		return nil, fmt.Errorf("podnet: %w", err)
+	}
+	e := &Executor{cfg: cfg, podConfigs: podConfigs, allocs: allocs, pods: pods, pingEvery: retryAfter,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "podnet"})}
@@ -111,7 +127,7 @@ func New(cfg Config, podConfigs, allocs cache.Indexer, pods corelisters.PodListe
 	e.applies = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_agent_podnet_results_total",
 		Help: "Attachment results written by state (Configured, Failed, Removed)."}, []string{"state"})
 	e.swept = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_agent_podnet_swept_total",
-		Help: "Links removed by the sweep because no allocation accounts for them, by kind (peer, bridge)."}, []string{"kind"})
+		Help: "Links removed because no allocation or live attachment accounts for them any more, by kind (peer, bridge, vlan)."}, []string{"kind"})
 	e.writes = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_agent_podnet_status_writes_total",
 		Help: "Server-side applies of PodConfig status by result (ok, error)."}, []string{"result"})
 	e.attachments = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "berth_agent_podnet_attachments",
@@ -192,6 +208,56 @@ func (e *Executor) HasSynced() bool {
 	return true
 }
 
+// Pinger is a Resolver that can say whether its runtime answers (CRIResolver does).
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Ready is the executor's part of the agent's /readyz: nil once its informers (PodConfigs,
+// IPAllocations, the node's pods) have synced and the container runtime has answered once.
+// A runtime that goes away later does not make the agent unready: entries say so, and the
+// links already made keep working.
+func (e *Executor) Ready() error {
+	if !e.HasSynced() {
+		return errors.New("PodConfig executor: informers (podconfigs, ipallocations, pods) not synced yet")
+	}
+	if !e.runtimeSeen.Load() {
+		why := "not tried yet"
+		if p := e.runtimeErr.Load(); p != nil {
+			why = *p
+		}
+		return fmt.Errorf("PodConfig executor: container runtime not reached yet: %s", why)
+	}
+	return nil
+}
+
+// reachRuntime pings the runtime every pingEvery (retryAfter) until it answers once.
+func (e *Executor) reachRuntime(ctx context.Context) {
+	p, ok := e.cfg.Resolver.(Pinger)
+	if !ok {
+		e.runtimeSeen.Store(true)
+		return
+	}
+	log := klog.FromContext(ctx)
+	for {
+		err := p.Ping(ctx)
+		if err == nil {
+			e.runtimeSeen.Store(true)
+			log.Info("Container runtime reached")
+			return
+		}
+		msg := err.Error()
+		if prev := e.runtimeErr.Swap(&msg); prev == nil || *prev != msg {
+			log.Error(err, "Container runtime not reachable; not ready until it answers")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(e.pingEvery):
+		}
+	}
+}
+
 func (e *Executor) enqueueObj(o any) {
 	if k, err := cache.MetaNamespaceKeyFunc(o); err == nil {
 		e.queue.Add(k)
@@ -216,6 +282,7 @@ func (e *Executor) enqueueNamespace(ns string) {
 func (e *Executor) Run(ctx context.Context) {
 	log := klog.FromContext(ctx).WithValues("node", e.cfg.NodeName)
 	defer e.queue.ShutDown()
+	go e.reachRuntime(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), e.synced...) {
 		return
 	}
@@ -288,9 +355,10 @@ func (e *Executor) Sync(ctx context.Context, key string) (time.Duration, error) 
 	if len(mine) == 0 {
 		return 0, nil
 	}
-	// The agent re-validates what the operator accepted: an object written around the CRD's
-	// rules (an older CRD, a direct etcd write) never reaches netlink.
-	specErrs := podconfig.ValidateSpec(&pc.Spec, field.NewPath("spec"))
+	// The agent re-validates what the operator accepted, against its own copy of the policy:
+	// an object written around the CRD's rules (an older CRD, a direct etcd write) or an
+	// operator whose allow lists are wider than the node's never reaches netlink.
+	specErrs := e.cfg.Policy.Validate(pc)
 	atts := map[string]*berthv1alpha1.NetworkAttachment{}
 	for i := range pc.Spec.NetworkAttachments {
 		atts[pc.Spec.NetworkAttachments[i].Name] = &pc.Spec.NetworkAttachments[i]
@@ -316,8 +384,8 @@ func (e *Executor) Sync(ctx context.Context, key string) (time.Duration, error) 
 		}
 		out = append(out, r)
 	}
-	if _, err := e.gcBridges(); err != nil {
-		klog.FromContext(ctx).Error(err, "Removing unused bridges failed")
+	if _, err := e.gcShared(); err != nil {
+		klog.FromContext(ctx).Error(err, "Removing unused bridges and VLAN links failed")
 	}
 	if !changed {
 		e.syncs.WithLabelValues("ok").Inc()
@@ -417,7 +485,8 @@ func (e *Executor) entry(ctx context.Context, pc *berthv1alpha1.PodConfig, specE
 		return fail(false, "pod %s's sandbox uses the node's network namespace", pod.Name)
 	}
 	a := Attachment{NetNS: sb.NetNS, Interface: att.Name, HostPeer: hp, Bridge: att.Master, Gateway: network.Gateway,
-		Address: netip.PrefixFrom(addr, network.Prefix.Bits()), Alias: pc.Namespace + "/" + pod.Name + " " + att.Name}
+		Address: netip.PrefixFrom(addr, network.Prefix.Bits()), Alias: pc.Namespace + "/" + pod.Name + " " + att.Name,
+		VLAN: vlanOf(att)}
 	if att.MTU != nil {
 		a.MTU = int(*att.MTU)
 	}
@@ -438,6 +507,7 @@ func (e *Executor) entry(ctx context.Context, pc *berthv1alpha1.PodConfig, specE
 	err = e.cfg.Dataplane.Apply(a)
 	e.applySeconds.Observe(time.Since(start).Seconds())
 	var conflict *ConflictError
+	var unsupported *UnsupportedError
 	switch {
 	case err == nil:
 		if en.State != berthv1alpha1.AttachmentConfigured {
@@ -452,6 +522,8 @@ func (e *Executor) entry(ctx context.Context, pc *berthv1alpha1.PodConfig, specE
 		return fail(true, "the pod's network namespace vanished while it was being configured (sandbox %s stopped or replaced): %v", short(sb.ID), err)
 	case errors.As(err, &conflict):
 		return fail(false, "%s", conflict.Msg)
+	case errors.As(err, &unsupported):
+		return fail(false, "%s", unsupported.Msg)
 	default:
 		return fail(true, "%v", err)
 	}
@@ -507,30 +579,48 @@ func (e *Executor) Sweep(ctx context.Context) error {
 		e.swept.WithLabelValues("peer").Inc()
 		log.Info("Removed a host peer no allocation accounts for", "hostPeer", p)
 	}
-	removed, err := e.gcBridges()
+	removed, err := e.gcShared()
 	if err != nil {
 		errs = append(errs, err)
 	}
 	for _, b := range removed {
-		log.Info("Removed an unused bridge", "bridge", b)
+		log.Info("Removed an unused link", "link", b)
 	}
 	return errors.Join(errs...)
 }
 
-// gcBridges removes the agent's bridges that have no port and that no live entry of this node
-// needs, and refreshes the per-state gauge.
-func (e *Executor) gcBridges() ([]string, error) {
-	keep := map[string]bool{}
+// vlanOf is the VLAN sub-interface an attachment needs (nil unless linkType vlan).
+func vlanOf(att *berthv1alpha1.NetworkAttachment) *VLANSpec {
+	if att == nil || att.LinkType != berthv1alpha1.LinkVLAN || att.VLANID == nil || att.Parent == "" {
+		return nil
+	}
+	return &VLANSpec{Parent: att.Parent, ID: int(*att.VLANID)}
+}
+
+// gcShared removes what attachments share on the node once no live entry of this node needs
+// it: first the agent's VLAN sub-interfaces (a VLAN link is a bridge port), then the agent's
+// bridges that have no port left. It refreshes the per-state gauge.
+func (e *Executor) gcShared() ([]string, error) {
+	keepBridges, keepVLANs := map[string]bool{}, map[string]bool{}
 	states := map[string]float64{}
 	for _, o := range e.podConfigs.List() {
 		pc := o.(*berthv1alpha1.PodConfig)
+		atts := map[string]*berthv1alpha1.NetworkAttachment{}
+		for i := range pc.Spec.NetworkAttachments {
+			atts[pc.Spec.NetworkAttachments[i].Name] = &pc.Spec.NetworkAttachments[i]
+		}
 		for _, en := range pc.Status.Pods {
 			if en.Node != e.cfg.NodeName {
 				continue
 			}
 			states[string(en.State)]++
-			if pc.DeletionTimestamp.IsZero() && en.State != berthv1alpha1.AttachmentRemoving && en.State != berthv1alpha1.AttachmentRemoved {
-				keep[en.Bridge] = true
+			if !pc.DeletionTimestamp.IsZero() || en.State == berthv1alpha1.AttachmentRemoving || en.State == berthv1alpha1.AttachmentRemoved {
+				continue
+			}
+			keepBridges[en.Bridge] = true
+			if v := vlanOf(atts[en.Attachment]); v != nil {
+				keepVLANs[VLANLinkName(v.Parent, v.ID)] = true
+				keepBridges[atts[en.Attachment].Master] = true
 			}
 		}
 	}
@@ -538,9 +628,11 @@ func (e *Executor) gcBridges() ([]string, error) {
 	for s, n := range states {
 		e.attachments.WithLabelValues(s).Set(n)
 	}
-	removed, err := e.cfg.Dataplane.RemoveUnusedBridges(keep)
-	e.swept.WithLabelValues("bridge").Add(float64(len(removed)))
-	return removed, err
+	vlans, verr := e.cfg.Dataplane.RemoveUnusedVLANs(keepVLANs)
+	e.swept.WithLabelValues("vlan").Add(float64(len(vlans)))
+	bridges, berr := e.cfg.Dataplane.RemoveUnusedBridges(keepBridges)
+	e.swept.WithLabelValues("bridge").Add(float64(len(bridges)))
+	return append(vlans, bridges...), errors.Join(verr, berr)
 }
 
 // DynamicStatus applies entries to the status subresource with the dynamic client, as field

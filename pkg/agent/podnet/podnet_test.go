@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,11 +42,13 @@ func (f *fakeResolver) Sandbox(_ context.Context, uid string) (Sandbox, error) {
 }
 
 type fakeDataplane struct {
-	applied  []Attachment
-	removed  []string
-	peers    []string
-	applyErr error
-	keptBr   map[string]bool
+	applied   []Attachment
+	removed   []string
+	peers     []string
+	applyErr  error
+	keptBr    map[string]bool
+	keptVLANs map[string]bool
+	gcOrder   []string
 }
 
 func (f *fakeDataplane) Apply(a Attachment) error {
@@ -59,6 +62,12 @@ func (f *fakeDataplane) Remove(hp string) error       { f.removed = append(f.rem
 func (f *fakeDataplane) HostPeers() ([]string, error) { return f.peers, nil }
 func (f *fakeDataplane) RemoveUnusedBridges(keep map[string]bool) ([]string, error) {
 	f.keptBr = keep
+	f.gcOrder = append(f.gcOrder, "bridges")
+	return nil, nil
+}
+func (f *fakeDataplane) RemoveUnusedVLANs(keep map[string]bool) ([]string, error) {
+	f.keptVLANs = keep
+	f.gcOrder = append(f.gcOrder, "vlans")
 	return nil, nil
 }
 
@@ -312,4 +321,197 @@ func TestSweep(t *testing.T) {
 	if !dp.keptBr["berth0"] || dp.keptBr["berth-old"] {
 		t.Errorf("bridges kept %v, want berth0 (live entry) and not berth-old (only a Removing entry)", dp.keptBr)
 	}
+}
+
+// vlanPC is pcOf with its attachment made linkType vlan on parent, VLAN 10.
+func vlanPC(parent string, entries ...berthv1alpha1.PodAttachmentStatus) *berthv1alpha1.PodConfig {
+	p := pcOf(entries...)
+	a := &p.Spec.NetworkAttachments[0]
+	a.LinkType, a.Parent, a.VLANID = berthv1alpha1.LinkVLAN, parent, ptr.To[int32](10)
+	return p
+}
+
+func TestSyncVLAN(t *testing.T) {
+	sbA := map[string]Sandbox{"uid-a": {ID: "sb-a", NetNS: "/proc/42/ns/net"}}
+	allocA := allocOf(berthv1alpha1.Allocation{Address: "192.168.100.2", PodNamespace: "ns", PodName: "a", PodUID: "uid-a", PodConfig: "cnf", Attachment: "net1", Node: node})
+	running := podOf("a", "uid-a", corev1.PodRunning)
+	allocated := entryOf("a", "uid-a", node, berthv1alpha1.AttachmentAllocated, "192.168.100.2/24")
+	policy := podconfig.Policy{AllowedParents: []string{"trunk0"}}
+
+	for _, tc := range []struct {
+		name      string
+		pc        *berthv1alpha1.PodConfig
+		policy    podconfig.Policy
+		applyErr  error
+		wantVLAN  *VLANSpec
+		wantState berthv1alpha1.AttachmentState
+		wantErr   string
+		requeue   bool
+	}{
+		{name: "allowed parent: the veth and VLAN 10 of the parent on the bridge", pc: vlanPC("trunk0", allocated), policy: policy,
+			wantVLAN: &VLANSpec{Parent: "trunk0", ID: 10}, wantState: berthv1alpha1.AttachmentConfigured},
+		{name: "parent not allowed on this node: Failed naming the field, nothing made", pc: vlanPC("eth9", allocated), policy: policy,
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "spec.networkAttachments[0].parent: Forbidden: eth9 is not in the operator's allowed parents"},
+		{name: "no parent allowed at all (the default): Failed, nothing made", pc: vlanPC("trunk0", allocated),
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "spec.networkAttachments[0].parent: Forbidden"},
+		{name: "a host interface as parent: Failed naming it", pc: vlanPC("eth0", allocated), policy: podconfig.Policy{AllowedParents: []string{"trunk0"}},
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "spec.networkAttachments[0].parent: Forbidden: eth0 is a host interface"},
+		{name: "kernel without 802.1Q: Failed saying so, no fast retry", pc: vlanPC("trunk0", allocated), policy: policy,
+			applyErr:  &UnsupportedError{Msg: "cannot create VLAN 10 of trunk0: the node's kernel has no 802.1Q VLAN support"},
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "no 802.1Q VLAN support"},
+		{name: "an administrator's VLAN 10 on the parent: Failed with the conflict", pc: vlanPC("trunk0", allocated), policy: policy,
+			applyErr:  &ConflictError{Msg: "VLAN 10 of trunk0 already exists as trunk0.10, which Berth did not create (it is left alone)"},
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "which Berth did not create"},
+		{name: "parent missing on the node: Failed, retried", pc: vlanPC("trunk0", allocated), policy: policy,
+			applyErr:  errors.New("parent trunk0 of VLAN 10 does not exist on the node"),
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "parent trunk0 of VLAN 10 does not exist", requeue: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dp := &fakeDataplane{applyErr: tc.applyErr}
+			h := newHarness(t, &fakeResolver{sandboxes: sbA}, dp, []*berthv1alpha1.PodConfig{tc.pc}, []*berthv1alpha1.IPAllocation{allocA}, []*corev1.Pod{running})
+			h.e.cfg.Policy = tc.policy
+			h.e.cfg.Policy.BridgePrefix = podconfig.DefaultBridgePrefix
+			requeue, err := h.e.Sync(context.Background(), "ns/cnf")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (requeue > 0) != tc.requeue {
+				t.Errorf("requeue %v, want %v", requeue, tc.requeue)
+			}
+			if tc.wantVLAN != nil {
+				if len(dp.applied) != 1 || dp.applied[0].VLAN == nil || *dp.applied[0].VLAN != *tc.wantVLAN || dp.applied[0].Bridge != "berth0" {
+					t.Errorf("applied %+v, want VLAN %+v on berth0", dp.applied, tc.wantVLAN)
+				}
+			} else if tc.applyErr == nil && len(dp.applied) != 0 {
+				t.Errorf("applied %+v for a refused attachment", dp.applied)
+			}
+			if h.st.calls != 1 || len(h.st.got) != 1 {
+				t.Fatalf("status writes %d with %+v, want one write of one entry", h.st.calls, h.st.got)
+			}
+			got := h.st.got[0]
+			if got.State != tc.wantState || !strings.Contains(got.LastError, tc.wantErr) || (tc.wantErr == "" && got.LastError != "") {
+				t.Errorf("entry %+v, want state %s error %q", got, tc.wantState, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestGCShared: a VLAN link stays exactly while a live entry of the node uses it, and goes
+// before the bridges (it is a bridge port, so its bridge can only go after it).
+func TestGCShared(t *testing.T) {
+	policy := podconfig.Policy{BridgePrefix: "berth", AllowedParents: []string{"trunk0", "trunk1"}}
+	live := vlanPC("trunk0", entryOf("a", "uid-a", node, berthv1alpha1.AttachmentConfigured, "192.168.100.2/24"))
+	gone := vlanPC("trunk1", entryOf("b", "uid-b", node, berthv1alpha1.AttachmentRemoving, "192.168.101.2/24"))
+	gone.Name, gone.Spec.NetworkAttachments[0].Master, gone.Spec.NetworkAttachments[0].CIDR = "old", "berth1", "192.168.101.0/24"
+	gone.Spec.NetworkAttachments[0].Gateway, gone.Spec.NetworkAttachments[0].Routes = "", nil
+	elsewhere := vlanPC("trunk1", entryOf("c", "uid-c", "node-2", berthv1alpha1.AttachmentConfigured, "192.168.101.3/24"))
+	elsewhere.Name, elsewhere.Spec.NetworkAttachments[0].Master, elsewhere.Spec.NetworkAttachments[0].CIDR = "other", "berth1", "192.168.101.0/24"
+	elsewhere.Spec.NetworkAttachments[0].Gateway, elsewhere.Spec.NetworkAttachments[0].Routes = "", nil
+	deleting := vlanPC("trunk1", entryOf("d", "uid-d", node, berthv1alpha1.AttachmentConfigured, "192.168.101.4/24"))
+	deleting.Name, deleting.Spec.NetworkAttachments[0].Master, deleting.Spec.NetworkAttachments[0].CIDR = "deleting", "berth1", "192.168.101.0/24"
+	deleting.Spec.NetworkAttachments[0].Gateway, deleting.Spec.NetworkAttachments[0].Routes = "", nil
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Unix(999, 0)}
+	dp := &fakeDataplane{}
+	h := newHarness(t, &fakeResolver{}, dp, []*berthv1alpha1.PodConfig{live, gone, elsewhere, deleting}, nil, nil)
+	h.e.cfg.Policy = policy
+	if err := h.e.Sweep(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantVLANs := map[string]bool{VLANLinkName("trunk0", 10): true}
+	if fmt.Sprint(dp.keptVLANs) != fmt.Sprint(wantVLANs) {
+		t.Errorf("VLAN links kept %v, want only %v (trunk1's users are Removing, deleting or on another node)", dp.keptVLANs, wantVLANs)
+	}
+	if !dp.keptBr["berth0"] || dp.keptBr["berth1"] {
+		t.Errorf("bridges kept %v, want berth0 only", dp.keptBr)
+	}
+	if !slices.Equal(dp.gcOrder, []string{"vlans", "bridges"}) {
+		t.Errorf("GC order %v, want VLAN links before bridges", dp.gcOrder)
+	}
+}
+
+type pingResolver struct {
+	fakeResolver
+	mu   sync.Mutex
+	errs []error // answers in turn; the last one repeats
+	n    int
+}
+
+func (p *pingResolver) Ping(context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	err := p.errs[min(p.n, len(p.errs)-1)]
+	p.n++
+	return err
+}
+
+func TestReady(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		synced  bool
+		pings   []error
+		wantErr string // "" = ready
+	}{
+		{name: "informers not synced", synced: false, pings: []error{nil}, wantErr: "informers (podconfigs, ipallocations, pods) not synced"},
+		{name: "synced, runtime answers", synced: true, pings: []error{nil}},
+		{name: "synced, runtime down: not ready, the reason given", synced: true,
+			pings: []error{&RuntimeError{Err: errors.New("CRI socket /run/cri.sock: no such file or directory")}}, wantErr: "container runtime not reached yet: container runtime unreachable: CRI socket /run/cri.sock"},
+		{name: "runtime answers on the second try", synced: true, pings: []error{&RuntimeError{Err: errors.New("down")}, nil}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := &pingResolver{errs: tc.pings}
+			h := newHarness(t, &fakeResolver{}, &fakeDataplane{}, nil, nil, nil)
+			h.e.cfg.Resolver = res
+			h.e.synced = []cache.InformerSynced{func() bool { return tc.synced }}
+			h.e.pingEvery = 10 * time.Millisecond
+			if err := h.e.Ready(); err == nil {
+				t.Fatal("ready before the runtime was asked")
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan struct{})
+			go func() { defer close(done); h.e.reachRuntime(ctx) }()
+			if tc.pings[len(tc.pings)-1] == nil {
+				<-done // the runtime answered: reachRuntime is finished
+			} else {
+				// why: wait until the last (failing) answer was given and recorded twice, so
+				// the reason read below is that answer's, not a race with the first ping.
+				for {
+					res.mu.Lock()
+					n := res.n
+					res.mu.Unlock()
+					if n > len(tc.pings) {
+						break
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			err := h.e.Ready()
+			cancel()
+			<-done
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("not ready: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Ready() = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+
+	t.Run("CRIResolver.Ping against a runtime on a socket, and without one", func(t *testing.T) {
+		socket, stop := serveFake(t, &fakeRuntime{})
+		r := NewCRIResolver(socket, "/proc", 2*time.Second)
+		defer r.Close(context.Background())
+		if err := r.Ping(context.Background()); err != nil {
+			t.Fatalf("ping: %v", err)
+		}
+		stop()
+		_ = os.Remove(socket)
+		var re *RuntimeError
+		if err := r.Ping(context.Background()); !errors.As(err, &re) || !strings.Contains(err.Error(), socket) {
+			t.Fatalf("ping without a runtime: %v, want a RuntimeError naming %s", err, socket)
+		}
+	})
 }

@@ -132,6 +132,27 @@ func (r *CRIResolver) Sandbox(ctx context.Context, podUID string) (Sandbox, erro
 	return sb, nil
 }
 
+// Ping implements Pinger: the runtime's Version call over the socket.
+func (r *CRIResolver) Ping(ctx context.Context) error {
+	if p, ok := strings.CutPrefix(r.Endpoint, "unix://"); ok {
+		if _, err := os.Stat(p); err != nil {
+			r.reset(ctx)
+			return &RuntimeError{Err: fmt.Errorf("CRI socket %s: %w", p, err)}
+		}
+	}
+	svc, err := r.service(ctx)
+	if err != nil {
+		return &RuntimeError{Err: err}
+	}
+	cctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	if _, err := svc.Version(cctx, ""); err != nil {
+		r.reset(ctx)
+		return &RuntimeError{Err: err}
+	}
+	return nil
+}
+
 func (r *CRIResolver) service(ctx context.Context) (internalapi.RuntimeService, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -1,0 +1,188 @@
+package podnet
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+)
+
+// VLANAliasPref starts the alias of every VLAN sub-interface the agent creates ("berth-podconfig
+// vlan <parent>.<id>"): `ip -d link` shows who made it and for which VLAN.
+const VLANAliasPref = "berth-podconfig vlan "
+
+// VLANSpec is the VLAN sub-interface an attachment of linkType vlan puts on its bridge.
+type VLANSpec struct {
+	// Parent is the host interface carrying the VLAN (allow-listed by the policy).
+	Parent string
+	// ID is the VLAN ID (1..4094).
+	ID int
+}
+
+// VLANLinkName is the host name of the VLAN sub-interface ID of parent: "bv" and 13 hex digits
+// of a hash of both. <parent>.<id> can reach 20 characters; the hash keeps the name within the
+// kernel's 15, is the same on every agent start, and lets the agent recognise its own link
+// (the name must be the hash of the link's actual parent and VLAN ID).
+func VLANLinkName(parent string, id int) string {
+	sum := sha256.Sum256([]byte(parent + "\x00" + strconv.Itoa(id)))
+	return "bv" + hex.EncodeToString(sum[:])[:13]
+}
+
+var vlanNameRE = regexp.MustCompile(`^bv[0-9a-f]{13}$`)
+
+// UnsupportedError is a link the node's kernel cannot make (no 802.1Q support).
+type UnsupportedError struct{ Msg string }
+
+func (e *UnsupportedError) Error() string { return e.Msg }
+
+// ownedVLAN reports whether link is a VLAN sub-interface the agent created: a vlan link whose
+// name is VLANLinkName of its actual parent (looked up by index in links) and VLAN ID, carrying
+// the agent's alias (or none: the kernel takes the alias only after creation, so a crash in
+// between leaves it empty). An administrator's VLAN never matches, whatever it is called.
+func ownedVLAN(link netlink.Link, byIndex map[int]netlink.Link) bool {
+	v, ok := link.(*netlink.Vlan)
+	if !ok || link.Type() != "vlan" || !vlanNameRE.MatchString(v.Name) {
+		return false
+	}
+	parent, ok := byIndex[v.ParentIndex]
+	if !ok || v.Name != VLANLinkName(parent.Attrs().Name, v.VlanId) {
+		return false
+	}
+	return v.Alias == "" || strings.HasPrefix(v.Alias, VLANAliasPref)
+}
+
+func indexLinks(links []netlink.Link) map[int]netlink.Link {
+	m := make(map[int]netlink.Link, len(links))
+	for _, k := range links {
+		m[k.Attrs().Index] = k
+	}
+	return m
+}
+
+// findVLAN looks in links (the host's) for VLAN spec on parent: the agent's own link to reuse,
+// nil when there is none yet, or a ConflictError when something the agent did not create is
+// in the way (an administrator's VLAN with that ID on that parent, which the kernel would not
+// let exist twice, or another link under the agent's name).
+func findVLAN(links []netlink.Link, parent netlink.Link, spec VLANSpec) (netlink.Link, error) {
+	name := VLANLinkName(spec.Parent, spec.ID)
+	byIndex := indexLinks(links)
+	for _, k := range links {
+		a := k.Attrs()
+		v, isVLAN := k.(*netlink.Vlan)
+		sameVLAN := isVLAN && a.ParentIndex == parent.Attrs().Index && v.VlanId == spec.ID
+		switch {
+		case sameVLAN && a.Name == name && ownedVLAN(k, byIndex):
+			return k, nil
+		case sameVLAN:
+			return nil, &ConflictError{Msg: fmt.Sprintf("VLAN %d of %s already exists as %s, which Berth did not create (it is left alone)", spec.ID, spec.Parent, a.Name)}
+		case a.Name == name:
+			return nil, &ConflictError{Msg: fmt.Sprintf("a %s named %s exists on the node and is not Berth's VLAN %d of %s", k.Type(), name, spec.ID, spec.Parent)}
+		}
+	}
+	return nil, nil
+}
+
+// ensureVLAN makes the VLAN sub-interface of spec exist, marked as the agent's, enslaved to
+// the bridge br and up. The parent itself is never changed (not its state, MTU, addresses or
+// master): a parent that is down leaves the VLAN without carrier, which is the administrator's
+// call.
+func (l *Links) ensureVLAN(spec VLANSpec, br netlink.Link) error {
+	parent, err := l.host.LinkByName(spec.Parent)
+	if notFound(err) {
+		return fmt.Errorf("parent %s of VLAN %d does not exist on the node", spec.Parent, spec.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("parent %s: %w", spec.Parent, err)
+	}
+	if parent.Attrs().Index == br.Attrs().Index {
+		return &ConflictError{Msg: fmt.Sprintf("parent %s is the attachment's bridge itself", spec.Parent)}
+	}
+	links, err := l.list()
+	if err != nil {
+		return fmt.Errorf("listing host links: %w", err)
+	}
+	v, err := findVLAN(links, parent, spec)
+	if err != nil {
+		return err
+	}
+	name := VLANLinkName(spec.Parent, spec.ID)
+	alias := VLANAliasPref + spec.Parent + "." + strconv.Itoa(spec.ID)
+	if v == nil {
+		req := &netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Name: name, ParentIndex: parent.Attrs().Index},
+			VlanId: spec.ID, VlanProtocol: netlink.VLAN_PROTOCOL_8021Q}
+		if err := l.host.LinkAdd(req); err != nil {
+			if errors.Is(err, syscall.EOPNOTSUPP) {
+				return &UnsupportedError{Msg: fmt.Sprintf("cannot create VLAN %d of %s: the node's kernel has no 802.1Q VLAN support (load the 8021q module or use a kernel with CONFIG_VLAN_8021Q)", spec.ID, spec.Parent)}
+			}
+			if errors.Is(err, syscall.EEXIST) {
+				return &ConflictError{Msg: fmt.Sprintf("cannot create %s (VLAN %d of %s): %v", name, spec.ID, spec.Parent, err)}
+			}
+			return fmt.Errorf("creating %s (VLAN %d of %s): %w", name, spec.ID, spec.Parent, err)
+		}
+		if v, err = l.host.LinkByName(name); err != nil {
+			return fmt.Errorf("VLAN link %s after creation: %w", name, err)
+		}
+	}
+	if v.Attrs().Alias != alias {
+		if err := l.host.LinkSetAlias(v, alias); err != nil {
+			return fmt.Errorf("marking %s: %w", name, err)
+		}
+	}
+	switch m := v.Attrs().MasterIndex; {
+	case m == br.Attrs().Index:
+	case m != 0:
+		// One VLAN sub-interface is one bridge port: two networks (bridges) on one VLAN of one
+		// parent would bridge them together.
+		other := strconv.Itoa(m)
+		if ml, err := l.host.LinkByIndex(m); err == nil {
+			other = ml.Attrs().Name
+		}
+		return &ConflictError{Msg: fmt.Sprintf("VLAN %d of %s (%s) is already a port of bridge %s; one VLAN joins one bridge", spec.ID, spec.Parent, name, other)}
+	default:
+		if err := l.host.LinkSetMaster(v, br); err != nil {
+			return fmt.Errorf("enslaving %s to %s: %w", name, br.Attrs().Name, err)
+		}
+	}
+	if err := l.host.LinkSetUp(v); err != nil {
+		return fmt.Errorf("setting %s up: %w", name, err)
+	}
+	return nil
+}
+
+// RemoveUnusedVLANs implements Dataplane: it deletes the VLAN sub-interfaces the agent created
+// whose names are not in keep, and returns them. A VLAN link the agent did not create is never
+// touched, nor is any parent.
+func (l *Links) RemoveUnusedVLANs(keep map[string]bool) ([]string, error) {
+	links, err := l.list()
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, k := range unusedVLANs(links, keep) {
+		if err := l.host.LinkDel(k); err != nil && !notFound(err) {
+			errs = append(errs, fmt.Errorf("removing VLAN link %s: %w", k.Attrs().Name, err))
+			continue
+		}
+		removed = append(removed, k.Attrs().Name)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// unusedVLANs are the agent's VLAN links among links that keep does not name.
+func unusedVLANs(links []netlink.Link, keep map[string]bool) []netlink.Link {
+	byIndex := indexLinks(links)
+	var out []netlink.Link
+	for _, k := range links {
+		if ownedVLAN(k, byIndex) && !keep[k.Attrs().Name] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
