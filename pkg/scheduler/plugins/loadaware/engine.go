@@ -123,6 +123,21 @@ func (e *Engine) Reserve(pod *v1.Pod, node string) { e.Tracker.Add(pod, node, e.
 // Unreserve stops counting pod.
 func (e *Engine) Unreserve(pod *v1.Pod) { e.Tracker.Remove(pod.UID) }
 
+// FilterNeeded says whether Filter can refuse any node: only with usage thresholds or the Block
+// policy. Without (the default) the plugins' PreFilter returns Skip, so the framework does not
+// call Filter for every node of the cycle just to pass it.
+func (e *Engine) FilterNeeded() bool {
+	return len(e.args.UsageThresholds) > 0 || e.args.ExpiredMetricsAction == ExpiredMetricsBlock
+}
+
+// PreFilter is the plugins' PreFilter: Skip when Filter has nothing to check.
+func (e *Engine) PreFilter() *fwk.Status {
+	if !e.FilterNeeded() {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	return nil
+}
+
 // Filter applies the expired-metrics policy and the usage thresholds. It never fails because
 // the signal is missing: without usable data a node passes, except under Block while the
 // watcher is demonstrably alive for other nodes.
@@ -130,7 +145,7 @@ func (e *Engine) Filter(ctx context.Context, node *v1.Node) *fwk.Status {
 	if node == nil {
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
-	if len(e.args.UsageThresholds) == 0 && e.args.ExpiredMetricsAction != ExpiredMetricsBlock {
+	if !e.FilterNeeded() {
 		// The default: nothing to filter on, so no per-node lookups on the hot path.
 		return nil
 	}

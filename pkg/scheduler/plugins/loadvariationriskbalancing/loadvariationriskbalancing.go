@@ -31,10 +31,11 @@ type LoadVariationRiskBalancing struct {
 }
 
 var (
-	_ fwk.ScorePlugin    = &LoadVariationRiskBalancing{}
-	_ fwk.PreScorePlugin = &LoadVariationRiskBalancing{}
-	_ fwk.FilterPlugin   = &LoadVariationRiskBalancing{}
-	_ fwk.ReservePlugin  = &LoadVariationRiskBalancing{}
+	_ fwk.ScorePlugin     = &LoadVariationRiskBalancing{}
+	_ fwk.PreScorePlugin  = &LoadVariationRiskBalancing{}
+	_ fwk.FilterPlugin    = &LoadVariationRiskBalancing{}
+	_ fwk.PreFilterPlugin = &LoadVariationRiskBalancing{}
+	_ fwk.ReservePlugin   = &LoadVariationRiskBalancing{}
 )
 
 // New is the scheduler framework factory; the refresh loop stops when ctx ends.
@@ -195,6 +196,15 @@ func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, state fwk.Cycle
 
 // ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].
 func (pl *LoadVariationRiskBalancing) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// PreFilter implements fwk.PreFilterPlugin: Skip (so the framework calls no Filter this cycle)
+// when Filter has nothing to check, as with default args.
+func (pl *LoadVariationRiskBalancing) PreFilter(_ context.Context, _ fwk.CycleState, _ *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	return nil, pl.engine.PreFilter()
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin: Filter reads no per-cycle state.
+func (pl *LoadVariationRiskBalancing) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // Filter implements fwk.FilterPlugin: the expired-metrics policy and usage thresholds; a
 // no-op with default args.

@@ -29,10 +29,11 @@ type TargetLoadPacking struct {
 }
 
 var (
-	_ fwk.ScorePlugin    = &TargetLoadPacking{}
-	_ fwk.PreScorePlugin = &TargetLoadPacking{}
-	_ fwk.FilterPlugin   = &TargetLoadPacking{}
-	_ fwk.ReservePlugin  = &TargetLoadPacking{}
+	_ fwk.ScorePlugin     = &TargetLoadPacking{}
+	_ fwk.PreScorePlugin  = &TargetLoadPacking{}
+	_ fwk.FilterPlugin    = &TargetLoadPacking{}
+	_ fwk.PreFilterPlugin = &TargetLoadPacking{}
+	_ fwk.ReservePlugin   = &TargetLoadPacking{}
 )
 
 // New is the scheduler framework factory. The refresh loop stops when ctx (the scheduler's)
@@ -186,6 +187,15 @@ func ScoreForUtilization(target, u float64) float64 {
 
 // ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].
 func (pl *TargetLoadPacking) ScoreExtensions() fwk.ScoreExtensions { return nil }
+
+// PreFilter implements fwk.PreFilterPlugin: Skip (so the framework calls no Filter this cycle)
+// when Filter has nothing to check, as with default args.
+func (pl *TargetLoadPacking) PreFilter(_ context.Context, _ fwk.CycleState, _ *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	return nil, pl.engine.PreFilter()
+}
+
+// PreFilterExtensions implements fwk.PreFilterPlugin: Filter reads no per-cycle state.
+func (pl *TargetLoadPacking) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // Filter implements fwk.FilterPlugin: the expired-metrics policy and usage thresholds; a
 // no-op with default args.
