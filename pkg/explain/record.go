@@ -143,13 +143,17 @@ type LoadDetail struct {
 	TargetPercent    int64   `json:"targetPercent,omitempty"`
 
 	// LoadVariationRiskBalancing: per resource, mean and standard deviation in % of
-	// allocatable and the score it gives (the node's score is the lower one).
-	CPU    *RiskTerms `json:"cpu,omitempty"`
-	Memory *RiskTerms `json:"memory,omitempty"`
+	// allocatable and the score it gives (the node's score is the lower one); absent (zero)
+	// for a resource the node has no metrics for. Values, not pointers: Score fills a
+	// LoadDetail without allocating.
+	CPU    RiskTerms `json:"cpu,omitzero"`
+	Memory RiskTerms `json:"memory,omitzero"`
 }
 
 // RiskTerms is one resource's part of LoadVariationRiskBalancing's score.
 type RiskTerms struct {
+	// Valid says the resource had metrics (the other fields are then meaningful).
+	Valid       bool    `json:"valid"`
 	AvgPercent  float64 `json:"avgPercent"`
 	StdPercent  float64 `json:"stdPercent"`
 	Allocatable float64 `json:"allocatable"`

@@ -94,10 +94,10 @@ func (n NodeRecord) DetailText(plugin string) string {
 			return "load " + d.Freshness + ", neutral"
 		}
 		var parts []string
-		if d.CPU != nil {
+		if d.CPU.Valid {
 			parts = append(parts, fmt.Sprintf("cpu μ %s %% σ %s %%", num(d.CPU.AvgPercent), num(d.CPU.StdPercent)))
 		}
-		if d.Memory != nil {
+		if d.Memory.Valid {
 			parts = append(parts, fmt.Sprintf("mem μ %s %% σ %s %%", num(d.Memory.AvgPercent), num(d.Memory.StdPercent)))
 		}
 		return strings.Join(parts, ", ")
@@ -323,9 +323,9 @@ func lvrbText(d *LoadDetail) string {
 	var parts []string
 	for _, r := range []struct {
 		name string
-		t    *RiskTerms
+		t    RiskTerms
 	}{{"cpu", d.CPU}, {"memory", d.Memory}} {
-		if r.t == nil {
+		if !r.t.Valid {
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("%s μ %s %% σ %s %% of %s, request %s → %s", r.name, num(r.t.AvgPercent), num(r.t.StdPercent), num(r.t.Allocatable), num(r.t.Request), num(r.t.Score)))

@@ -48,6 +48,9 @@ const (
 // it from Score only when it is non-nil, so Score costs nothing extra when recording is off.
 type DetailSink interface {
 	ScoreDetail(plugin, node string, detail any)
+	// ScoreLoad is ScoreDetail for the load-aware plugins, by value: the recorder copies it
+	// into storage of its own, so Score does not allocate per node.
+	ScoreLoad(plugin, node string, detail api.LoadDetail)
 }
 
 // SinkFrom returns the cycle's sink, or nil when the pod's profile does not record.

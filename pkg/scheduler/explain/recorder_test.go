@@ -63,8 +63,12 @@ func (f *fakeScore) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, ni
 	f.calls++
 	f.mu.Unlock()
 	// The hook the load-aware plugins use: report inputs only when the cycle records.
-	if sink := SinkFrom(state); sink != nil && f.name == "Packing" {
-		sink.ScoreDetail(f.name, ni.Node().Name, f.raw[ni.Node().Name])
+	if sink := SinkFrom(state); sink != nil {
+		if f.name == "Packing" {
+			sink.ScoreDetail(f.name, ni.Node().Name, f.raw[ni.Node().Name])
+		} else {
+			sink.ScoreLoad(f.name, ni.Node().Name, api.LoadDetail{MeasuredPercent: float64(f.raw[ni.Node().Name])})
+		}
 	}
 	return f.raw[ni.Node().Name], nil
 }
@@ -242,6 +246,10 @@ func TestRecordOfAFrameworkRun(t *testing.T) {
 		}
 		if d := n.Details["Packing"]; d != tc.scores[0].Raw {
 			t.Errorf("%s details %v", tc.node, n.Details)
+		}
+		// ScoreLoad's detail is kept as a value copy (not a pointer into the cycle's chunk).
+		if d := n.Details["Spread"]; d != (api.LoadDetail{MeasuredPercent: float64(tc.scores[1].Raw)}) {
+			t.Errorf("%s load detail %#v", tc.node, d)
 		}
 	}
 	refused := rec.Nodes[2]

@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	fwk "k8s.io/kube-scheduler/framework"
+
+	api "github.com/berth-sched/berth/pkg/explain"
 )
 
 // TestSink collects what plugins report, for the plugins' own tests: write it into a
@@ -28,6 +30,11 @@ func (s *TestSink) ScoreDetail(plugin, node string, detail any) {
 		s.Got[plugin] = map[string]any{}
 	}
 	s.Got[plugin][node] = detail
+}
+
+// ScoreLoad implements DetailSink: the detail is stored as an api.LoadDetail value.
+func (s *TestSink) ScoreLoad(plugin, node string, detail api.LoadDetail) {
+	s.ScoreDetail(plugin, node, detail)
 }
 
 // Install makes state a recording cycle that reports into s.

@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	api "github.com/berth-sched/berth/pkg/explain"
 )
 
 // store is a bounded LRU of attempts keyed by pod UID, with a name index and a bounded
@@ -140,6 +142,8 @@ type attempt struct {
 	prev string
 	// scoring is the number of nodes being scored (sizes details).
 	scoring int
+	// loads is the current chunk of load details (see ScoreLoad).
+	loads []api.LoadDetail
 	// details are what plugins reported from Score in this cycle; only the kept nodes'
 	// survive scores().
 	details []detailEntry
@@ -213,6 +217,26 @@ func (a *attempt) hint(node string) {
 	a.mu.Lock()
 	a.rec.NodeHint = node
 	a.rec.HintFrom = a.prev
+	a.mu.Unlock()
+}
+
+// loadChunk is how many LoadDetails one allocation holds.
+const loadChunk = 128
+
+// ScoreLoad implements DetailSink: the detail is copied into a chunk of the attempt's own
+// (one allocation per loadChunk nodes) and recorded as a pointer into it.
+func (a *attempt) ScoreLoad(plugin, node string, detail api.LoadDetail) {
+	a.mu.Lock()
+	if !a.sealed {
+		if len(a.loads) == cap(a.loads) {
+			a.loads = make([]api.LoadDetail, 0, loadChunk)
+		}
+		a.loads = append(a.loads, detail)
+		if a.details == nil {
+			a.details = make([]detailEntry, 0, 2*max(a.scoring, 64))
+		}
+		a.details = append(a.details, detailEntry{node, plugin, &a.loads[len(a.loads)-1]})
+	}
 	a.mu.Unlock()
 }
 
@@ -295,11 +319,16 @@ func (a *attempt) scores(scores []fwk.NodePluginScores) {
 				if nr.Details == nil {
 					nr.Details = make(map[string]any, 2)
 				}
-				nr.Details[e.plugin] = e.detail
+				d := e.detail
+				if ld, ok := d.(*api.LoadDetail); ok {
+					// A copy: the record must not pin the cycle's whole chunk.
+					d = *ld
+				}
+				nr.Details[e.plugin] = d
 			}
 		}
 	}
-	a.details = nil
+	a.details, a.loads = nil, nil
 	a.scored = out
 	a.mu.Unlock()
 }

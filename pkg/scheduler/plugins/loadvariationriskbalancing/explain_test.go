@@ -61,15 +61,15 @@ func TestScoreDetailInRecordingCycle(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: no detail %v", tc.node, sink.Got)
 		}
-		if d.Neutral != tc.neutral || (d.CPU != nil) != tc.wantCPU || (d.Memory != nil) != tc.wantMem {
+		if d.Neutral != tc.neutral || d.CPU.Valid != tc.wantCPU || d.Memory.Valid != tc.wantMem {
 			t.Fatalf("%s: detail %+v", tc.node, d)
 		}
 		if tc.neutral {
 			continue
 		}
 		low := math.Inf(1)
-		for _, r := range []*api.RiskTerms{d.CPU, d.Memory} {
-			if r == nil {
+		for _, r := range []api.RiskTerms{d.CPU, d.Memory} {
+			if !r.Valid {
 				continue
 			}
 			// Redo the formula from the recorded terms.

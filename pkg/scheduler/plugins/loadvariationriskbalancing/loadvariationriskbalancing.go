@@ -150,14 +150,14 @@ func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, state fwk.Cycle
 		if sink != nil {
 			d := pl.engine.Detail(st)
 			d.Neutral = true
-			sink.ScoreDetail(Name, node.Name, d)
+			sink.ScoreLoad(Name, node.Name, d)
 		}
 		return pl.engine.NeutralScore(), nil
 	}
 	score, found := 0.0, false
 	// terms are the per-resource inputs for the decision record (cpu is considered first,
 	// then memory); filled only when the cycle records.
-	var terms [2]*api.RiskTerms
+	var terms [2]api.RiskTerms
 	considered := 0
 	consider := func(rd loadaware.ResourceData, capacity, request float64) {
 		considered++
@@ -171,7 +171,7 @@ func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, state fwk.Cycle
 			UsedStdev: rd.Std / 100 * capacity,
 		})
 		if sink != nil {
-			terms[considered-1] = &api.RiskTerms{AvgPercent: rd.Avg, StdPercent: rd.Std, Allocatable: capacity,
+			terms[considered-1] = api.RiskTerms{Valid: true, AvgPercent: rd.Avg, StdPercent: rd.Std, Allocatable: capacity,
 				Request: request, Score: s, Margin: pl.margin, Sensitivity: pl.sensitivity}
 		}
 		if !found || s < score {
@@ -189,7 +189,7 @@ func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, state fwk.Cycle
 	if sink != nil {
 		d := pl.engine.Detail(st)
 		d.CPU, d.Memory = terms[0], terms[1]
-		sink.ScoreDetail(Name, node.Name, d)
+		sink.ScoreLoad(Name, node.Name, d)
 	}
 	return loadaware.RoundScore(score), nil
 }

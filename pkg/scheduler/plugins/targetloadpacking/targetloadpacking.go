@@ -146,7 +146,7 @@ func (pl *TargetLoadPacking) Score(ctx context.Context, state fwk.CycleState, po
 		if sink != nil {
 			d := pl.engine.Detail(st)
 			d.Neutral = true
-			sink.ScoreDetail(Name, node.Name, d)
+			sink.ScoreLoad(Name, node.Name, d)
 		}
 		return pl.engine.NeutralScore(), nil
 	}
@@ -157,7 +157,7 @@ func (pl *TargetLoadPacking) Score(ctx context.Context, state fwk.CycleState, po
 		d := pl.engine.Detail(st)
 		d.MeasuredPercent, d.CapacityMilliCPU, d.PodMilliCPU = st.Metrics.TLPCPU, capacity, podMilli
 		d.PredictedPercent, d.TargetPercent = u, pl.target
-		sink.ScoreDetail(Name, node.Name, d)
+		sink.ScoreLoad(Name, node.Name, d)
 	}
 	return loadaware.RoundScore(ScoreForUtilization(float64(pl.target), u)), nil
 }
