@@ -100,6 +100,7 @@ func TestPodConfigAPI(t *testing.T) {
 	})
 	t.Run("two operators racing never hand out one address twice", e.testRace)
 	t.Run("agents' per-node reports and PodConfig deletion through the finalizer", e.testAgentsAndDeletion)
+	t.Run("the chart's admission policy limits each agent to its own node's entries", e.testAgentPolicy)
 }
 
 func installCRDs(ctx context.Context, t *testing.T, c *cluster.Cluster) {
