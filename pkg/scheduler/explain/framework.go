@@ -61,9 +61,7 @@ func (f *recordingFramework) RunFilterPluginsWithNominatedPods(ctx context.Conte
 func (f *recordingFramework) RunScorePlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) ([]fwk.NodePluginScores, *fwk.Status) {
 	a := attemptFrom(state)
 	if a != nil {
-		a.mu.Lock()
-		a.scoring = len(nodes)
-		a.mu.Unlock()
+		a.scoring.Store(int64(len(nodes)))
 	}
 	scores, st := f.Framework.RunScorePlugins(ctx, state, pod, nodes)
 	if a != nil {

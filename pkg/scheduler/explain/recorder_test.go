@@ -425,3 +425,34 @@ func TestHandler(t *testing.T) {
 		t.Errorf("profile without recording: %d %s", w.Code, w.Body)
 	}
 }
+
+// Load details go to a slab of two slots per scored node, claimed without a lock; reports
+// beyond it (more reporting plugins than expected) take the locked path. Either way every
+// kept node gets its own detail, copied out of the slab.
+func TestLoadDetailsBeyondTheSlab(t *testing.T) {
+	const n = 130 // slab: 2 × max(1, 64) = 128 slots
+	a := &attempt{topK: n, rec: Record{Weights: map[string]int{"P": 1}}}
+	a.scoring.Store(1)
+	scores := make([]fwk.NodePluginScores, n)
+	for i := 0; i < n; i++ {
+		node := fmt.Sprintf("n%03d", i)
+		a.ScoreLoad("P", node, api.LoadDetail{MeasuredPercent: float64(i)})
+		scores[i] = fwk.NodePluginScores{Name: node, Scores: []fwk.PluginScore{{Name: "P", Score: int64(i % 100)}}, TotalScore: int64(i % 100)}
+	}
+	a.scores(scores)
+	if len(a.scored) != n {
+		t.Fatalf("%d nodes kept", len(a.scored))
+	}
+	for _, nr := range a.scored {
+		var i int
+		fmt.Sscanf(nr.Node, "n%03d", &i)
+		if d, ok := nr.Details["P"].(api.LoadDetail); !ok || d.MeasuredPercent != float64(i) {
+			t.Errorf("%s: detail %#v", nr.Node, nr.Details["P"])
+		}
+	}
+	a.seal()
+	a.ScoreLoad("P", "late", api.LoadDetail{})
+	if a.loadSlab.Load() != nil {
+		t.Error("a sealed attempt took a late report")
+	}
+}

@@ -140,10 +140,15 @@ type attempt struct {
 	topK int
 	// prev is the pod of the cycle before this one (the source of a batching hint).
 	prev string
-	// scoring is the number of nodes being scored (sizes details).
-	scoring int
-	// loads is the current chunk of load details (see ScoreLoad).
-	loads []api.LoadDetail
+	// scoring is the number of nodes being scored (sizes details and the load slab).
+	scoring atomic.Int64
+	// loadSlab holds the load-aware plugins' details of this cycle; loadNext is the next free
+	// slot. Score runs on many goroutines at once: a slot is claimed with one atomic add, no
+	// lock (a contended mutex per scored node cost more than the scoring).
+	loadSlab atomic.Pointer[[]loadEntry]
+	loadNext atomic.Int64
+	// closed is set when the attempt is sealed: late reports are dropped.
+	closed atomic.Bool
 	// details are what plugins reported from Score in this cycle; only the kept nodes'
 	// survive scores().
 	details []detailEntry
@@ -220,24 +225,32 @@ func (a *attempt) hint(node string) {
 	a.mu.Unlock()
 }
 
-// loadChunk is how many LoadDetails one allocation holds.
-const loadChunk = 128
+type loadEntry struct {
+	node, plugin string
+	detail       api.LoadDetail
+}
 
-// ScoreLoad implements DetailSink: the detail is copied into a chunk of the attempt's own
-// (one allocation per loadChunk nodes) and recorded as a pointer into it.
+// ScoreLoad implements DetailSink without a lock or an allocation per node: the first report
+// of a cycle allocates a slab of two slots per scored node (typically two load-aware plugins);
+// a report beyond it takes the locked ScoreDetail path.
 func (a *attempt) ScoreLoad(plugin, node string, detail api.LoadDetail) {
-	a.mu.Lock()
-	if !a.sealed {
-		if len(a.loads) == cap(a.loads) {
-			a.loads = make([]api.LoadDetail, 0, loadChunk)
-		}
-		a.loads = append(a.loads, detail)
-		if a.details == nil {
-			a.details = make([]detailEntry, 0, 2*max(a.scoring, 64))
-		}
-		a.details = append(a.details, detailEntry{node, plugin, &a.loads[len(a.loads)-1]})
+	if a.closed.Load() {
+		return
 	}
-	a.mu.Unlock()
+	slab := a.loadSlab.Load()
+	if slab == nil {
+		s := make([]loadEntry, 2*max(a.scoring.Load(), 64))
+		if a.loadSlab.CompareAndSwap(nil, &s) {
+			slab = &s
+		} else {
+			slab = a.loadSlab.Load()
+		}
+	}
+	if i := a.loadNext.Add(1) - 1; i < int64(len(*slab)) {
+		(*slab)[i] = loadEntry{node, plugin, detail}
+		return
+	}
+	a.ScoreDetail(plugin, node, detail)
 }
 
 type detailEntry struct {
@@ -251,8 +264,7 @@ func (a *attempt) ScoreDetail(plugin, node string, detail any) {
 	a.mu.Lock()
 	if !a.sealed {
 		if a.details == nil {
-			// Typically two reporting plugins per scored node: grow at most once or twice.
-			a.details = make([]detailEntry, 0, 2*max(a.scoring, 64))
+			a.details = make([]detailEntry, 0, 64)
 		}
 		a.details = append(a.details, detailEntry{node, plugin, detail})
 	}
@@ -309,7 +321,11 @@ func (a *attempt) scores(scores []fwk.NodePluginScores) {
 		out = append(out, nr)
 	}
 	a.mu.Lock()
-	if len(a.details) > 0 {
+	var loads []loadEntry
+	if slab := a.loadSlab.Load(); slab != nil {
+		loads = (*slab)[:min(a.loadNext.Load(), int64(len(*slab)))]
+	}
+	if len(a.details) > 0 || len(loads) > 0 {
 		kept := make(map[string]*NodeRecord, len(out))
 		for i := range out {
 			kept[out[i].Node] = &out[i]
@@ -319,16 +335,21 @@ func (a *attempt) scores(scores []fwk.NodePluginScores) {
 				if nr.Details == nil {
 					nr.Details = make(map[string]any, 2)
 				}
-				d := e.detail
-				if ld, ok := d.(*api.LoadDetail); ok {
-					// A copy: the record must not pin the cycle's whole chunk.
-					d = *ld
+				nr.Details[e.plugin] = e.detail
+			}
+		}
+		for i := range loads {
+			if nr := kept[loads[i].node]; nr != nil {
+				if nr.Details == nil {
+					nr.Details = make(map[string]any, 2)
 				}
-				nr.Details[e.plugin] = d
+				// A copy: the record must not pin the cycle's slab.
+				nr.Details[loads[i].plugin] = loads[i].detail
 			}
 		}
 	}
-	a.details, a.loads = nil, nil
+	a.details = nil
+	a.loadSlab.Store(nil)
 	a.scored = out
 	a.mu.Unlock()
 }
@@ -378,7 +399,9 @@ func (a *attempt) sealLocked() {
 		return
 	}
 	a.sealed = true
+	a.closed.Store(true)
 	a.details = nil
+	a.loadSlab.Store(nil)
 	a.rec.Refused = len(a.refused)
 	if len(a.refused) <= a.topK {
 		return
