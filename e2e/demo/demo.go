@@ -21,6 +21,9 @@ type Env struct {
 	Cluster *cluster.Cluster
 	Client  kubernetes.Interface
 	Out     io.Writer
+	// BerthPort is the secure port of the demo's berth-scheduler (profile berth-scheduler,
+	// decision records on by default); 0 when unknown.
+	BerthPort int
 }
 
 // Scenario is one demonstration.
@@ -107,7 +110,25 @@ func optIn(ctx context.Context, env *Env) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, scheduler, p.Spec.NodeName, kind, p.Status.Phase)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if env.BerthPort == 0 {
+		return nil
+	}
+	// berth-scheduler's own account of one of its placements (upstream's default plugins).
+	ec, err := framework.NewExplainClient(env.Cluster, env.BerthPort)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		if p.Spec.SchedulerName == "berth-scheduler" {
+			fmt.Fprintln(env.Out)
+			_, err := printDecision(ctx, env, ec, ns, p.Name, "NodeResourcesBalancedAllocation", "NodeResourcesFit", "PodTopologySpread", "TaintToleration")
+			return err
+		}
+	}
+	return nil
 }
 
 var createOpts = metav1.CreateOptions{}

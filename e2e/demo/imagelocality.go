@@ -16,7 +16,6 @@ import (
 
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/imagelocality"
 )
 
 func init() {
@@ -61,8 +60,11 @@ func imageLocalityDemo(ctx context.Context, env *Env) error {
 			}
 		}
 	}
-	sched, err := env.Cluster.StartScheduler(ctx, cluster.SchedulerOptions{Name: "berth-scheduler-imagelocality",
-		Config: framework.SchedulerConfig(framework.NodeImageLocalityProfile(schedulerName, 100, true, "{}"))})
+	cfg, err := recordingConfig(framework.SchedulerConfig(framework.NodeImageLocalityProfile(schedulerName, 100, true, "{}")))
+	if err != nil {
+		return err
+	}
+	sched, err := env.Cluster.StartScheduler(ctx, cluster.SchedulerOptions{Name: "berth-scheduler-imagelocality", Config: cfg})
 	if err != nil {
 		return err
 	}
@@ -71,48 +73,31 @@ func imageLocalityDemo(ctx context.Context, env *Env) error {
 		return err
 	}
 
-	// Scores for the first busybox pod, from the objects read back from the API server.
+	ec, err := framework.NewExplainClient(env.Cluster, sched.Port)
+	if err != nil {
+		return err
+	}
 	nodeList, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
-	var nodes []*corev1.Node
-	for i := range nodeList.Items {
-		nodes = append(nodes, &nodeList.Items[i])
-	}
-	niList, err := dyn.Resource(framework.NodeImagesGVR).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	var inventories []map[string]any
-	for _, it := range niList.Items {
-		inventories = append(inventories, it.Object)
-	}
-	probe := busyboxPod(ns, "busybox-probe", schedulerName, label)
-	exp, err := imagelocality.Explain(ctx, nil, nodes, inventories, nil, probe)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(env.Out, "Scores for a pod with image \"busybox\" (%d nodes in the cluster; computed by each plugin's own PreScore/Score\n"+
-		"on the Nodes and NodeImages read back from the API server — the schedulers do not publish per-node scores):\n", len(nodes))
-	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tNodeImages (agent)\tnode.status.images\tNodeImageLocality\tImageLocality (default scheduler)")
 	byName := map[string]*corev1.Node{}
-	for _, n := range nodes {
-		byName[n.Name] = n
+	for i := range nodeList.Items {
+		byName[nodeList.Items[i].Name] = &nodeList.Items[i]
 	}
+	fmt.Fprintln(env.Out, "What the nodes hold:")
+	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NODE\tNodeImages (agent)\tnode.status.images")
 	for _, n := range workers {
 		inv := "-"
 		if holders[n] {
 			inv = "docker.io/library/busybox:latest 771kB"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d images\t%d\t%d\n", n, inv, len(byName[n].Status.Images), exp.NodeImageLocality[n], exp.InTree[n])
+		fmt.Fprintf(tw, "  %s\t%s\t%d images\n", n, inv, len(byName[n].Status.Images))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(env.Out, "(771 kB × 2/3 is under the in-tree 23 MiB floor, so even matching names would score 0 in-tree;\n"+
-		" NodeImageLocality's tie-break gives the holders 1 — with the seed's profile, image locality alone ranks the nodes)")
 
 	// The seed's busybox-sleep pods, one after another, for each scheduler.
 	type row struct{ pod, scheduler, node string }
@@ -126,6 +111,14 @@ func imageLocalityDemo(ctx context.Context, env *Env) error {
 			node, err := waitBound(ctx, env, ns, p.Name)
 			if err != nil {
 				return err
+			}
+			if s.name == schedulerName && i == 0 {
+				// The first pod's scores, as the running scheduler computed them.
+				if _, err := printDecision(ctx, env, ec, ns, p.Name, "NodeImageLocality"); err != nil {
+					return err
+				}
+				fmt.Fprintln(env.Out, "  (771 kB × 2/3 is under the in-tree 23 MiB floor, so the in-tree ImageLocality would score every node 0;\n"+
+					"   NodeImageLocality's tie-break gives the holders 1 — with the seed's profile, image locality alone ranks the nodes)")
 			}
 			rows = append(rows, row{p.Name, s.name, node})
 		}

@@ -40,12 +40,19 @@ func isolationDemo(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	sched, err := env.Cluster.StartScheduler(ctx, cluster.SchedulerOptions{Name: "berth-scheduler-isolation",
-		Config: framework.SchedulerConfig(profiles)})
+	cfg, err := recordingConfig(framework.SchedulerConfig(profiles))
+	if err != nil {
+		return err
+	}
+	sched, err := env.Cluster.StartScheduler(ctx, cluster.SchedulerOptions{Name: "berth-scheduler-isolation", Config: cfg})
 	if err != nil {
 		return err
 	}
 	defer env.Cluster.StopComponent(sched.Process)
+	ec, err := framework.NewExplainClient(env.Cluster, sched.Port)
+	if err != nil {
+		return err
+	}
 	for _, ns := range namespaces {
 		if err := framework.EnsureNamespace(ctx, env.Client, ns); err != nil {
 			return err
@@ -92,6 +99,10 @@ func isolationDemo(ctx context.Context, env *Env) error {
 		return err
 	}
 	fmt.Fprintf(env.Out, "\ntenant-c-0 is Pending: %s\n", ev.Note)
+	// Each node's verdict, from the running scheduler's decision record.
+	if _, err := printDecision(ctx, env, ec, late.Namespace, late.Name); err != nil {
+		return err
+	}
 	fmt.Fprintln(env.Out, "adding pool node iso-node-3 (as Cluster Autoscaler would) ...")
 	if err := env.Cluster.AddNodes(ctx, node("iso-node-3")); err != nil {
 		return err

@@ -3,10 +3,7 @@ package demo
 import (
 	"context"
 	"fmt"
-	"text/tabwriter"
 	"time"
-
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
@@ -27,7 +24,6 @@ func loadAware(ctx context.Context, env *Env) error {
 		schedulerName = "berth-scheduler-loadaware"
 		label         = "berth.io/demo-loadaware"
 		target        = 40
-		nodeMilliCPU  = 8000
 	)
 	loads := []stack.NodeLoad{
 		{Name: "loadaware-worker-1", CPU: 25, Memory: 40},
@@ -44,8 +40,15 @@ func loadAware(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	sched, err := env.Cluster.StartScheduler(ctx, cluster.SchedulerOptions{Name: schedulerName,
-		Config: stack.TLPConfig(schedulerName, st.Watcher.URL, target, 60, 1)})
+	cfg, err := recordingConfig(stack.TLPConfig(schedulerName, st.Watcher.URL, target, 60, 1))
+	if err != nil {
+		return err
+	}
+	sched, err := env.Cluster.StartScheduler(ctx, cluster.SchedulerOptions{Name: schedulerName, Config: cfg})
+	if err != nil {
+		return err
+	}
+	ec, err := framework.NewExplainClient(env.Cluster, sched.Port)
 	if err != nil {
 		return err
 	}
@@ -60,42 +63,36 @@ func loadAware(ctx context.Context, env *Env) error {
 	for i, n := range loads {
 		names[i] = n.Name
 	}
-	r, err := stack.WaitFresh(ctx, st.Watcher.URL, names, time.Minute)
-	if err != nil {
-		return err
-	}
-
-	// A Guaranteed 100m pod: TargetLoadPacking predicts its limit. The seed's table assumes an
-	// empty pod; both columns come from the plugin's own exported functions.
-	podCPU := resource.MustParse("100m")
-	fmt.Fprintf(env.Out, "TargetLoadPacking, target %d %%, nodes of 8 CPU, utilisation from %s/watcher:\n", target, st.Watcher.URL)
-	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tCPU %\tSCORE (empty pod)\tSCORE (100m pod)")
-	for _, n := range names {
-		cpu, _ := stack.CPU(r, n)
-		empty := targetloadpacking.ScoreForUtilization(target, targetloadpacking.PredictedUtilization(cpu, nodeMilliCPU, 0))
-		withPod := targetloadpacking.ScoreForUtilization(target, targetloadpacking.PredictedUtilization(cpu, nodeMilliCPU, podCPU.MilliValue()))
-		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\n", n, cpu, empty, withPod)
-	}
-	if err := tw.Flush(); err != nil {
+	if _, err := stack.WaitFresh(ctx, st.Watcher.URL, names, time.Minute); err != nil {
 		return err
 	}
 
 	if err := framework.EnsureNamespace(ctx, env.Client, ns); err != nil {
 		return err
 	}
-	spec := framework.PodSpec(schedulerName, podCPU.String(), "64Mi")
-	for i := range spec.Containers {
-		spec.Containers[i].Resources.Limits = spec.Containers[i].Resources.Requests.DeepCopy()
+	// Seed 001's empty pod (a cpu limit of 0: TargetLoadPacking predicts 0 m), then a
+	// Guaranteed 100m pod (it predicts the limit). Every number below is the running
+	// scheduler's own, read back from its decision record: the utilisation it read from the
+	// watcher, the utilisation it predicted with the pod, and the score.
+	fmt.Fprintf(env.Out, "TargetLoadPacking, target %d %%, nodes of 8 CPU, utilisation from %s/watcher:\n", target, st.Watcher.URL)
+	for _, pc := range []struct{ name, cpu string }{{"seed-001-empty-pod", "0"}, {"load-aware-pod", "100m"}} {
+		spec := framework.PodSpec(schedulerName, pc.cpu, "64Mi")
+		for i := range spec.Containers {
+			spec.Containers[i].Resources.Limits = spec.Containers[i].Resources.Requests.DeepCopy()
+		}
+		spec.NodeSelector = map[string]string{label: "true"}
+		if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, framework.Pod(ns, pc.name, map[string]string{"app": pc.name}, spec), createOpts); err != nil {
+			return err
+		}
+		pods, err := framework.WaitPods(ctx, env.Client, ns, "app="+pc.name, 1, 90*time.Second, framework.Running)
+		if err != nil {
+			return err
+		}
+		if _, err := printDecision(ctx, env, ec, ns, pc.name, targetloadpacking.Name); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Out, "pod %s/%s (cpu %s, scheduler %s) → %s\n", ns, pods[0].Name, pc.cpu, schedulerName, pods[0].Spec.NodeName)
 	}
-	spec.NodeSelector = map[string]string{label: "true"}
-	if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, framework.Pod(ns, "load-aware-pod", map[string]string{"app": "load-aware-pod"}, spec), createOpts); err != nil {
-		return err
-	}
-	pods, err := framework.WaitPods(ctx, env.Client, ns, "app=load-aware-pod", 1, 90*time.Second, framework.Running)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(env.Out, "pod %s/%s (scheduler %s) → %s\n", ns, pods[0].Name, schedulerName, pods[0].Spec.NodeName)
+	fmt.Fprintln(env.Out, "(seed 001 by hand: 25 % → 77.5, 50 % → 33.3, 10 % → 55; the plugin rounds half up)")
 	return nil
 }

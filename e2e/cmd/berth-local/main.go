@@ -90,10 +90,11 @@ func runDemo(ctx context.Context, realNode bool, logf func(string, ...any)) erro
 		fmt.Println("Stopping the local cluster.")
 		c.Stop()
 	}()
-	if _, err := c.StartBerthScheduler(ctx, cluster.BerthSchedulerOptions{}); err != nil {
+	berth, err := c.StartBerthScheduler(ctx, cluster.BerthSchedulerOptions{})
+	if err != nil {
 		return err
 	}
-	env := &demo.Env{Cluster: c, Client: c.Client, Out: os.Stdout}
+	env := &demo.Env{Cluster: c, Client: c.Client, Out: os.Stdout, BerthPort: berth.Port}
 	for i, s := range demo.Scenarios() {
 		fmt.Printf("\n== %d. %s\n", i+1, s.Name)
 		if err := s.Run(ctx, env); err != nil {

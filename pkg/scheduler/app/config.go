@@ -15,7 +15,9 @@ type DefaultConfigOptions struct {
 }
 
 // DefaultConfig renders berth-scheduler's default KubeSchedulerConfiguration: one profile
-// named berth-scheduler and leader election on a Lease of the same name in kube-system.
+// named berth-scheduler with decision records on (DecisionRecord's defaults: the last 1000
+// pods, no event summary; `kubectl berth explain` reads them), and leader election on a Lease
+// of the same name in kube-system.
 func DefaultConfig(o DefaultConfigOptions) string {
 	var b strings.Builder
 	b.WriteString("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n")
@@ -30,5 +32,6 @@ func DefaultConfig(o DefaultConfigOptions) string {
 	}
 	fmt.Fprintf(&b, "  resourceName: %s\n  resourceNamespace: kube-system\n", SchedulerName)
 	fmt.Fprintf(&b, "profiles:\n- schedulerName: %s\n", SchedulerName)
+	b.WriteString("  plugins:\n    multiPoint:\n      enabled:\n      - name: DecisionRecord\n")
 	return b.String()
 }

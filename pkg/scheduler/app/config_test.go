@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 )
 
@@ -40,6 +41,10 @@ func TestDefaultConfigLoadsAndValidates(t *testing.T) {
 			if len(cfg.Profiles) != 1 || cfg.Profiles[0].SchedulerName != SchedulerName {
 				t.Errorf("profiles = %+v, want one named %s", cfg.Profiles, SchedulerName)
 			}
+			// Decision records are on out of the box (kubectl berth explain).
+			if mp := cfg.Profiles[0].Plugins.MultiPoint.Enabled; !containsName(mp, "DecisionRecord") {
+				t.Errorf("multiPoint %+v lacks DecisionRecord", mp)
+			}
 			le := cfg.LeaderElection
 			if le.ResourceName != SchedulerName || le.ResourceNamespace != "kube-system" || le.LeaderElect != tc.wantElect {
 				t.Errorf("leader election = %+v", le)
@@ -49,4 +54,13 @@ func TestDefaultConfigLoadsAndValidates(t *testing.T) {
 			}
 		})
 	}
+}
+
+func containsName(list []config.Plugin, name string) bool {
+	for _, p := range list {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,105 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/explain"
+)
+
+// recordingConfig turns decision records on in every profile of a scenario's scheduler
+// configuration, so the scenario prints the scores the running scheduler used.
+func recordingConfig(config string) (string, error) {
+	return framework.WithDecisionRecord(config, nil)
+}
+
+// printDecision waits for the running scheduler's decision record of ns/name (read from its
+// /debug/berth/explain, as kubectl berth explain does) and prints, per node, the score of
+// each of plugins (all Score plugins when none are named) with the inputs the plugin
+// reported, the total, and the filter verdict of refused nodes.
+func printDecision(ctx context.Context, env *Env, ec *framework.ExplainClient, ns, name string, plugins ...string) (explain.Record, error) {
+	rec, err := ec.WaitRecord(ctx, ns, name, time.Minute)
+	if err != nil {
+		return rec, err
+	}
+	if len(plugins) == 0 {
+		seen := map[string]bool{}
+		for _, n := range rec.Nodes {
+			for _, s := range n.Scores {
+				if !seen[s.Plugin] {
+					seen[s.Plugin] = true
+					plugins = append(plugins, s.Plugin)
+				}
+			}
+		}
+	}
+	verdict := rec.Outcome
+	if rec.Chosen != "" {
+		verdict += " on " + rec.Chosen
+	}
+	fmt.Fprintf(env.Out, "%s/%s — the scheduler's decision record (profile %s, attempt %d): %s\n", ns, name, rec.Profile, rec.Attempts, verdict)
+	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
+	head := []string{"  NODE"}
+	for _, p := range plugins {
+		head = append(head, fmt.Sprintf("%s (×%d)", p, rec.Weights[p]))
+	}
+	fmt.Fprintln(tw, strings.Join(append(head, "TOTAL", "CHOSEN"), "\t"))
+	// Refusals shared by many nodes (the other scenarios' nodes, outside this pod's selector)
+	// are one line each below; the rest are listed per node.
+	common := map[string]bool{}
+	for _, r := range rec.RefusedBy {
+		if r.Nodes > 2 {
+			common[r.Plugin+": "+r.Reason] = true
+		}
+	}
+	for _, n := range rec.Nodes {
+		row := []string{"  " + n.Node}
+		if n.Filter != nil {
+			why := n.Filter.Plugin + ": " + strings.Join(n.Filter.Reasons, "; ")
+			if !common[why] {
+				fmt.Fprintln(tw, strings.Join(append(row, "refused by "+why), "\t"))
+			}
+			continue
+		}
+		for _, p := range plugins {
+			s, ok := n.Score(p)
+			if !ok {
+				row = append(row, "-")
+				continue
+			}
+			cell := fmt.Sprint(s.Normalized)
+			if s.Raw != s.Normalized {
+				cell += fmt.Sprintf(" (raw %d)", s.Raw)
+			}
+			if d := n.DetailText(p); d != "" {
+				cell += " [" + d + "]"
+			}
+			row = append(row, cell)
+		}
+		mark := ""
+		if n.Chosen {
+			mark = "*"
+		}
+		total := "-"
+		if len(n.Scores) > 0 {
+			total = fmt.Sprint(n.Total)
+		}
+		fmt.Fprintln(tw, strings.Join(append(row, total, mark), "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return rec, err
+	}
+	for _, r := range rec.RefusedBy {
+		if common[r.Plugin+": "+r.Reason] {
+			fmt.Fprintf(env.Out, "  %d nodes refused by %s: %s\n", r.Nodes, r.Plugin, r.Reason)
+		}
+	}
+	if rec.OmittedFeasible > 0 {
+		fmt.Fprintf(env.Out, "  (%d more feasible nodes not listed)\n", rec.OmittedFeasible)
+	}
+	return rec, nil
+}
