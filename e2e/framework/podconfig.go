@@ -39,17 +39,17 @@ const PodConfigClusterCIDRs = "10.244.0.0/16,10.96.0.0/16"
 const PodConfigAgentUser = "berth-agent-e2e"
 
 // StartPodConfigOperator runs bin/berth-operator with the PodConfig controller (no leader
-// election) and waits until it is ready.
-func StartPodConfigOperator(ctx context.Context, c *cluster.Cluster, name string) (*cluster.Process, error) {
+// election) and waits until it is ready; extra are more flags (e.g. --podconfig-allowed-parents).
+func StartPodConfigOperator(ctx context.Context, c *cluster.Cluster, name string, extra ...string) (*cluster.Process, error) {
 	port, err := cluster.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	return c.StartComponent(ctx, cluster.ProcessSpec{
 		Name: name, Binary: filepath.Join(c.BinDir, "berth-operator"),
-		Args: []string{"--kubeconfig=" + c.Kubeconfig, "--leader-elect=false", "--metrics-bind-address=0",
+		Args: append([]string{"--kubeconfig=" + c.Kubeconfig, "--leader-elect=false", "--metrics-bind-address=0",
 			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", port),
-			"--podconfig", "--podconfig-cluster-cidrs=" + PodConfigClusterCIDRs},
+			"--podconfig", "--podconfig-cluster-cidrs=" + PodConfigClusterCIDRs}, extra...),
 	}, cluster.HTTPCheck(fmt.Sprintf("http://127.0.0.1:%d/readyz", port)))
 }
 

@@ -9,24 +9,29 @@ import (
 	"testing"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/chart"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/agent/podnet"
 )
 
 const agentNS = "berth-system"
 
 // deployChartAgent creates the chart's agent objects (ServiceAccount, ClusterRoles and
-// bindings, DaemonSet) for release "berth" with values, pinned to the real node, and waits for
-// its pod to be Ready; it returns the pod and a function deleting what it created.
+// bindings, the PodConfig status admission policy when rendered, DaemonSet) for release
+// "berth" with values, pinned to the real node, and waits for its pod to be Ready; it returns
+// the pod and a function deleting what it created.
 func (e *env) deployChartAgent(t *testing.T, values map[string]any) (*corev1.Pod, func()) {
 	t.Helper()
 	values = chart.MergeValues(map[string]any{"agent": map[string]any{
@@ -43,7 +48,8 @@ func (e *env) deployChartAgent(t *testing.T, values map[string]any) (*corev1.Pod
 	if err := framework.EnsureNamespace(e.ctx, e.c.Client, agentNS); err != nil {
 		t.Fatal(err)
 	}
-	resources := map[string]string{"ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings", "DaemonSet": "daemonsets"}
+	resources := map[string]string{"ServiceAccount": "serviceaccounts", "ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings", "DaemonSet": "daemonsets",
+		"ValidatingAdmissionPolicy": "validatingadmissionpolicies", "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings"}
 	var created []func()
 	for _, o := range objs {
 		res, ok := resources[o.GetKind()]
@@ -150,7 +156,9 @@ func (e *env) testLoadOnlyUnprivileged(t *testing.T) {
 }
 
 // testChartPodConfigAgent: the chart's agent with podConfig.enabled (capabilities, not
-// privileged) makes the attachments of a fresh PodConfig in the running pods.
+// privileged) makes the attachments of a fresh PodConfig in the running pods, every status
+// write of it passing the chart's admission policy (live before the PodConfig exists), which
+// refuses the same identity a write to another node's entry.
 func (e *env) testChartPodConfigAgent(t *testing.T) {
 	e.deletePodConfig(t)       // a fresh PodConfig, configured by the DaemonSet's agent alone
 	e.c.StopComponent(e.agent) // the process agent steps aside for the DaemonSet's
@@ -166,10 +174,11 @@ func (e *env) testChartPodConfigAgent(t *testing.T) {
 	defer func() {
 		_, _ = e.rn.InNetNS(context.Background(), "ip", "route", "del", "10.96.0.0/16", "dev", cluster.RealNodeBridge)
 	}()
-	_, cleanup := e.deployChartAgent(t, map[string]any{
+	agentPod, cleanup := e.deployChartAgent(t, map[string]any{
 		"podConfig": map[string]any{"enabled": true, "clusterCIDRs": []any{"10.244.0.0/16", "10.96.0.0/16"}},
 		"agent":     map[string]any{"criSocket": e.rn.ContainerdSocket}})
 	defer cleanup()
+	e.waitAgentPolicy(t, agentPod)
 	if err := e.cl.Create(e.ctx, podConfigObj()); err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +187,36 @@ func (e *env) testChartPodConfigAgent(t *testing.T) {
 	e.exchange(t, pc, "a", "b", "net1", "udp")
 	e.exchange(t, pc, "b", "a", "net2", "tcp")
 	e.deletePodConfig(t)
+}
+
+// waitAgentPolicy waits until the chart's PodConfig status policy refuses the DaemonSet agent's
+// identity (its service account, a token bound to its pod on the real node) a write to
+// another node's entry, on a probe PodConfig nothing else uses.
+func (e *env) waitAgentPolicy(t *testing.T, agentPod *corev1.Pod) {
+	t.Helper()
+	tr, err := e.c.Client.CoreV1().ServiceAccounts(agentNS).CreateToken(e.ctx, agentPod.Spec.ServiceAccountName, &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{BoundObjectRef: &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: agentPod.Name, UID: agentPod.UID}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := rest.AnonymousClientConfig(e.c.RESTConfig)
+	rc.BearerToken = tr.Status.Token
+	as := podnet.DynamicStatus{Client: dynamic.NewForConfigOrDie(rc), NodeName: realNode}
+	probe := &berthv1alpha1.PodConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"},
+		Spec: berthv1alpha1.PodConfigSpec{NetworkAttachments: []berthv1alpha1.NetworkAttachment{{Name: "net1", Master: "berth-probe", CIDR: "192.168.170.0/24"}}}}
+	if err := e.cl.Create(e.ctx, probe); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = e.cl.Delete(context.Background(), probe) }()
+	var last error
+	err = wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		last = as.Apply(ctx, ns, "probe", []berthv1alpha1.PodAttachmentStatus{{Pod: "ghost", Attachment: "net1", Node: "another-node", State: berthv1alpha1.AttachmentConfigured}})
+		return apierrors.IsForbidden(last) && strings.Contains(last.Error(), "the agent of node "+realNode+" may change only status.pods entries of node "+realNode), nil
+	})
+	if err != nil {
+		t.Fatalf("the chart's admission policy never refused the agent a write to another node's entry: %v", last)
+	}
 }
 
 func (e *env) deletePodConfig(t *testing.T) {

@@ -81,10 +81,10 @@ func TestPodConfigRealNode(t *testing.T) {
 	if err := framework.PodConfigAgentRBAC(ctx, c, chartAgentRole(t, e.rn.ContainerdSocket)); err != nil {
 		t.Fatal(err)
 	}
-	if e.op, err = framework.StartPodConfigOperator(ctx, c, "berth-operator"); err != nil {
+	if e.op, err = e.startOperator("berth-operator"); err != nil {
 		t.Fatal(err)
 	}
-	if e.agent, err = framework.StartPodConfigAgent(ctx, c, "berth-agent"); err != nil {
+	if e.agent, err = e.startAgent("berth-agent"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -110,6 +110,7 @@ func TestPodConfigRealNode(t *testing.T) {
 	t.Run("deleting the PodConfig removes every link, bridge and address it created", func(t *testing.T) {
 		e.testDeletePodConfig(t, before)
 	})
+	t.Run("a vlan attachment on an allow-listed parent, and the node exactly as before once deleted", e.testVLAN)
 	t.Run("the chart's load-only agent runs unprivileged (uid 65532, no capability)", e.testLoadOnlyUnprivileged)
 	t.Run("the chart's PodConfig agent (capabilities, not privileged) configures pods", e.testChartPodConfigAgent)
 }
@@ -470,7 +471,7 @@ func (e *env) testAgentKilled(t *testing.T) {
 		<-e.agent.Done()
 		e.c.StopComponent(e.agent)
 		var err error
-		if e.agent, err = framework.StartPodConfigAgent(e.ctx, e.c, fmt.Sprintf("berth-agent-%d", i+1)); err != nil {
+		if e.agent, err = e.startAgent(fmt.Sprintf("berth-agent-%d", i+1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -508,7 +509,7 @@ func (e *env) testOperatorRestart(t *testing.T) {
 	pcBefore := e.waitConfigured(t, "a", "b")
 	e.c.StopComponent(e.op)
 	var err error
-	if e.op, err = framework.StartPodConfigOperator(e.ctx, e.c, "berth-operator-2"); err != nil {
+	if e.op, err = e.startOperator("berth-operator-2"); err != nil {
 		t.Fatal(err)
 	}
 	// A new pod makes the new operator reconcile and allocate next to the kept addresses.

@@ -1,0 +1,151 @@
+package podconfig
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/agent/podnet"
+)
+
+// vlanParent is the host interface the suite allow-lists for VLANs, on the operator and on the
+// agent alike (the chart passes podConfig.allowedParents to both). testVLAN creates it in the
+// node's namespace: one end of a veth pair (a dummy link would do, but this kernel may lack
+// the dummy driver).
+const vlanParent = "e2evl0"
+
+func (e *env) startOperator(name string) (*cluster.Process, error) {
+	return framework.StartPodConfigOperator(e.ctx, e.c, name, "--podconfig-allowed-parents="+vlanParent)
+}
+
+func (e *env) startAgent(name string) (*cluster.Process, error) {
+	return framework.StartPodConfigAgent(e.ctx, e.c, name, "--podconfig-allowed-parents="+vlanParent)
+}
+
+// testVLAN: a PodConfig whose attachment is linkType vlan on the allow-listed parent. Where
+// the node's kernel has 802.1Q, the agent puts VLAN 10 of the parent on the attachment's
+// bridge and pods a and b talk over it; where it has not (CONFIG_VLAN_8021Q unset), every
+// entry is Failed saying so and nothing reaches the pods. Either way, deleting the PodConfig
+// leaves the node's `ip -d link` and `ip addr` exactly as they were, parent included.
+func (e *env) testVLAN(t *testing.T) {
+	if out, err := e.rn.InNetNS(e.ctx, "ip", "link", "add", vlanParent, "type", "veth", "peer", "name", vlanParent+"p"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	defer func() { _, _ = e.rn.InNetNS(context.Background(), "ip", "link", "del", vlanParent) }()
+	for _, l := range []string{vlanParent, vlanParent + "p"} {
+		if out, err := e.rn.InNetNS(e.ctx, "ip", "link", "set", l, "up"); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	// why: "before" must not catch the pair while its carrier is still coming up (the flags
+	// NO-CARRIER then LOWER_UP would differ from "after" for a reason that is not Berth's).
+	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		out, err := e.rn.InNetNS(ctx, "ip", "-o", "link", "show", "dev", vlanParent)
+		out2, err2 := e.rn.InNetNS(ctx, "ip", "-o", "link", "show", "dev", vlanParent+"p")
+		return err == nil && err2 == nil && !strings.Contains(out+out2, "NO-CARRIER") && strings.Contains(out+out2, "LOWER_UP"), nil
+	})
+	if err != nil {
+		t.Fatalf("parent pair %s has no carrier: %v", vlanParent, err)
+	}
+	// The kernel decides which outcome is right: probe it with a VLAN the test makes itself.
+	_, probeErr := e.rn.InNetNS(e.ctx, "ip", "link", "add", "link", vlanParent, "name", "e2evlprobe", "type", "vlan", "id", "4094")
+	supported := probeErr == nil
+	if supported {
+		if out, err := e.rn.InNetNS(e.ctx, "ip", "link", "del", "e2evlprobe"); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	t.Logf("the node's kernel supports 802.1Q VLANs: %v", supported)
+	before, err := framework.NodeNetState(e.ctx, e.rn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name, att, master = "vlan", "vlan10", "berth-e2ev"
+	pc := &berthv1alpha1.PodConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: berthv1alpha1.PodConfigSpec{
+			PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{berthv1alpha1.PodConfigLabel: pcName}},
+			NetworkAttachments: []berthv1alpha1.NetworkAttachment{{Name: att, LinkType: berthv1alpha1.LinkVLAN, Parent: vlanParent,
+				VLANID: ptr.To[int32](10), Master: master, CIDR: "192.168.160.0/24"}}}}
+	if err := e.cl.Create(e.ctx, pc); err != nil {
+		t.Fatal(err)
+	}
+	wantState, wantErr := berthv1alpha1.AttachmentConfigured, ""
+	if !supported {
+		wantState, wantErr = berthv1alpha1.AttachmentFailed, "the node's kernel has no 802.1Q VLAN support"
+	}
+	var last string
+	err = wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := e.cl.Get(ctx, client.ObjectKeyFromObject(pc), pc); err != nil {
+			return false, nil
+		}
+		var states []string
+		ok := len(pc.Status.Pods) == 2
+		for _, en := range pc.Status.Pods {
+			states = append(states, fmt.Sprintf("%s/%s=%s %s", en.Pod, en.Attachment, en.State, en.LastError))
+			ok = ok && en.State == wantState && strings.Contains(en.LastError, wantErr)
+		}
+		last = strings.Join(states, "; ")
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("entries not %s %q: %s", wantState, wantErr, last)
+	}
+	vlink := podnet.VLANLinkName(vlanParent, 10)
+	if supported {
+		out, err := e.rn.InNetNS(e.ctx, "ip", "-d", "link", "show", vlink)
+		if err != nil || !strings.Contains(out, "@"+vlanParent) || !strings.Contains(out, "vlan protocol 802.1Q id 10") || !strings.Contains(out, "master "+master) {
+			t.Errorf("ip -d link show %s: %v\n%s\nwant VLAN 10 of %s, port of %s", vlink, err, out, vlanParent, master)
+		}
+		t.Logf("ip -d link show %s:\n%s", vlink, out)
+		e.exchange(t, pc, "a", "b", att, "udp")
+		e.exchange(t, pc, "b", "a", att, "tcp")
+	} else {
+		for _, p := range []string{"a", "b"} {
+			ifs, err := framework.NetechoInterfaces(e.ctx, e.rn, e.pod(t, p).Status.PodIP)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := ifs[att]; ok {
+				t.Errorf("pod %s has %s although its VLAN could not be made", p, att)
+			}
+		}
+		t.Logf("entries: %s", last)
+	}
+	if err := e.cl.Delete(e.ctx, pc); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		return apierrors.IsNotFound(e.cl.Get(ctx, client.ObjectKeyFromObject(pc), pc)), nil
+	})
+	if err != nil {
+		t.Fatalf("PodConfig not gone: finalizers %v, status %+v; agent log:\n%s", pc.Finalizers, pc.Status, e.agent.Tail(40))
+	}
+	var after []string
+	var stateErr error
+	err = wait.PollUntilContextTimeout(e.ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		a, err := framework.NodeNetState(ctx, e.rn)
+		if err != nil {
+			stateErr = err
+			return false, nil
+		}
+		after = a
+		return slices.Equal(after, before), nil
+	})
+	if err != nil {
+		t.Fatalf("after deleting the PodConfig the node differs from before (%v):\nbefore:\n%s\nafter:\n%s",
+			stateErr, strings.Join(before, "\n"), strings.Join(after, "\n"))
+	}
+	t.Logf("ip -d link and ip addr of the node identical before and after (%d lines), parent %s included", len(after), vlanParent)
+}
