@@ -2,8 +2,10 @@
 // berth-operator (--podconfig) allocates, the real berth-agent (--podconfig, in the node's
 // network namespace, with exactly the chart's agent RBAC) finds each sandbox through
 // containerd's CRI and makes the links, and unprivileged netecho pods (non-root, no
-// capabilities) exchange UDP and TCP over both networks of a PodConfig. Every link and
-// address lives in the harness's network namespace. Needs root (real node).
+// capabilities) exchange UDP and TCP over both networks of a PodConfig. A vlan attachment on
+// an allow-listed parent is made where the kernel has 802.1Q and refused per pod where it has
+// not, leaving the node as it was either way. Every link and address lives in the harness's
+// network namespace. Needs root (real node).
 package podconfig
 
 import (
