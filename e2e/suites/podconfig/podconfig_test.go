@@ -113,6 +113,7 @@ func TestPodConfigRealNode(t *testing.T) {
 		e.testDeletePodConfig(t, before)
 	})
 	t.Run("a vlan attachment on an allow-listed parent, and the node exactly as before once deleted", e.testVLAN)
+	t.Run("the agent is not ready until its container runtime answers", e.testReadyNeedsRuntime)
 	t.Run("the chart's load-only agent runs unprivileged (uid 65532, no capability)", e.testLoadOnlyUnprivileged)
 	t.Run("the chart's PodConfig agent (capabilities, not privileged) configures pods", e.testChartPodConfigAgent)
 }

@@ -3,7 +3,12 @@ package podconfig
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -148,4 +153,62 @@ func (e *env) testVLAN(t *testing.T) {
 			stateErr, strings.Join(before, "\n"), strings.Join(after, "\n"))
 	}
 	t.Logf("ip -d link and ip addr of the node identical before and after (%d lines), parent %s included", len(after), vlanParent)
+}
+
+// testReadyNeedsRuntime: the real agent with --podconfig is not ready while its CRI socket is
+// missing (its /readyz names the executor and the socket), and becomes ready once the socket
+// is there, without a restart. Run while no PodConfig exists: the second agent has nothing
+// to act on beside the suite's own.
+func (e *env) testReadyNeedsRuntime(t *testing.T) {
+	// why: a unix socket path must stay within 108 bytes; t.TempDir's is too long.
+	dir, err := os.MkdirTemp("", "cri")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	link := filepath.Join(dir, "cri.sock")
+	kc, err := e.c.WriteKubeconfig("berth-agent-ready", cluster.Identity{User: framework.PodConfigAgentUser})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := filepath.Join(dir, "token")
+	if err := os.WriteFile(tok, []byte("unused"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	p, err := e.c.StartComponent(e.ctx, cluster.ProcessSpec{Name: "berth-agent-ready", Binary: filepath.Join(e.c.BinDir, "berth-agent"),
+		Args: []string{"--node-name=" + realNode, "--kubeconfig=" + kc, "--watch-pods=false", "--watcher-url=http://[::1]:9",
+			"--token-file=" + tok, "--listen=" + addr, "--sample-interval=200ms", "--report-interval=1h", "--cri-socket=" + link,
+			"--image-interval=1h", "--podconfig", "-v=2"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.c.StopComponent(p)
+	readyz := func(want int, body string) {
+		t.Helper()
+		var code int
+		var got string
+		err := wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			resp, err := http.Get("http://" + addr + "/readyz")
+			if err != nil {
+				return false, nil
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			code, got = resp.StatusCode, string(b)
+			return code == want && strings.Contains(got, body), nil
+		})
+		if err != nil {
+			t.Fatalf("/readyz %d %q, want %d %q; agent log:\n%s", code, got, want, body, p.Tail(20))
+		}
+	}
+	readyz(http.StatusServiceUnavailable, "podconfig: PodConfig executor: container runtime not reached yet: container runtime unreachable: CRI socket "+link)
+	if err := os.Symlink(e.rn.ContainerdSocket, link); err != nil {
+		t.Fatal(err)
+	}
+	readyz(http.StatusOK, "ok")
 }
