@@ -125,8 +125,11 @@ type LoadDetail struct {
 	Freshness string `json:"freshness"`
 	// Source is the load watcher document's source (e.g. BerthAgent, Prometheus).
 	Source string `json:"source,omitempty"`
-	// AgeSeconds is how old the node's sample was when Score read it.
-	AgeSeconds float64 `json:"ageSeconds"`
+	// SampledAt is when the node's sample was taken (on the scheduler's clock); AgeSeconds is
+	// its age when the cycle scored (the recorder fills it in for the nodes it keeps, so
+	// Score does not read the clock once more per node).
+	SampledAt  time.Time `json:"sampledAt,omitzero"`
+	AgeSeconds float64   `json:"ageSeconds"`
 	// Neutral is set when the plugin gave its neutral score for unknown load.
 	Neutral bool `json:"neutral,omitempty"`
 	// UnreportedMilliCPU and UnreportedMemoryBytes are the pods placed on the node since the

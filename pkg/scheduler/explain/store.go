@@ -338,13 +338,18 @@ func (a *attempt) scores(scores []fwk.NodePluginScores) {
 				nr.Details[e.plugin] = e.detail
 			}
 		}
+		now := time.Now()
 		for i := range loads {
 			if nr := kept[loads[i].node]; nr != nil {
 				if nr.Details == nil {
 					nr.Details = make(map[string]any, 2)
 				}
 				// A copy: the record must not pin the cycle's slab.
-				nr.Details[loads[i].plugin] = loads[i].detail
+				d := loads[i].detail
+				if !d.SampledAt.IsZero() {
+					d.AgeSeconds = now.Sub(d.SampledAt).Seconds()
+				}
+				nr.Details[loads[i].plugin] = d
 			}
 		}
 	}

@@ -5,9 +5,9 @@ import (
 )
 
 // Detail is the part of a decision record's api.LoadDetail every load-aware plugin shares:
-// the node's metrics freshness, the watcher document's source, the sample's age when Score
-// read it, and the placed-but-unreported load added to it. Called from Score only when the
-// cycle records (a non-nil sink), so it may allocate.
+// the node's metrics freshness, the watcher document's source, when the sample was taken,
+// and the placed-but-unreported load added to it. Called from Score only when the cycle
+// records (a non-nil sink); it neither allocates nor reads the clock.
 func (e *Engine) Detail(st NodeState) api.LoadDetail {
 	d := api.LoadDetail{
 		Freshness:             st.Freshness.String(),
@@ -17,8 +17,6 @@ func (e *Engine) Detail(st NodeState) api.LoadDetail {
 	if s := e.Watcher.Snapshot(); s != nil {
 		d.Source = s.Source
 	}
-	if !st.Updated.IsZero() {
-		d.AgeSeconds = e.now().Sub(st.Updated).Seconds()
-	}
+	d.SampledAt = st.Updated
 	return d
 }
