@@ -107,6 +107,9 @@ type Run struct {
 	// WatcherOutages are lines of the scheduler's log saying a load-aware plugin could not
 	// fetch the load watcher's document.
 	WatcherOutages int
+	// Batched is how many cycles the scheduler's own metrics say used the framework's
+	// opportunistic-batching hint instead of filtering and scoring every node.
+	Batched int
 }
 
 // CPUPerPod is the scheduler's CPU per pod bound, in milliseconds.
@@ -257,6 +260,9 @@ func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Op
 	}
 	stopProfiling()
 	run := Run{Profile: p.Name, Pods: o.Pods, Duration: last.Sub(first), CPU: cpuLast - cpuFirst}
+	if run.Batched, err = batchedCycles(ctx, c, sched.Port); err != nil {
+		return Run{}, fmt.Errorf("%s: reading batching from its /metrics: %w", p.Binary, err)
+	}
 	run.SchedulerRSS, _ = PeakRSS(sched.PID())
 	if o.SidecarPID != nil {
 		run.SidecarRSS, _ = PeakRSS(o.SidecarPID())
@@ -410,9 +416,9 @@ func (r *Result) Print(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "Scheduling throughput: %d nodes, %d pods per run, %d rounds (profiles alternate)\n\n", o.Nodes, o.Pods, o.Rounds)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "profile\tround\tpods\tfirst→last binding\tpods/s\tscheduler CPU ms/pod\t")
+	fmt.Fprintln(tw, "profile\tround\tpods\tfirst→last binding\tpods/s\tscheduler CPU ms/pod\tbatched cycles\t")
 	for _, run := range r.Runs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.1f\t%.2f\t\n", run.Profile, run.Round, run.Pods, run.Duration.Round(time.Millisecond), run.PodsPerS, run.CPUPerPod())
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.1f\t%.2f\t%d\t\n", run.Profile, run.Round, run.Pods, run.Duration.Round(time.Millisecond), run.PodsPerS, run.CPUPerPod(), run.Batched)
 	}
 	tw.Flush()
 	sums := r.Summaries()

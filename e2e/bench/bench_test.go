@@ -34,6 +34,11 @@ func TestHarnessMeasuresEveryProfile(t *testing.T) {
 		if r.Pods != 60 || r.Duration <= 0 || r.PodsPerS <= 0 {
 			t.Errorf("run %+v did not measure all pods", r)
 		}
+		// Identical pods queued before the scheduler starts are what opportunistic batching
+		// is for: both profiles sign every pod, so the scheduler's metrics must show hints used.
+		if r.Batched <= 0 || r.Batched >= r.Pods {
+			t.Errorf("%s round %d: %d batched cycles of %d pods", r.Profile, r.Round, r.Batched, r.Pods)
+		}
 	}
 	var out bytes.Buffer
 	res.Print(&out)

@@ -21,6 +21,19 @@ import (
 // short profiles (go tool pprof merges them) instead of one long one that would outlast it.
 const profileSlice = 2 * time.Second
 
+// schedulerClient talks to a scheduler's secure port as the cluster admin (whose client
+// certificate passes the port's delegated authorization).
+func schedulerClient(c *cluster.Cluster) (*http.Client, error) {
+	tlsCfg, err := rest.TLSConfigFor(c.RESTConfig)
+	if err != nil {
+		return nil, err
+	}
+	// The scheduler serves a self-signed loopback certificate; only the client side matters.
+	tlsCfg.InsecureSkipVerify = true //nolint:gosec
+	tlsCfg.RootCAs = nil
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}, Timeout: 30 * time.Second}, nil
+}
+
 // startProfiling pulls CPU profiles from the scheduler's /debug/pprof (served on its secure port
 // behind delegated authorization; the cluster admin's client certificate passes it) into dir as
 // <name>-cpu-NN.pprof until the returned function is called; that function then saves the
@@ -29,14 +42,10 @@ func startProfiling(ctx context.Context, c *cluster.Cluster, port int, dir, name
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	tlsCfg, err := rest.TLSConfigFor(c.RESTConfig)
+	client, err := schedulerClient(c)
 	if err != nil {
 		return nil, err
 	}
-	// The scheduler serves a self-signed loopback certificate; only the client side matters.
-	tlsCfg.InsecureSkipVerify = true //nolint:gosec
-	tlsCfg.RootCAs = nil
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}}
 	base := fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/", port)
 	get := func(ctx context.Context, path, file string) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)

@@ -36,6 +36,9 @@ var (
 	_ fwk.FilterPlugin    = &LoadVariationRiskBalancing{}
 	_ fwk.PreFilterPlugin = &LoadVariationRiskBalancing{}
 	_ fwk.ReservePlugin   = &LoadVariationRiskBalancing{}
+	// why: without SignPlugin the framework turns opportunistic batching off for the whole
+	// profile (see TargetLoadPacking).
+	_ fwk.SignPlugin = &LoadVariationRiskBalancing{}
 )
 
 // New is the scheduler framework factory; the refresh loop stops when ctx ends.
@@ -124,6 +127,17 @@ func (p *podRequests) Clone() fwk.StateData { return p }
 func (pl *LoadVariationRiskBalancing) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
 	state.Write(stateKey, &podRequests{est: estimate(pod), sink: explain.SinkFrom(state)})
 	return nil
+}
+
+// SignerName keys LoadVariationRiskBalancing's part of a pod's batching signature.
+const SignerName = "berth.dev/" + Name + ".PodRequests()"
+
+// SignPod implements fwk.SignPlugin: a node's score depends on the pod only through its CPU
+// and memory requests; the rest is the node's load and what Reserve placed on it (the chosen
+// node, which the framework re-scores before reusing a ranking).
+func (pl *LoadVariationRiskBalancing) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	e := estimate(pod)
+	return []fwk.SignFragment{{Key: SignerName, Value: [2]int64{e.MilliCPU, e.MemoryBytes}}}, nil
 }
 
 func requestsFromState(state fwk.CycleState, pod *v1.Pod) (loadaware.Estimate, explain.DetailSink) {

@@ -43,6 +43,9 @@ var (
 	_ fwk.ScorePlugin     = &SySched{}
 	_ fwk.ScoreExtensions = &SySched{}
 	_ fwk.ReservePlugin   = &SySched{}
+	// why: without SignPlugin the framework turns opportunistic batching off for the whole
+	// profile, and every pod of a burst is scored on every node.
+	_ fwk.SignPlugin = &SySched{}
 
 	// New must stay usable as a registry entry.
 	_ fwkruntime.PluginFactory = New
@@ -147,6 +150,27 @@ func (pl *SySched) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, node
 		return det.ExS, nil
 	}
 	return pl.st.score(node.Name, c.ps.set), nil
+}
+
+// SignerName keys SySched's part of a pod's batching signature.
+const SignerName = "berth.dev/" + Name + ".SyscallSet()"
+
+// SignPod implements fwk.SignPlugin. A node's ExS depends on the pod only through its
+// resolved syscall set, so the set itself is the signature (two pods whose profiles resolve to
+// the same syscalls score alike, whatever the profiles are called). Reserve changes only the
+// chosen node, which the framework re-scores before reusing a ranking. A pod naming a profile
+// that does not exist is not signed: PreScore must run for it, to warn on the pod.
+func (pl *SySched) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	ps := pl.st.podSet(pod)
+	if len(ps.missing) > 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "pod references missing seccomp profiles")
+	}
+	// Trailing zero words are dropped: sets built before and after the interner grew compare equal.
+	w := ps.set
+	for len(w) > 0 && w[len(w)-1] == 0 {
+		w = w[:len(w)-1]
+	}
+	return []fwk.SignFragment{{Key: SignerName, Value: []uint64(w)}}, nil
 }
 
 // ScoreExtensions returns the normalizer.

@@ -34,6 +34,10 @@ var (
 	_ fwk.FilterPlugin    = &TargetLoadPacking{}
 	_ fwk.PreFilterPlugin = &TargetLoadPacking{}
 	_ fwk.ReservePlugin   = &TargetLoadPacking{}
+	// why: one Filter/Score plugin without SignPlugin turns the framework's opportunistic
+	// batching off for the whole profile, and a burst of identical pods is then scored on
+	// every node every cycle (the full Berth profile ran at 0.69-0.77x of default plugins).
+	_ fwk.SignPlugin = &TargetLoadPacking{}
 )
 
 // New is the scheduler framework factory. The refresh loop stops when ctx (the scheduler's)
@@ -201,6 +205,18 @@ func (pl *TargetLoadPacking) PreFilterExtensions() fwk.PreFilterExtensions { ret
 // no-op with default args.
 func (pl *TargetLoadPacking) Filter(ctx context.Context, _ fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	return pl.engine.Filter(ctx, nodeInfo.Node())
+}
+
+// SignerName keys TargetLoadPacking's part of a pod's batching signature.
+const SignerName = "berth.dev/" + Name + ".PredictedMilliCPU()"
+
+// SignPod implements fwk.SignPlugin. A node's score depends on the node's load (the same for
+// every pod) and on the pod only through its predicted CPU, so pods predicting the same CPU
+// may share a cycle's ranking. Reusing it is sound because Reserve changes only the chosen
+// node, which the framework re-scores before handing out the next hint; a load snapshot that
+// refreshes in between is at most the framework's batch age (500 ms) older than the cycle.
+func (pl *TargetLoadPacking) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
+	return []fwk.SignFragment{{Key: SignerName, Value: pl.PredictedMilliCPU(pod)}}, nil
 }
 
 // Reserve implements fwk.ReservePlugin: the pod counts on its node until reported.

@@ -1,0 +1,50 @@
+package loadvariationriskbalancing
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
+)
+
+// TestSignPod: pods with the same CPU and memory requests share a signature; a different
+// request of either resource never does.
+func TestSignPod(t *testing.T) {
+	w := lat.NewWatcher()
+	defer w.Close()
+	w.Set(lat.CPUDoc(time.Now(), map[string]float64{"n": 10}))
+	pl := newPlugin(t, w, "", time.Now)
+
+	sig := func(p *v1.Pod) string {
+		t.Helper()
+		f, st := pl.SignPod(context.Background(), p)
+		if !st.IsSuccess() || len(f) != 1 || f[0].Key != SignerName {
+			t.Fatalf("SignPod(%s) = %v %v", p.Name, f, st)
+		}
+		b, err := json.Marshal(f[0].Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, tc := range []struct {
+		name string
+		a, b *v1.Pod
+		same bool
+	}{
+		{"same requests, other pod", podWith("a", 100, 1<<20), podWith("b", 100, 1<<20), true},
+		{"other CPU", podWith("a", 100, 1<<20), podWith("c", 200, 1<<20), false},
+		{"other memory", podWith("a", 100, 1<<20), podWith("d", 100, 2<<20), false},
+		{"no requests", podWith("a", 0, 0), podWith("e", 0, 0), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := sig(tc.a) == sig(tc.b); got != tc.same {
+				t.Fatalf("signatures %s and %s: same = %v, want %v", sig(tc.a), sig(tc.b), got, tc.same)
+			}
+		})
+	}
+}
