@@ -148,6 +148,13 @@ type PluginSet struct {
 	// berth.dev/instance-class) nodes of its own, across all namespaces.
 	// +optional
 	InstanceIsolation *InstanceIsolationPlugin `json:"instanceIsolation,omitempty"`
+	// DecisionRecord keeps, per pod, why the scheduler placed it where it did (Filter verdicts
+	// and Score plugins' scores per node), served on the scheduler's secure port at
+	// /debug/berth/explain and read with `kubectl berth explain pod NAME`. Recording is on in
+	// every profile rendered from this resource unless enabled is false; leaving the field out
+	// records with the plugin's defaults.
+	// +optional
+	DecisionRecord *DecisionRecordPlugin `json:"decisionRecord,omitempty"`
 	// DisableDefaultScore turns off the upstream score plugins that pull against load-aware
 	// packing (NodeResourcesBalancedAllocation, NodeResourcesFit scoring), as upstream's
 	// TargetLoadPacking example does.
@@ -326,6 +333,33 @@ type InstanceIsolationArgs struct {
 	// ExemptSelector: pods whose labels match it are exempt.
 	// +optional
 	ExemptSelector *metav1.LabelSelector `json:"exemptSelector,omitempty"`
+}
+
+// DecisionRecordPlugin configures DecisionRecord; its fields mirror the plugin's arguments
+// (pkg/scheduler/plugins/decisionrecord) with the same bounds.
+type DecisionRecordPlugin struct {
+	// Enabled records decisions (default true); false leaves DecisionRecord out of every
+	// profile: the scheduler then answers RecordingDisabled.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+	// Records is how many pods' latest decisions each profile keeps, LRU by last attempt
+	// (default 1000).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	Records *int32 `json:"records,omitempty"`
+	// TopNodes is how many nodes a record keeps in detail: the best-scored feasible ones and
+	// the first refused ones; the rest are counted (default 10).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	TopNodes *int32 `json:"topNodes,omitempty"`
+	// Summary: None (default) keeps records on the debug endpoint only; Event also appends a
+	// one-line summary to the pod's Scheduled event.
+	// +kubebuilder:validation:Enum=None;Event
+	// +optional
+	Summary string `json:"summary,omitempty"`
 }
 
 // Condition types.

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/decisionrecord"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/imagelocality"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadvariationriskbalancing"
@@ -211,8 +212,21 @@ func fromPlugins(name string, ps *berthv1alpha1.PluginSet) (map[string]any, []st
 			return nil, nil, err
 		}
 	}
-	if len(enabled) == 0 {
+	// why: recording alone is a legitimate profile (upstream's plugins, explained), but only
+	// when asked for; the implicit default does not make an otherwise empty set valid.
+	if len(enabled) == 0 && (ps.DecisionRecord == nil || !decisionRecordOn(ps.DecisionRecord)) {
 		return nil, nil, errors.New("spec.plugins: enable at least one plugin")
+	}
+	if p := ps.DecisionRecord; p == nil || decisionRecordOn(p) {
+		// Default on: every profile rendered here (the isolated one copies this one's plugins
+		// and pluginConfig) records, so `kubectl berth explain` works on Helm installs.
+		var args decisionRecordArgs
+		if p != nil {
+			args = decisionRecordArgs{Records: p.Records, TopNodes: p.TopNodes, Summary: p.Summary}
+		}
+		if err := add(decisionrecord.Name, "spec.plugins.decisionRecord", nil, args, nil); err != nil {
+			return nil, nil, err
+		}
 	}
 	multiPoint := map[string]any{"enabled": enabled}
 	if ps.NodeImageLocality != nil {
@@ -254,6 +268,18 @@ func fromPlugins(name string, ps *berthv1alpha1.PluginSet) (map[string]any, []st
 		"profiles":   profiles,
 	}
 	return doc, fields, nil
+}
+
+// decisionRecordArgs are DecisionRecord's args as the plugin reads them (the CR's enabled is
+// not one of them: its strict decoder would refuse it).
+type decisionRecordArgs struct {
+	Records  *int32 `json:"records,omitempty"`
+	TopNodes *int32 `json:"topNodes,omitempty"`
+	Summary  string `json:"summary,omitempty"`
+}
+
+func decisionRecordOn(p *berthv1alpha1.DecisionRecordPlugin) bool {
+	return p.Enabled == nil || *p.Enabled
 }
 
 // isolatedProfile is the second profile spec.plugins.instanceIsolation.isolatedProfileName
