@@ -1,15 +1,13 @@
 package decisionrecord
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
+
+	"github.com/berth-sched/berth/pkg/scheduler/pluginargs"
 )
 
 // Summary says where the one-line summary of a placement goes.
@@ -97,50 +95,8 @@ func ParseArgs(obj runtime.Object) (*Args, error) {
 }
 
 func decodeStrict(u *runtime.Unknown, into *Args) error {
-	raw := u.Raw
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil
-	}
-	switch u.ContentType {
-	case runtime.ContentTypeJSON, "":
-	case runtime.ContentTypeYAML:
-		j, err := yaml.YAMLToJSON(raw)
-		if err != nil {
-			return err
-		}
-		raw = j
-	default:
-		return fmt.Errorf("unsupported content type %q", u.ContentType)
-	}
-	// why: encoding/json matches keys case-insensitively; a key like "Records" must be
-	// refused, not silently taken.
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &keys); err != nil {
-		return err
-	}
-	known := map[string]bool{"apiVersion": true, "kind": true}
-	for _, f := range argFields {
-		known[f] = true
-	}
-	var errs field.ErrorList
-	for k := range keys {
-		if !known[k] {
-			errs = append(errs, field.NotSupported(field.NewPath(k), k, argFields))
-		}
-	}
-	if len(errs) > 0 {
-		return errs.ToAggregate()
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(into); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return field.Invalid(field.NewPath(te.Field), te.Value, "must be a "+te.Type.String())
-		}
-		return err
-	}
-	return nil
+	_, err := pluginargs.Decode(u, into, argFields)
+	return err
 }
 
 func setDefaults(a *Args) {

@@ -1,9 +1,6 @@
 package instanceisolation
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,7 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
+
+	"github.com/berth-sched/berth/pkg/scheduler/pluginargs"
 )
 
 // DefaultClassLabels are the pod label keys that carry an instance class: IPP's own key, so
@@ -102,55 +100,8 @@ func ParseArgs(obj runtime.Object) (*Args, error) {
 }
 
 func decodeStrict(u *runtime.Unknown, into *Args) error {
-	raw := u.Raw
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil
-	}
-	switch u.ContentType {
-	case runtime.ContentTypeJSON, "":
-	case runtime.ContentTypeYAML:
-		j, err := yaml.YAMLToJSON(raw)
-		if err != nil {
-			return err
-		}
-		raw = j
-	default:
-		return fmt.Errorf("unsupported content type %q", u.ContentType)
-	}
-	// why: encoding/json matches keys case-insensitively, so "ClassLabels" would be taken
-	// while the user believes a typo elsewhere is in effect; compare keys exactly first.
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &keys); err != nil {
-		return err
-	}
-	known := map[string]bool{"apiVersion": true, "kind": true}
-	for _, f := range argFields {
-		known[f] = true
-	}
-	var errs field.ErrorList
-	for k := range keys {
-		if !known[k] {
-			errs = append(errs, field.NotSupported(field.NewPath(k), k, argFields))
-		}
-	}
-	if len(errs) > 0 {
-		return errs.ToAggregate()
-	}
-	// why: `classLabels: []` written on purpose must be refused, not defaulted; a nil slice
-	// after decoding cannot tell it from an absent key.
-	if v, ok := keys["classLabels"]; ok && string(bytes.TrimSpace(v)) != "null" {
-		into.ClassLabels = []string{}
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(into); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return field.Invalid(field.NewPath(te.Field), te.Value, "must be a "+te.Type.String())
-		}
-		return err
-	}
-	return nil
+	_, err := pluginargs.Decode(u, into, argFields)
+	return err
 }
 
 func setDefaults(a *Args) {

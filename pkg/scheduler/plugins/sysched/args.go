@@ -1,16 +1,14 @@
 package sysched
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"sigs.k8s.io/yaml"
+
+	"github.com/berth-sched/berth/pkg/scheduler/pluginargs"
 )
 
 // Defaults match upstream scheduler-plugins' code (not its README).
@@ -67,49 +65,11 @@ func ParseArgs(obj runtime.Object) (*Args, error) {
 	return args, nil
 }
 
+var argFields = []string{"defaultProfileNamespace", "defaultProfileName", "syschedCRDNamespace", "syschedFullCRDName"}
+
 func decodeStrict(u *runtime.Unknown, into *Args) error {
-	raw := u.Raw
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return nil
-	}
-	switch u.ContentType {
-	case runtime.ContentTypeJSON, "":
-	case runtime.ContentTypeYAML:
-		j, err := yaml.YAMLToJSON(raw)
-		if err != nil {
-			return err
-		}
-		raw = j
-	default:
-		return fmt.Errorf("unsupported content type %q", u.ContentType)
-	}
-	// Reject keys that differ from a field only in case: encoding/json would silently accept
-	// them, which makes a typo look configured.
-	var keys map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &keys); err != nil {
-		return err
-	}
-	known := map[string]bool{"apiVersion": true, "kind": true, "defaultProfileNamespace": true,
-		"defaultProfileName": true, "syschedCRDNamespace": true, "syschedFullCRDName": true}
-	var errs field.ErrorList
-	for k := range keys {
-		if !known[k] {
-			errs = append(errs, field.NotSupported(field.NewPath(k), k, []string{"defaultProfileNamespace", "defaultProfileName", "syschedCRDNamespace", "syschedFullCRDName"}))
-		}
-	}
-	if len(errs) > 0 {
-		return errs.ToAggregate()
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(into); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return field.Invalid(field.NewPath(te.Field), te.Value, "must be a "+te.Type.String())
-		}
-		return err
-	}
-	return nil
+	_, err := pluginargs.Decode(u, into, argFields)
+	return err
 }
 
 func setDefaultsAndValidate(a *Args) field.ErrorList {
