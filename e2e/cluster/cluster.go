@@ -21,10 +21,7 @@ import (
 	"sync"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -522,20 +519,8 @@ func (c *Cluster) installCRDs(ctx context.Context) error {
 		return &ComponentError{Component: APIServer, Err: fmt.Errorf("installing SPO CRDs: %w", err)}
 	}
 	for _, name := range names {
-		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, c.cfg.ReadyTimeout, true, func(ctx context.Context) (bool, error) {
-			crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, cond := range crd.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return &ComponentError{Component: APIServer, Err: fmt.Errorf("CRD %s not established: %w", name, err)}
+		if err := WaitCRDEstablished(ctx, ext, name, c.cfg.ReadyTimeout); err != nil {
+			return &ComponentError{Component: APIServer, Err: err}
 		}
 	}
 	return nil

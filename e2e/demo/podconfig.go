@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,6 +24,7 @@ import (
 	"github.com/berth-sched/berth/api/crds"
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/chart"
+	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
 )
 
@@ -214,33 +214,13 @@ func agentRole(criSocket string) (*rbacv1.ClusterRole, error) {
 }
 
 func installPodConfigCRDs(ctx context.Context, env *Env) error {
-	ext, err := apiextensionsclient.NewForConfig(env.Cluster.RESTConfig)
-	if err != nil {
-		return err
-	}
+	var list []*apiextensionsv1.CustomResourceDefinition
 	for _, f := range []string{crds.PodConfigFile, crds.IPAllocationFile} {
 		crd, err := crds.Load(f)
 		if err != nil {
 			return err
 		}
-		if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, cd := range got.Status.Conditions {
-				if cd.Type == apiextensionsv1.Established && cd.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
-		}
+		list = append(list, crd)
 	}
-	return nil
+	return cluster.InstallCRDs(ctx, env.Cluster.RESTConfig, list...)
 }

@@ -6,17 +6,15 @@ import (
 	"strconv"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/berth-sched/berth/api/crds"
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/e2e/cluster"
 )
 
 // NodeImagesGVR is the NodeImages resource.
@@ -25,29 +23,11 @@ var NodeImagesGVR = berthv1alpha1.GroupVersion.WithResource("nodeimages")
 // InstallNodeImagesCRD installs the generated NodeImages CRD unless it exists, and waits until
 // the API serves it.
 func InstallNodeImagesCRD(ctx context.Context, cfg *rest.Config) error {
-	ext, err := apiextensionsclient.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
 	crd, err := crds.Load(crds.NodeImagesFile)
 	if err != nil {
 		return err
 	}
-	if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
-	}
-	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	return cluster.InstallCRDs(ctx, cfg, crd)
 }
 
 // NodeImage is one image a test or the demo puts in a node's inventory.

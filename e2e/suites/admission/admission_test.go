@@ -23,7 +23,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -883,41 +882,20 @@ func operatorSubject(subs []rbacv1.Subject) bool {
 // installCRDs creates the chart's CRDs (the operator watches SecondarySchedulers).
 func installCRDs(ctx context.Context, t *testing.T, c *cluster.Cluster, r *chart.Rendered) {
 	t.Helper()
-	ext, err := apiextensionsclient.NewForConfig(c.RESTConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
+	var list []*apiextensionsv1.CustomResourceDefinition
 	for _, f := range r.CRDs {
 		objs, err := chart.Objects(string(f.File.Data))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range objs {
-			var crd apiextensionsv1.CustomResourceDefinition
-			toTyped(t, o, &crd)
-			if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatal(err)
-			}
-			names = append(names, crd.Name)
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			toTyped(t, o, crd)
+			list = append(list, crd)
 		}
 	}
-	for _, n := range names {
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, n, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, cd := range got.Status.Conditions {
-				if cd.Type == apiextensionsv1.Established && cd.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			t.Fatalf("CRD %s not established: %v", n, err)
-		}
+	if err := cluster.InstallCRDs(ctx, c.RESTConfig, list...); err != nil {
+		t.Fatal(err)
 	}
 }
 

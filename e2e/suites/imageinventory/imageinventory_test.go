@@ -25,8 +25,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,7 +38,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/berth-sched/berth/api/crds"
 	berthv1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/chart"
 	"github.com/berth-sched/berth/e2e/cluster"
@@ -205,31 +202,8 @@ func writeImage(t *testing.T, dir, ref string) string {
 
 func installNodeImagesCRD(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	crd, err := crds.Load(crds.NodeImagesFile)
-	if err != nil {
+	if err := framework.InstallNodeImagesCRD(ctx, c.RESTConfig); err != nil {
 		t.Fatal(err)
-	}
-	ext, err := apiextensionsclient.NewForConfig(c.RESTConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, cond := range got.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("NodeImages CRD not established: %v", err)
 	}
 }
 

@@ -19,8 +19,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -105,32 +103,13 @@ func TestPodConfigAPI(t *testing.T) {
 
 func installCRDs(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	ext, err := apiextensionsclient.NewForConfig(c.RESTConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, f := range []string{crds.PodConfigFile, crds.IPAllocationFile} {
 		crd, err := crds.Load(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		if err := cluster.InstallCRDs(ctx, c.RESTConfig, crd); err != nil {
 			t.Fatal(f, err)
-		}
-		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			got, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, cd := range got.Status.Conditions {
-				if cd.Type == apiextensionsv1.Established && cd.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			t.Fatalf("CRD %s not established: %v", crd.Name, err)
 		}
 	}
 }

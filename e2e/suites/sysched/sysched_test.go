@@ -277,19 +277,7 @@ func waitLog(ctx context.Context, t *testing.T, p *cluster.SchedulerProcess, s s
 
 func waitEstablished(ctx context.Context, t *testing.T, ext apiextensionsclient.Interface, name string) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		crd, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, c := range crd.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("CRD %s not established: %v", name, err)
+	if err := cluster.WaitCRDEstablished(ctx, ext, name, time.Minute); err != nil {
+		t.Fatal(err)
 	}
 }
