@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -84,17 +85,21 @@ func Cleanup(ctx context.Context, c client.Client, o CleanupOptions) error {
 	}
 	logger.Info("SecondarySchedulers deleted", "count", len(deleted))
 
-	leases := map[types.NamespacedName]bool{{Namespace: o.OperatorLeaseNamespace, Name: o.OperatorLease}: true}
+	// A list, not a set: the operator's Lease goes first and the order is the same every
+	// time (the logs and the tests read it).
+	leases := []types.NamespacedName{{Namespace: o.OperatorLeaseNamespace, Name: o.OperatorLease}}
 	for _, ss := range deleted {
 		logger.Info("waiting for the scheduler's pods to go", "secondaryScheduler", ss.Name)
 		what := fmt.Sprintf("scheduler pods of SecondaryScheduler %s/%s", ss.Namespace, ss.Name)
 		if err := waitNoPods(ctx, c, o.Interval, ss.Namespace, labels.SelectorFromSet(PodLabels(ss)), what); err != nil {
 			return err
 		}
-		leases[types.NamespacedName{Namespace: ss.Namespace, Name: LeaseName(ss)}] = true
+		if key := (types.NamespacedName{Namespace: ss.Namespace, Name: LeaseName(ss)}); !slices.Contains(leases, key) {
+			leases = append(leases, key)
+		}
 	}
 
-	for key := range leases {
+	for _, key := range leases {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 		if err := c.Delete(ctx, l); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting Lease %s: %w", key, err)

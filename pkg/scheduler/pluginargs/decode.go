@@ -66,3 +66,36 @@ func Decode(u *runtime.Unknown, into any, fields []string) (map[string]json.RawM
 	}
 	return keys, nil
 }
+
+// Object is a plugin's args type: a pointer to a struct that can travel as a runtime.Object.
+type Object[A any] interface {
+	*A
+	runtime.Object
+}
+
+// Parse turns what kube-scheduler (or the operator, or a test) hands a plugin into defaulted,
+// validated args, the same way for every Berth plugin: obj may be nil (all defaults), a
+// *runtime.Unknown holding JSON or YAML (decoded with decode, usually Decode with the
+// plugin's fields), or the args type itself (copied, never aliased). Errors name the plugin
+// and the field.
+func Parse[A any, P Object[A]](obj runtime.Object, plugin string, decode func(*runtime.Unknown, P) error, setDefaults func(P), validate func(P) field.ErrorList) (P, error) {
+	args := P(new(A))
+	switch o := obj.(type) {
+	case nil:
+	case P:
+		if o != nil {
+			args = o.DeepCopyObject().(P)
+		}
+	case *runtime.Unknown:
+		if err := decode(o, args); err != nil {
+			return nil, fmt.Errorf("decoding %s args: %w", plugin, err)
+		}
+	default:
+		return nil, fmt.Errorf("%s args: want *runtime.Unknown or %T, got %T", plugin, args, obj)
+	}
+	setDefaults(args)
+	if errs := validate(args); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return args, nil
+}

@@ -73,25 +73,7 @@ var argFields = []string{"records", "topNodes", "summary"}
 // obj may be nil, a *runtime.Unknown holding JSON or YAML, or an *Args; the result has every
 // pointer set.
 func ParseArgs(obj runtime.Object) (*Args, error) {
-	args := &Args{}
-	switch o := obj.(type) {
-	case nil:
-	case *Args:
-		if o != nil {
-			args = o.DeepCopyObject().(*Args)
-		}
-	case *runtime.Unknown:
-		if err := decodeStrict(o, args); err != nil {
-			return nil, fmt.Errorf("decoding %s args: %w", Name, err)
-		}
-	default:
-		return nil, fmt.Errorf("%s args: want *runtime.Unknown or *decisionrecord.Args, got %T", Name, obj)
-	}
-	setDefaults(args)
-	if errs := validate(args); len(errs) > 0 {
-		return nil, errs.ToAggregate()
-	}
-	return args, nil
+	return pluginargs.Parse(obj, Name, decodeStrict, setDefaults, validate)
 }
 
 func decodeStrict(u *runtime.Unknown, into *Args) error {

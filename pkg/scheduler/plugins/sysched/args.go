@@ -45,24 +45,7 @@ func (a *Args) DeepCopyObject() runtime.Object {
 // exactly as the scheduler does. obj may be nil, a *runtime.Unknown holding JSON or YAML, or an
 // *Args.
 func ParseArgs(obj runtime.Object) (*Args, error) {
-	args := &Args{}
-	switch o := obj.(type) {
-	case nil:
-	case *Args:
-		if o != nil {
-			*args = *o
-		}
-	case *runtime.Unknown:
-		if err := decodeStrict(o, args); err != nil {
-			return nil, fmt.Errorf("decoding SySched args: %w", err)
-		}
-	default:
-		return nil, fmt.Errorf("SySched args: want *runtime.Unknown or *sysched.Args, got %T", obj)
-	}
-	if errs := setDefaultsAndValidate(args); len(errs) > 0 {
-		return nil, errs.ToAggregate()
-	}
-	return args, nil
+	return pluginargs.Parse(obj, Name, decodeStrict, func(*Args) {}, setDefaultsAndValidate)
 }
 
 var argFields = []string{"defaultProfileNamespace", "defaultProfileName", "syschedCRDNamespace", "syschedFullCRDName"}
