@@ -213,8 +213,10 @@ func (c *Cluster) realNodePreflight() error {
 	for k, v := range c.cfg.ExtraArgs {
 		extra[k] = v
 	}
+	// Logs, exec and port-forward go from the apiserver to the kubelet: by the node's IP,
+	// since no DNS here resolves the node's name (upstream tries Hostname first).
 	extra[APIServer] = append([]string{"--bind-address=0.0.0.0", "--advertise-address=" + RealNodeIP,
-		"--endpoint-reconciler-type=lease"}, extra[APIServer]...)
+		"--endpoint-reconciler-type=lease", "--kubelet-preferred-address-types=InternalIP,Hostname"}, extra[APIServer]...)
 	c.cfg.ExtraArgs = extra
 	c.mu.Lock()
 	c.node = &RealNode{NodeName: rc.NodeName, tools: tools}

@@ -167,6 +167,11 @@ func Explain(ctx context.Context, o CLIOptions, name string, info io.Writer) (Re
 		uid = string(pod.UID)
 	case apierrors.IsNotFound(err):
 		fmt.Fprintf(info, "pod %s/%s does not exist; asking the scheduler anyway (it may remember a deleted pod)\n", ns, name)
+	case apierrors.IsForbidden(err):
+		// why: reading explanations is granted on the scheduler (the chart's explain-reader
+		// roles), not on every namespace's pods; the UID only guards against an earlier pod of
+		// the same name, so go on without it and say so.
+		fmt.Fprintf(info, "you may not read pod %s/%s; asking the scheduler without its UID (a record of an earlier pod with this name would not be told apart)\n", ns, name)
 	default:
 		return rec, nil, fmt.Errorf("reading pod %s/%s: %w", ns, name, err)
 	}

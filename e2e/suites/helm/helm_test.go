@@ -216,6 +216,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		}
 	})
 
+	var bound []corev1.Pod // the workload's pods, explained next
 	t.Run("a workload with schedulerName berth-scheduler is bound by the scheduler pod", func(t *testing.T) {
 		const app = "helm-app"
 		spec := framework.PodSpec("berth-scheduler", "10m", "16Mi")
@@ -241,10 +242,16 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 				t.Errorf("pod %s bound by %q, want berth-scheduler", pods[i].Name, ev.Scheduler)
 			}
 		}
-		if err := c.Client.CoreV1().Namespaces().Delete(ctx, app, metav1.DeleteOptions{}); err != nil {
-			t.Error(err)
-		}
+		bound = pods
 	})
+
+	// Before the upgrade below restarts the scheduler: records live in the leader's memory.
+	t.Run("kubectl berth explain with only the chart's explain-reader roles; refused without them", func(t *testing.T) {
+		testExplain(ctx, t, c, bound)
+	})
+	if err := c.Client.CoreV1().Namespaces().Delete(ctx, "helm-app", metav1.DeleteOptions{}); err != nil {
+		t.Error(err)
+	}
 
 	t.Run("helm upgrade with a new weight rolls the scheduler", func(t *testing.T) {
 		before := &berthv1alpha1.SecondaryScheduler{}
