@@ -113,6 +113,19 @@ func lockHost(timeout time.Duration) (*os.File, error) {
 	}
 }
 
+// WhileNoRealNode runs f while no real node runs on this machine (holding the real-node lock,
+// waiting up to timeout for it), so a test can read host state that a real node changes
+// without seeing another run's node half made or half gone.
+func WhileNoRealNode(timeout time.Duration, f func()) error {
+	l, err := lockHost(timeout)
+	if err != nil {
+		return err
+	}
+	defer l.Close() // releases the flock
+	f()
+	return nil
+}
+
 func (c *Cluster) realNode() *RealNode {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -432,7 +432,18 @@ type hostState struct {
 
 var countersRe = regexp.MustCompile(`\[\d+:\d+\]`)
 
+// snapshot reads the host state while no real node runs: another run's node (a developer's
+// suite beside CI's) changes the same paths and kernel settings, and its teardown restores them.
 func snapshot(t *testing.T) hostState {
+	t.Helper()
+	var s hostState
+	if err := cluster.WhileNoRealNode(10*time.Minute, func() { s = readHostState(t) }); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func readHostState(t *testing.T) hostState {
 	t.Helper()
 	var s hostState
 	save := framework.NeedHostTool(t, "iptables-save", "iptables")
