@@ -58,3 +58,33 @@ func hintUsed(r io.Reader) (int, error) {
 	}
 	return int(n), sc.Err()
 }
+
+// noDefaultSpread turns off PodTopologySpread's system default constraints. With them (the
+// upstream default) the plugin refuses to sign every pod, so the framework's opportunistic
+// batching never runs whatever the other plugins do; the "no default spread" profiles show
+// what batching gives when a cluster opts out, and that Berth's plugins keep it working.
+const noDefaultSpread = "  - name: PodTopologySpread\n    args:\n      defaultingType: List\n"
+
+func init() {
+	RegisterProfile(NoDefaultSpreadProfile)
+	RegisterProfile(LoadAwareNoDefaultSpreadProfile)
+}
+
+// NoDefaultSpreadProfile is berth-scheduler's default plugins without PodTopologySpread's
+// default constraints.
+func NoDefaultSpreadProfile() Profile {
+	p := BerthDefaultProfile()
+	p.Name = "berth-scheduler (default plugins, no default spread)"
+	p.Profiles += "  pluginConfig:\n" + noDefaultSpread
+	return p
+}
+
+// LoadAwareNoDefaultSpreadProfile is LoadAwareProfile without PodTopologySpread's default
+// constraints.
+func LoadAwareNoDefaultSpreadProfile() Profile {
+	p, addr, err := syntheticLoadProfile()
+	p.Name = "berth-scheduler (TargetLoadPacking + LoadVariationRiskBalancing, no default spread)"
+	p.Profiles = "- schedulerName: " + SchedulerName + "\n" + loadAwarePlugins(addr, "", noDefaultSpread)
+	_ = err // reported by Setup
+	return p
+}
