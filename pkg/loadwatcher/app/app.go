@@ -36,6 +36,11 @@ type Options struct {
 	StaleAfter, PollInterval, TokenCacheTTL time.Duration
 	ServiceAccounts, Audiences              string
 	MaxPodUIDs                              int
+	// APIQPS and APIBurst bound the watcher's API client. Every agent's token is reviewed
+	// once per token-cache-ttl, so a 5000-node cluster needs ~83 TokenReviews/s at the 1m
+	// default: client-go's 5 QPS would queue reports for minutes after a restart.
+	APIQPS   float64
+	APIBurst int
 	PromCPU, PromMem, PromNodeLabel         string
 	PromScale                               float64
 }
@@ -56,6 +61,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Audiences, "token-audience", "", "comma-separated audiences for TokenReview (empty: the API server's)")
 	fs.DurationVar(&o.TokenCacheTTL, "token-cache-ttl", time.Minute, "how long a successful TokenReview is reused (0 disables)")
 	fs.IntVar(&o.MaxPodUIDs, "max-pod-uids", loadwatcher.DefaultMaxPodUIDs, "largest pod list a report may carry")
+	fs.Float64Var(&o.APIQPS, "kube-api-qps", 100, "queries per second to the API server (TokenReviews of agents' tokens, informers)")
+	fs.IntVar(&o.APIBurst, "kube-api-burst", 200, "burst of queries to the API server above --kube-api-qps")
 }
 
 // Validate checks the options that need no cluster, so a bad flag fails before connecting.
@@ -80,6 +87,12 @@ func (o *Options) Validate() error {
 	if o.StaleAfter <= 0 {
 		return fmt.Errorf("--stale-after=%s: must be positive", o.StaleAfter)
 	}
+	if o.APIQPS <= 0 {
+		return fmt.Errorf("--kube-api-qps=%g: must be positive", o.APIQPS)
+	}
+	if o.APIBurst < 1 {
+		return fmt.Errorf("--kube-api-burst=%d: must be at least 1", o.APIBurst)
+	}
 	if o.Source != "agent" && o.PollInterval <= 0 {
 		return fmt.Errorf("--poll-interval=%s: must be positive", o.PollInterval)
 	}
@@ -103,6 +116,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
 	rc.UserAgent = "berth-loadwatcher"
+	rc.QPS, rc.Burst = float32(o.APIQPS), o.APIBurst
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return err

@@ -21,6 +21,8 @@ func TestValidateRefusesBadFlagsBeforeConnecting(t *testing.T) {
 		{"no agent account", []string{"--agent-service-account="}, "at least one namespace/name"},
 		{"account without namespace", []string{"--agent-service-account=berth-agent"}, `"berth-agent" is not namespace/name`},
 		{"zero staleness", []string{"--stale-after=0s"}, "--stale-after=0s"},
+		{"zero API QPS", []string{"--kube-api-qps=0"}, "--kube-api-qps=0: must be positive"},
+		{"negative API burst", []string{"--kube-api-burst=-1"}, "--kube-api-burst=-1"},
 		{"zero poll interval", []string{"--source=metrics-server", "--poll-interval=0s"}, "--poll-interval=0s"},
 	}
 	for _, tc := range cases {
@@ -43,7 +45,8 @@ func TestValidateRefusesBadFlagsBeforeConnecting(t *testing.T) {
 	var o Options
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	o.AddFlags(fs)
-	if o.Source != "agent" || o.StaleAfter != 5*time.Minute || o.ServiceAccounts != "berth-system/berth-agent" {
+	if o.Source != "agent" || o.StaleAfter != 5*time.Minute || o.ServiceAccounts != "berth-system/berth-agent" ||
+		o.APIQPS != 100 || o.APIBurst != 200 {
 		t.Errorf("defaults changed: %+v", o)
 	}
 }
