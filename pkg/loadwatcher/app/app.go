@@ -39,10 +39,10 @@ type Options struct {
 	// APIQPS and APIBurst bound the watcher's API client. Every agent's token is reviewed
 	// once per token-cache-ttl, so a 5000-node cluster needs ~83 TokenReviews/s at the 1m
 	// default: client-go's 5 QPS would queue reports for minutes after a restart.
-	APIQPS   float64
-	APIBurst int
-	PromCPU, PromMem, PromNodeLabel         string
-	PromScale                               float64
+	APIQPS                          float64
+	APIBurst                        int
+	PromCPU, PromMem, PromNodeLabel string
+	PromScale                       float64
 }
 
 // AddFlags binds o to the command's flags, with their defaults.
