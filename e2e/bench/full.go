@@ -2,12 +2,16 @@ package bench
 
 import (
 	"context"
+	"strings"
 
 	"github.com/berth-sched/berth/e2e/bench/exs"
 	"github.com/berth-sched/berth/e2e/cluster"
 )
 
-func init() { RegisterProfile(FullBerthProfile) }
+func init() {
+	RegisterProfile(FullBerthProfile)
+	RegisterProfile(FullBerthNoDefaultScoreProfile)
+}
 
 // FullBerthName names the full Berth profile in tables.
 const FullBerthName = "berth-scheduler (full: TargetLoadPacking + LoadVariationRiskBalancing + SySched)"
@@ -21,14 +25,26 @@ func FullBerthProfile() Profile {
 	return fullBerthProfile(addr, p.Setup)
 }
 
+// FullBerthNoDefaultScoreProfile is the full profile as SecondaryScheduler
+// spec.plugins.disableDefaultScore renders it (upstream's TargetLoadPacking example): the
+// spreading NodeResourcesFit and NodeResourcesBalancedAllocation scores are off, so three
+// Berth Score plugins replace two upstream ones instead of adding to them.
+func FullBerthNoDefaultScoreProfile() Profile {
+	p, addr, _ := syntheticLoadProfile()
+	f := fullBerthProfile(addr, p.Setup, "      disabled:\n      - name: NodeResourcesBalancedAllocation\n      - name: NodeResourcesFit\n")
+	f.Name = "berth-scheduler (full, disableDefaultScore)"
+	return f
+}
+
 // fullBerthProfile is the full profile reading the load watcher at addr; loadSetup (optional)
-// starts whatever serves it.
-func fullBerthProfile(addr string, loadSetup func(context.Context, *cluster.Cluster) error) Profile {
+// starts whatever serves it; score (optional) adds entries under plugins.score.
+func fullBerthProfile(addr string, loadSetup func(context.Context, *cluster.Cluster) error, score ...string) Profile {
 	return Profile{
 		Name:   FullBerthName,
 		Binary: cluster.BerthScheduler,
 		Profiles: "- schedulerName: " + SchedulerName + "\n" + loadAwarePlugins(addr,
-			"    preScore:\n      enabled:\n      - name: SySched\n    score:\n      enabled:\n      - name: SySched\n    reserve:\n      enabled:\n      - name: SySched\n",
+			"    preScore:\n      enabled:\n      - name: SySched\n    score:\n      enabled:\n      - name: SySched\n"+strings.Join(score, "")+
+				"    reserve:\n      enabled:\n      - name: SySched\n",
 			"  - name: SySched\n    args:\n      defaultProfileNamespace: default\n      defaultProfileName: "+exs.FullProfile+"\n"),
 		Setup: func(ctx context.Context, c *cluster.Cluster) error {
 			if loadSetup != nil {
