@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -14,6 +13,8 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	criclient "k8s.io/cri-client/pkg"
+
+	"github.com/berth-sched/berth/pkg/agent/criconn"
 )
 
 // Reasons a listing failed (the Stale condition's reason, the error counter's label).
@@ -59,16 +60,17 @@ type CRILister struct {
 	// Timeout bounds connecting and each listing.
 	Timeout time.Duration
 
-	mu  sync.Mutex
-	svc internalapi.ImageManagerService
+	conn *criconn.Conn[internalapi.ImageManagerService]
 }
 
 // NewCRILister returns a lister for endpoint (a socket path or unix:// URL).
 func NewCRILister(endpoint string, timeout time.Duration) *CRILister {
-	if !strings.Contains(endpoint, "://") {
-		endpoint = "unix://" + endpoint
-	}
-	return &CRILister{Endpoint: endpoint, Timeout: timeout}
+	l := &CRILister{Endpoint: criconn.Endpoint(endpoint), Timeout: timeout}
+	l.conn = criconn.New(func(ctx context.Context) (internalapi.ImageManagerService, error) {
+		return criclient.NewRemoteImageServiceBuilder().WithEndpoint(l.Endpoint).
+			WithConnectionTimeout(l.Timeout).WithUseStreaming(true).Build(ctx)
+	})
+	return l
 }
 
 // SocketPath is the filesystem path of a unix endpoint, "" for other schemes.
@@ -84,15 +86,15 @@ func (l *CRILister) List(ctx context.Context) ([]*runtimeapi.Image, error) {
 	if p := l.SocketPath(); p != "" {
 		st, err := os.Stat(p)
 		if err != nil {
-			l.reset(ctx)
+			l.conn.Reset(ctx)
 			return nil, &ListError{Reason: ReasonSocketMissing, Err: fmt.Errorf("CRI socket %s: %w", p, err)}
 		}
 		if st.Mode()&os.ModeSocket == 0 {
-			l.reset(ctx)
+			l.conn.Reset(ctx)
 			return nil, &ListError{Reason: ReasonNotCRI, Err: fmt.Errorf("%s is not a socket (%s)", p, st.Mode().Type())}
 		}
 	}
-	svc, err := l.service(ctx)
+	svc, err := l.conn.Get(ctx)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -100,38 +102,14 @@ func (l *CRILister) List(ctx context.Context) ([]*runtimeapi.Image, error) {
 	if err != nil {
 		// A restarted runtime is a new server behind the same path: start over with a fresh
 		// connection rather than trusting gRPC's reconnect to the old one.
-		l.reset(ctx)
+		l.conn.Reset(ctx)
 		return nil, classify(err)
 	}
 	return imgs, nil
 }
 
-func (l *CRILister) service(ctx context.Context) (internalapi.ImageManagerService, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.svc != nil {
-		return l.svc, nil
-	}
-	svc, err := criclient.NewRemoteImageServiceBuilder().WithEndpoint(l.Endpoint).
-		WithConnectionTimeout(l.Timeout).WithUseStreaming(true).Build(ctx)
-	if err != nil {
-		return nil, err
-	}
-	l.svc = svc
-	return svc, nil
-}
-
-func (l *CRILister) reset(ctx context.Context) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.svc != nil {
-		_ = l.svc.Close(ctx)
-		l.svc = nil
-	}
-}
-
 // Close releases the connection.
-func (l *CRILister) Close(ctx context.Context) { l.reset(ctx) }
+func (l *CRILister) Close(ctx context.Context) { l.conn.Reset(ctx) }
 
 // classify maps a cri-client error to a reason. cri-client wraps gRPC statuses with %w, so
 // status.FromError finds them through the chain.

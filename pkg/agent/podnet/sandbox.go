@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -17,6 +16,8 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	criclient "k8s.io/cri-client/pkg"
+
+	"github.com/berth-sched/berth/pkg/agent/criconn"
 )
 
 // Sandbox is a pod's running sandbox as the runtime reports it.
@@ -54,19 +55,20 @@ type CRIResolver struct {
 	// ProcRoot is the host's /proc as the agent sees it ("/proc" with hostPID).
 	ProcRoot string
 
-	mu  sync.Mutex
-	svc internalapi.RuntimeService
+	conn *criconn.Conn[internalapi.RuntimeService]
 }
 
 // NewCRIResolver returns a resolver for endpoint (a socket path or unix:// URL).
 func NewCRIResolver(endpoint, procRoot string, timeout time.Duration) *CRIResolver {
-	if !strings.Contains(endpoint, "://") {
-		endpoint = "unix://" + endpoint
-	}
 	if procRoot == "" {
 		procRoot = "/proc"
 	}
-	return &CRIResolver{Endpoint: endpoint, Timeout: timeout, ProcRoot: procRoot}
+	r := &CRIResolver{Endpoint: criconn.Endpoint(endpoint), Timeout: timeout, ProcRoot: procRoot}
+	r.conn = criconn.New(func(ctx context.Context) (internalapi.RuntimeService, error) {
+		return criclient.NewRemoteRuntimeServiceBuilder().WithEndpoint(r.Endpoint).
+			WithConnectionTimeout(r.Timeout).WithTracerProvider(nil).Build(ctx)
+	})
+	return r
 }
 
 // podUIDLabel is the label the kubelet puts on every sandbox it creates.
@@ -76,11 +78,11 @@ const podUIDLabel = "io.kubernetes.pod.uid"
 func (r *CRIResolver) Sandbox(ctx context.Context, podUID string) (Sandbox, error) {
 	if p, ok := strings.CutPrefix(r.Endpoint, "unix://"); ok {
 		if _, err := os.Stat(p); err != nil {
-			r.reset(ctx)
+			r.conn.Reset(ctx)
 			return Sandbox{}, &RuntimeError{Err: fmt.Errorf("CRI socket %s: %w", p, err)}
 		}
 	}
-	svc, err := r.service(ctx)
+	svc, err := r.conn.Get(ctx)
 	if err != nil {
 		return Sandbox{}, &RuntimeError{Err: err}
 	}
@@ -91,7 +93,7 @@ func (r *CRIResolver) Sandbox(ctx context.Context, podUID string) (Sandbox, erro
 		LabelSelector: map[string]string{podUIDLabel: podUID},
 	})
 	if err != nil {
-		r.reset(ctx)
+		r.conn.Reset(ctx)
 		return Sandbox{}, classify(err)
 	}
 	// The newest ready sandbox: the kubelet recreates sandboxes, and an old one may linger
@@ -113,7 +115,7 @@ func (r *CRIResolver) Sandbox(ctx context.Context, podUID string) (Sandbox, erro
 		if status.Code(err) == codes.NotFound {
 			return Sandbox{}, ErrNoSandbox
 		}
-		r.reset(ctx)
+		r.conn.Reset(ctx)
 		return Sandbox{}, classify(err)
 	}
 	sb := Sandbox{ID: best.Id}
@@ -136,49 +138,25 @@ func (r *CRIResolver) Sandbox(ctx context.Context, podUID string) (Sandbox, erro
 func (r *CRIResolver) Ping(ctx context.Context) error {
 	if p, ok := strings.CutPrefix(r.Endpoint, "unix://"); ok {
 		if _, err := os.Stat(p); err != nil {
-			r.reset(ctx)
+			r.conn.Reset(ctx)
 			return &RuntimeError{Err: fmt.Errorf("CRI socket %s: %w", p, err)}
 		}
 	}
-	svc, err := r.service(ctx)
+	svc, err := r.conn.Get(ctx)
 	if err != nil {
 		return &RuntimeError{Err: err}
 	}
 	cctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
 	if _, err := svc.Version(cctx, ""); err != nil {
-		r.reset(ctx)
+		r.conn.Reset(ctx)
 		return &RuntimeError{Err: err}
 	}
 	return nil
 }
 
-func (r *CRIResolver) service(ctx context.Context) (internalapi.RuntimeService, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.svc != nil {
-		return r.svc, nil
-	}
-	svc, err := criclient.NewRemoteRuntimeServiceBuilder().WithEndpoint(r.Endpoint).
-		WithConnectionTimeout(r.Timeout).WithTracerProvider(nil).Build(ctx)
-	if err != nil {
-		return nil, err
-	}
-	r.svc = svc
-	return svc, nil
-}
-
-func (r *CRIResolver) reset(ctx context.Context) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.svc != nil {
-		_ = r.svc.Close(ctx)
-		r.svc = nil
-	}
-}
-
 // Close releases the connection.
-func (r *CRIResolver) Close(ctx context.Context) { r.reset(ctx) }
+func (r *CRIResolver) Close(ctx context.Context) { r.conn.Reset(ctx) }
 
 func classify(err error) error {
 	switch status.Code(err) {
