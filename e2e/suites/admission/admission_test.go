@@ -233,7 +233,8 @@ func TestAdmission(t *testing.T) {
 
 	t.Run("a pod's class is fixed: relabelling it (spec or status) is refused, other labels change", func(t *testing.T) {
 		if classA == nil {
-			t.Skip("needs the class a pod of the earlier step")
+			// why: fail, not skip: a skipped step must never look like a passed one.
+			t.Fatal("the earlier step did not create class a's pod (see its failure)")
 		}
 		for _, tc := range []struct {
 			name, pod, sub, patch, msg string
@@ -447,7 +448,7 @@ func TestAdmission(t *testing.T) {
 
 	t.Run("webhook down + Ignore: a pod with the constraint is created and InstanceIsolation still keeps it off class a's node", func(t *testing.T) {
 		if classA == nil || classA.Spec.SchedulerName != "berth-scheduler" {
-			t.Skip("needs the class a pod of the earlier step")
+			t.Fatal("the earlier step did not create class a's pod with schedulerName berth-scheduler (see its failure)")
 		}
 		b := handWritten(nsB, "b-1", map[string]string{"ipp-class": "b"})
 		var got *corev1.Pod
