@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime"
+	"github.com/berth-sched/berth/pkg/scheduler/pluginargs/pluginargstest"
 )
 
 // FuzzNodeImageLocalityArgs: ParseArgs on arbitrary JSON or YAML never panics, and accepted
@@ -15,25 +15,7 @@ func FuzzNodeImageLocalityArgs(f *testing.F) {
 	f.Add([]byte("assumePulledFor: 0s\n"), true)
 	f.Add([]byte(`{"assumePulledFor":"-3h"}`), false)
 	f.Fuzz(func(t *testing.T, data []byte, yaml bool) {
-		ct := runtime.ContentTypeJSON
-		if yaml {
-			ct = runtime.ContentTypeYAML
-		}
-		a, err := ParseArgs(&runtime.Unknown{Raw: data, ContentType: ct})
-		if err != nil {
-			return
-		}
-		enc, err := json.Marshal(a)
-		if err != nil {
-			t.Fatalf("accepted args do not encode: %v", err)
-		}
-		b, err := ParseArgs(&runtime.Unknown{Raw: enc, ContentType: runtime.ContentTypeJSON})
-		if err != nil {
-			t.Fatalf("accepted args refused after a round trip: %v\n%s", err, enc)
-		}
-		if !reflect.DeepEqual(a, b) {
-			t.Fatalf("round trip changed the args: %+v → %+v", a, b)
-		}
+		pluginargstest.RoundTrip(t, ParseArgs, data, yaml, nil, func(a, b *Args) bool { return reflect.DeepEqual(a, b) })
 	})
 }
 

@@ -1,11 +1,9 @@
 package targetloadpacking
 
 import (
-	"bytes"
-	"encoding/json"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime"
+	"github.com/berth-sched/berth/pkg/scheduler/pluginargs/pluginargstest"
 )
 
 // FuzzTargetLoadPackingArgs feeds arbitrary JSON or YAML to ParseArgs (what the scheduler and
@@ -16,33 +14,16 @@ func FuzzTargetLoadPackingArgs(f *testing.F) {
 	f.Add([]byte("watcherAddress: http://w:2020\nusageThresholds: {cpu: 80}\nexpiredMetricsAction: Block\n"), true)
 	f.Add([]byte(`{"watcherAddress":"http://w","defaultRequestsMultiplier":"NaN","targetUtilization":-1}`), false)
 	f.Fuzz(func(t *testing.T, data []byte, yaml bool) {
-		ct := runtime.ContentTypeJSON
-		if yaml {
-			ct = runtime.ContentTypeYAML
-		}
-		a, err := ParseArgs(&runtime.Unknown{Raw: data, ContentType: ct})
-		if err != nil {
-			return
-		}
-		if u := *a.TargetUtilization; u < 1 || u > 100 {
-			t.Fatalf("accepted targetUtilization %d", u)
-		}
-		if m, err := parseMultiplier(*a.DefaultRequestsMultiplier); err != nil || m <= 0 {
-			t.Fatalf("accepted multiplier %q: %v", *a.DefaultRequestsMultiplier, err)
-		}
-		if *a.NeutralScore < 0 || *a.NeutralScore > 100 {
-			t.Fatalf("accepted neutralScore %d", *a.NeutralScore)
-		}
-		enc, err := json.Marshal(a)
-		if err != nil {
-			t.Fatalf("accepted args do not encode: %v", err)
-		}
-		b, err := ParseArgs(&runtime.Unknown{Raw: enc, ContentType: runtime.ContentTypeJSON})
-		if err != nil {
-			t.Fatalf("accepted args refused after a round trip: %v\n%s", err, enc)
-		}
-		if enc2, _ := json.Marshal(b); !bytes.Equal(enc, enc2) {
-			t.Fatalf("round trip changed the args:\n%s\n%s", enc, enc2)
-		}
+		pluginargstest.RoundTrip(t, ParseArgs, data, yaml, func(t *testing.T, a *TargetLoadPackingArgs) {
+			if u := *a.TargetUtilization; u < 1 || u > 100 {
+				t.Fatalf("accepted targetUtilization %d", u)
+			}
+			if m, err := parseMultiplier(*a.DefaultRequestsMultiplier); err != nil || m <= 0 {
+				t.Fatalf("accepted multiplier %q: %v", *a.DefaultRequestsMultiplier, err)
+			}
+			if *a.NeutralScore < 0 || *a.NeutralScore > 100 {
+				t.Fatalf("accepted neutralScore %d", *a.NeutralScore)
+			}
+		}, nil)
 	})
 }
