@@ -191,8 +191,25 @@ func (c *Cluster) components() []string {
 	return names
 }
 
+// RepoRoot is the Berth repository's root: the first directory holding go.work at or above
+// the working directory.
+func RepoRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("run from the Berth repository (no go.work above %s)", wd)
+		}
+	}
+}
+
 // ResolveBinDir finds the directory of tool binaries: explicit, $BERTH_BIN_DIR, or bin/ at the
-// repository root (found by walking up to go.work).
+// repository root.
 func ResolveBinDir(explicit string) (string, error) {
 	if explicit != "" {
 		return filepath.Abs(explicit)
@@ -200,18 +217,11 @@ func ResolveBinDir(explicit string) (string, error) {
 	if d := os.Getenv("BERTH_BIN_DIR"); d != "" {
 		return filepath.Abs(d)
 	}
-	wd, err := os.Getwd()
+	root, err := RepoRoot()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("cannot find bin/: set BERTH_BIN_DIR or %w (then `make tools`)", err)
 	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return filepath.Join(dir, "bin"), nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("cannot find bin/: set BERTH_BIN_DIR or run from the Berth repository (then `make tools`)")
-		}
-	}
+	return filepath.Join(root, "bin"), nil
 }
 
 func (c *Cluster) logDir() string { return filepath.Join(c.Dir, "logs") }

@@ -101,7 +101,7 @@ func StartPodConfigAgent(ctx context.Context, c *cluster.Cluster, name string, e
 
 // NetechoImage builds the netecho image tarball into dir (about 5 s) for RealNodeConfig.Images.
 func NetechoImage(ctx context.Context, dir string) (string, error) {
-	root, err := repoRoot()
+	root, err := cluster.RepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -186,23 +186,6 @@ func NetechoSend(ctx context.Context, rn *cluster.RealNode, podIP, proto, to str
 	var r NetechoReply
 	err := netechoGet(ctx, rn, podIP, "/send?proto="+proto+"&to="+to, &r)
 	return r, err
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.work above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // volatile are `ip -d` fields that change on their own (bridge timers, statistics).

@@ -24,6 +24,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/berth-sched/berth/e2e/cluster"
 )
 
 // Small images stand in for Berth's: the pause program, a static Go binary that compiles for
@@ -37,7 +39,7 @@ var (
 func testIndexes(t *testing.T) []Built {
 	t.Helper()
 	buildOnce.Do(func() {
-		root, err := repoRoot()
+		root, err := cluster.RepoRoot()
 		if err != nil {
 			buildErr = err
 			return
@@ -51,21 +53,6 @@ func testIndexes(t *testing.T) []Built {
 		t.Fatal(buildErr)
 	}
 	return built
-}
-
-func repoRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("no go.work above %s", wd)
-		}
-	}
 }
 
 // The keychain must see only what each case writes: HOME (which go-homedir caches for the

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/berth-sched/berth/e2e/cluster"
 )
 
 // tools are the commands the script looks for; cniPlugins the files in the CNI dir.
@@ -17,22 +19,6 @@ var (
 	tools      = []string{"containerd", "containerd-shim-runc-v2", "ctr", "runc", "iptables", "iptables-save", "ip", "nsenter", "prometheus"}
 	cniPlugins = []string{"bridge", "host-local", "loopback", "portmap"}
 )
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir
-		}
-		if filepath.Dir(dir) == dir {
-			t.Fatal("no go.work above", wd)
-		}
-	}
-}
 
 func stub(t *testing.T, path, body string) {
 	t.Helper()
@@ -46,7 +32,11 @@ func TestPreflight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := filepath.Join(repoRoot(t), "hack", "preflight.sh")
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(root, "hack", "preflight.sh")
 	cases := []struct {
 		name       string
 		lack       []string // tools or CNI plugins absent

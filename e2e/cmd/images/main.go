@@ -10,11 +10,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/berth-sched/berth/e2e/images"
+
+	"github.com/berth-sched/berth/e2e/cluster"
 )
 
 func main() {
@@ -22,7 +23,7 @@ func main() {
 	only := flag.String("only", "", "comma-separated targets to build (default all)")
 	verbose := flag.Bool("v", false, "print progress")
 	flag.Parse()
-	root, err := repoRoot()
+	root, err := cluster.RepoRoot()
 	if err != nil {
 		fail(err)
 	}
@@ -41,22 +42,6 @@ func main() {
 	}
 	for _, r := range res {
 		fmt.Printf("%s\t%s\t%s\n", r.Path, r.Target.ImageRef(), r.Digest)
-	}
-}
-
-// repoRoot walks up from the working directory to go.work.
-func repoRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("run from the Berth repository (no go.work above %s)", wd)
-		}
 	}
 }
 

@@ -11,11 +11,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/berth-sched/berth/e2e/images"
+
+	"github.com/berth-sched/berth/e2e/cluster"
 )
 
 func main() {
@@ -25,7 +26,7 @@ func main() {
 	arch := flag.String("arch", strings.Join(images.PushArchitectures, ","), "comma-separated GOARCH values, one index entry each")
 	verbose := flag.Bool("v", false, "print progress")
 	flag.Parse()
-	root, err := repoRoot()
+	root, err := cluster.RepoRoot()
 	if err != nil {
 		fail(err)
 	}
@@ -71,22 +72,6 @@ func main() {
 	}
 	fmt.Printf("pushed %d images (%s); install with:\n  helm install berth charts/berth --namespace berth-system --create-namespace --set global.image.registry=%s --set global.image.tag=%s\n",
 		len(pushed), *arch, strings.TrimSuffix(*registry, "/"), *tag)
-}
-
-// repoRoot walks up from the working directory to go.work.
-func repoRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("run from the Berth repository (no go.work above %s)", wd)
-		}
-	}
 }
 
 func fail(err error) {

@@ -54,19 +54,11 @@ func TestMain(m *testing.M) {
 }
 
 func setup(m *testing.M) (int, error) {
-	wd, err := os.Getwd()
+	root, err := cluster.RepoRoot()
 	if err != nil {
 		return 0, err
 	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			repoRoot = dir
-			break
-		}
-		if filepath.Dir(dir) == dir {
-			return 0, fmt.Errorf("no go.work above %s", wd)
-		}
-	}
+	repoRoot = root
 	if binDir, err = cluster.ResolveBinDir(""); err != nil {
 		return 0, err
 	}
