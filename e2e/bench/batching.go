@@ -82,9 +82,8 @@ func NoDefaultSpreadProfile() Profile {
 // LoadAwareNoDefaultSpreadProfile is LoadAwareProfile without PodTopologySpread's default
 // constraints.
 func LoadAwareNoDefaultSpreadProfile() Profile {
-	p, addr, err := syntheticLoadProfile()
+	p, addr, _ := syntheticLoadProfile() // a missing port is reported by p.Setup
 	p.Name = "berth-scheduler (TargetLoadPacking + LoadVariationRiskBalancing, no default spread)"
 	p.Profiles = "- schedulerName: " + SchedulerName + "\n" + loadAwarePlugins(addr, "", noDefaultSpread)
-	_ = err // reported by Setup
 	return p
 }
