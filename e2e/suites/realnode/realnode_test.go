@@ -9,10 +9,8 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,64 +25,9 @@ import (
 
 const realNodeName = "berth-real"
 
-// hostState is what the real node must not change in the machine's root namespace.
-type hostState struct {
-	iptables string
-	links    []string
-	sysctls  map[string]string
-	// files lists the host paths the kubelet and containerd write regardless of their
-	// configuration (device-plugin socket, log links, CNI cache, shim sockets).
-	files []string
-}
-
-var countersRe = regexp.MustCompile(`\[\d+:\d+\]`)
-
-func snapshot(t *testing.T) hostState {
-	t.Helper()
-	var s hostState
-	out, err := exec.Command("iptables-save").CombinedOutput()
-	if err != nil {
-		t.Fatalf("iptables-save: %v: %s", err, out)
-	}
-	var lines []string
-	for _, l := range strings.Split(string(out), "\n") {
-		// Comments carry timestamps and counters change with traffic; the rules are the rest.
-		if strings.HasPrefix(l, "#") {
-			continue
-		}
-		lines = append(lines, countersRe.ReplaceAllString(l, "[]"))
-	}
-	s.iptables = strings.Join(lines, "\n")
-	ifs, err := net.Interfaces()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, i := range ifs {
-		s.links = append(s.links, i.Name)
-	}
-	sort.Strings(s.links)
-	for _, d := range []string{"/var/lib/kubelet", "/var/lib/kubelet/device-plugins", "/var/log/containers",
-		"/var/lib/cni", "/var/lib/cni/results", "/run/containerd", "/run/containerd/s"} {
-		if _, err := os.Lstat(d); err != nil {
-			continue
-		}
-		s.files = append(s.files, d)
-		ents, _ := os.ReadDir(d)
-		for _, e := range ents {
-			s.files = append(s.files, filepath.Join(d, e.Name()))
-		}
-	}
-	s.sysctls = map[string]string{}
-	for _, k := range []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops", "net/ipv4/ip_forward"} {
-		b, _ := os.ReadFile("/proc/sys/" + k)
-		s.sysctls[k] = strings.TrimSpace(string(b))
-	}
-	return s
-}
-
 func TestRealNodeRunsPodsAndLeavesNothing(t *testing.T) {
 	framework.NeedRealNode(t)
-	before := snapshot(t)
+	before := framework.ReadHostState(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	c, err := cluster.Start(ctx, cluster.Config{
@@ -261,21 +204,8 @@ func TestRealNodeRunsPodsAndLeavesNothing(t *testing.T) {
 			t.Errorf("cgroup %s left behind", filepath.Join(m.Point, cg))
 		}
 	}
-	after := snapshot(t)
-	if after.iptables != before.iptables {
-		t.Errorf("root namespace iptables changed:\nbefore:\n%s\nafter:\n%s", before.iptables, after.iptables)
-	}
-	if strings.Join(after.links, ",") != strings.Join(before.links, ",") {
-		t.Errorf("root namespace links changed: before %v, after %v", before.links, after.links)
-	}
-	if strings.Join(after.files, ",") != strings.Join(before.files, ",") {
-		t.Errorf("host paths changed: before %v, after %v", before.files, after.files)
-	}
-	for k, v := range before.sysctls {
-		if after.sysctls[k] != v {
-			t.Errorf("sysctl %s: %s before, %s after", k, v, after.sysctls[k])
-		}
-	}
+	after := framework.ReadHostState(t)
+	after.CheckUnchanged(t, before)
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("cluster dir %s not removed: %v", dir, err)
 	}
@@ -285,7 +215,7 @@ func TestRealNodeLeavesNothingWhenStartFails(t *testing.T) {
 	framework.NeedRealNode(t)
 	// A kubelet that cannot start: everything before it (namespace, containerd, cgroups,
 	// mounts) must still be undone by the failed Start.
-	before := snapshot(t)
+	before := framework.ReadHostState(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var dir string
@@ -309,9 +239,9 @@ func TestRealNodeLeavesNothingWhenStartFails(t *testing.T) {
 	if ms, _ := cluster.MountsUnder(dir); len(ms) > 0 {
 		t.Errorf("mounts left: %v", ms)
 	}
-	after := snapshot(t)
-	if after.iptables != before.iptables || strings.Join(after.links, ",") != strings.Join(before.links, ",") {
-		t.Errorf("root namespace changed: links %v -> %v", before.links, after.links)
+	after := framework.ReadHostState(t)
+	if !after.SameNamespace(before) {
+		t.Errorf("root namespace changed: links %v -> %v", before.Links, after.Links)
 	}
 	cms, _ := cluster.CgroupMounts()
 	for _, m := range cms {

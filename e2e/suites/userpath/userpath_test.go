@@ -11,12 +11,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -414,73 +412,20 @@ func TestKilledRunIsCleanedUpByTheNextUp(t *testing.T) {
 	checkNothingLeft(t, before, dir, rec2, owned2)
 }
 
-// hostState is what a local cluster must not change in the machine's root namespace.
-type hostState struct {
-	iptables string
-	links    []string
-	sysctls  map[string]string
-	files    []string
-}
-
-var countersRe = regexp.MustCompile(`\[\d+:\d+\]`)
-
 // snapshot reads the host state while no real node runs: another run's node (a developer's
 // suite beside CI's) changes the same paths and kernel settings, and its teardown restores them.
-func snapshot(t *testing.T) hostState {
+func snapshot(t *testing.T) framework.HostState {
 	t.Helper()
-	var s hostState
-	if err := cluster.WhileNoRealNode(10*time.Minute, func() { s = readHostState(t) }); err != nil {
+	var s framework.HostState
+	if err := cluster.WhileNoRealNode(10*time.Minute, func() { s = framework.ReadHostState(t) }); err != nil {
 		t.Fatal(err)
-	}
-	return s
-}
-
-func readHostState(t *testing.T) hostState {
-	t.Helper()
-	var s hostState
-	save := framework.NeedHostTool(t, "iptables-save", "iptables")
-	out, err := exec.Command(save).CombinedOutput()
-	if err != nil {
-		t.Fatalf("iptables-save: %v: %s", err, out)
-	}
-	var lines []string
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(l, "#") { // timestamps
-			continue
-		}
-		lines = append(lines, countersRe.ReplaceAllString(l, "[]"))
-	}
-	s.iptables = strings.Join(lines, "\n")
-	ifs, err := net.Interfaces()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, i := range ifs {
-		s.links = append(s.links, i.Name)
-	}
-	sort.Strings(s.links)
-	for _, d := range []string{"/var/lib/kubelet", "/var/lib/kubelet/device-plugins", "/var/log/containers",
-		"/var/lib/cni", "/var/lib/cni/results", "/run/containerd", "/run/containerd/s"} {
-		if _, err := os.Lstat(d); err != nil {
-			continue
-		}
-		s.files = append(s.files, d)
-		ents, _ := os.ReadDir(d)
-		for _, e := range ents {
-			s.files = append(s.files, filepath.Join(d, e.Name()))
-		}
-	}
-	s.sysctls = map[string]string{}
-	for _, k := range []string{"vm/overcommit_memory", "kernel/panic", "kernel/panic_on_oops", "net/ipv4/ip_forward"} {
-		b, _ := os.ReadFile("/proc/sys/" + k)
-		s.sysctls[k] = strings.TrimSpace(string(b))
 	}
 	return s
 }
 
 // checkNothingLeft: processes, mounts, the namespace, cgroups, root-namespace iptables, links,
 // host paths, kernel tunables and the state directory.
-func checkNothingLeft(t *testing.T, before hostState, dir string, rec *cluster.NodeRecord, owned []int) {
+func checkNothingLeft(t *testing.T, before framework.HostState, dir string, rec *cluster.NodeRecord, owned []int) {
 	t.Helper()
 	for _, pid := range owned {
 		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
@@ -506,20 +451,7 @@ func checkNothingLeft(t *testing.T, before hostState, dir string, rec *cluster.N
 		}
 	}
 	after := snapshot(t)
-	if after.iptables != before.iptables {
-		t.Errorf("root namespace iptables changed:\nbefore:\n%s\nafter:\n%s", before.iptables, after.iptables)
-	}
-	if strings.Join(after.links, ",") != strings.Join(before.links, ",") {
-		t.Errorf("root namespace links changed: before %v, after %v", before.links, after.links)
-	}
-	if strings.Join(after.files, ",") != strings.Join(before.files, ",") {
-		t.Errorf("host paths changed: before %v, after %v", before.files, after.files)
-	}
-	for k, v := range before.sysctls {
-		if after.sysctls[k] != v {
-			t.Errorf("sysctl %s: %s before, %s after", k, v, after.sysctls[k])
-		}
-	}
+	after.CheckUnchanged(t, before)
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("state dir %s not removed: %v", dir, err)
 	}
