@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -434,6 +435,9 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 	// From here on the node has state outside Dir: record it for TeardownKilled.
 	c.saveRecord()
 
+	if err := makeRShared(p.Kubelet); err != nil {
+		return err
+	}
 	kubeletKC, err := c.WriteKubeconfig(Kubelet, Identity{User: "system:node:" + r.NodeName, Groups: []string{"system:nodes"}})
 	if err != nil {
 		return err
@@ -507,6 +511,25 @@ func (c *Cluster) waitRealNodeReady(ctx context.Context) error {
 	if err != nil {
 		return &ComponentError{Component: Kubelet, Err: fmt.Errorf("node %s not Ready after %s (%s)", r.NodeName, c.cfg.ReadyTimeout, last),
 			LogPath: r.kubelet.LogPath, LogTail: r.kubelet.Tail(30)}
+	}
+	return nil
+}
+
+// makeRShared makes dir a mount point with shared propagation, as the kubelet wants its root
+// dir. Left to itself the kubelet bind-mounts the dir onto itself at start while its pods-API
+// and pod-resources servers are already creating their sockets there (write a temporary file,
+// rename it): a rename that straddles the new mount fails with EXDEV and the kubelet exits
+// ("invalid cross-device link"; k3s-io/k3s#4042 reports the same race). Done here first, the
+// kubelet finds the mount in place and leaves it; teardown unmounts everything under Dir.
+func makeRShared(dir string) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind-mounting the kubelet root %s onto itself: %w", dir, err)
+	}
+	if err := unix.Mount("", dir, "", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("making the kubelet root %s a shared mount: %w", dir, err)
 	}
 	return nil
 }
