@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
@@ -137,13 +138,18 @@ func TestNodeImageLocality(t *testing.T) {
 
 	t.Run("nodes without NodeImages are read from node.status.images", func(t *testing.T) {
 		nodes := e.nodes(ctx, t, "status", "status-1", "status-2", "status-3")
-		n, err := c.Client.CoreV1().Nodes().Get(ctx, nodes[1], metav1.GetOptions{})
+		// Retried on conflict: KWOK heartbeats the same node status while we write it.
+		err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+			n, err := c.Client.CoreV1().Nodes().Get(ctx, nodes[1], metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			// kubelet's form: digest then tag, as the runtime names them.
+			n.Status.Images = []corev1.ContainerImage{{Names: []string{"docker.io/library/redis@" + digestX, "docker.io/library/redis:7"}, SizeBytes: 2000 * mib}}
+			_, err = c.Client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
-			t.Fatal(err)
-		}
-		// kubelet's form: digest then tag, as the runtime names them.
-		n.Status.Images = []corev1.ContainerImage{{Names: []string{"docker.io/library/redis@" + digestX, "docker.io/library/redis:7"}, SizeBytes: 2000 * mib}}
-		if _, err := c.Client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		// status-3 has a NodeImages object without redis: its inventory wins over any status.

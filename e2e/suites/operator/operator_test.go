@@ -319,11 +319,8 @@ func TestOperator(t *testing.T) {
 	t.Run("Unmanaged: hands off, manual edits persist", func(t *testing.T) {
 		e.updateSpec(t, "sched", func(s *berthv1alpha1.SecondarySchedulerSpec) { s.ManagementState = berthv1alpha1.Unmanaged })
 		e.waitCondition(t, "sched", "Progressing", metav1.ConditionFalse, operator.ReasonUnmanaged, "")
-		d := e.deployment(t, "sched")
-		d.Spec.Replicas = ptr.To[int32](2)
-		if err := cl.Update(ctx, d); err != nil {
-			t.Fatal(err)
-		}
+		d := &appsv1.Deployment{}
+		e.update(t, "sched", d, func() { d.Spec.Replicas = ptr.To[int32](2) })
 		// A spec change the operator would roll out if it managed the scheduler; once the
 		// status reports this generation, the operator has seen it and must have done nothing.
 		e.updateSpec(t, "sched", func(s *berthv1alpha1.SecondarySchedulerSpec) {
@@ -455,33 +452,26 @@ func (e *env) waitGone(t *testing.T, what string, gone func() (bool, error)) {
 
 func (e *env) updateSpec(t *testing.T, name string, mutate func(*berthv1alpha1.SecondarySchedulerSpec)) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		s := &berthv1alpha1.SecondaryScheduler{}
-		if err := e.cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
-			return false, err
-		}
-		mutate(&s.Spec)
-		if err := e.cl.Update(ctx, s); apierrors.IsConflict(err) {
-			return false, nil // the operator wrote status or a finalizer meanwhile
-		} else if err != nil {
-			return false, err
-		}
-		return true, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := &berthv1alpha1.SecondaryScheduler{}
+	e.update(t, name, s, func() { mutate(&s.Spec) })
 }
 
 func (e *env) setConfigMap(t *testing.T, name, config string) {
 	t.Helper()
+	cm := &corev1.ConfigMap{}
+	e.update(t, name, cm, func() { cm.Data = map[string]string{"config.yaml": config} })
+}
+
+// update reads obj fresh, mutates it and writes it, again on a conflict: the operator and the
+// controller-manager write status, finalizers and annotations meanwhile.
+func (e *env) update(t *testing.T, name string, obj client.Object, mutate func()) {
+	t.Helper()
 	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		cm := &corev1.ConfigMap{}
-		if err := e.cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cm); err != nil {
+		if err := e.cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj); err != nil {
 			return false, err
 		}
-		cm.Data = map[string]string{"config.yaml": config}
-		if err := e.cl.Update(ctx, cm); apierrors.IsConflict(err) {
+		mutate()
+		if err := e.cl.Update(ctx, obj); apierrors.IsConflict(err) {
 			return false, nil
 		} else if err != nil {
 			return false, err
