@@ -32,6 +32,7 @@ type Engine struct {
 	Watcher *Watcher
 	Tracker *Tracker
 	now     func() time.Time
+	memo    scoreMemo
 }
 
 // Options are test seams; zero values mean production behaviour.

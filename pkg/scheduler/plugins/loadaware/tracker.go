@@ -178,14 +178,25 @@ func (t *Tracker) unreportedAt(node string, v NodeView, now time.Time) Estimate 
 
 // sum adds up the bucket's pods that v does not include yet; lock free.
 func (t *Tracker) sum(b *bucket, v NodeView, now time.Time) Estimate {
+	s, _ := t.sumPods(b.load(), v, now)
+	return s
+}
+
+// sumPods adds up the pods that v does not include yet, and says until when that sum holds by
+// the clock alone (zero: for ever): a counted pod stops counting when it expires, and nothing
+// else about a pod changes with time.
+func (t *Tracker) sumPods(pods []placed, v NodeView, now time.Time) (Estimate, time.Time) {
 	var sum Estimate
-	pods := b.load()
+	var until time.Time
 	for i := range pods {
 		if t.counts(&pods[i], v, now) {
 			sum.add(pods[i].est)
+			if u := pods[i].at.Add(t.expiry); until.IsZero() || u.Before(until) {
+				until = u
+			}
 		}
 	}
-	return sum
+	return sum, until
 }
 
 // Install publishes snap (publish stores it where readers find it) after pointing each of its

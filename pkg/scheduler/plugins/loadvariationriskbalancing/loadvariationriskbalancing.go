@@ -124,8 +124,19 @@ func (p *podRequests) Clone() fwk.StateData { return p }
 
 // PreScore computes the pod's requests once per cycle: PodRequests allocates, and Score runs
 // for every node.
-func (pl *LoadVariationRiskBalancing) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	state.Write(stateKey, &podRequests{est: estimate(pod), sink: explain.SinkFrom(state)})
+// The cycle's nodes are scored here through the engine's memo (only nodes whose load changed
+// are computed), so Score only looks the result up; a cycle that records its decision scores in
+// Score instead, where the details are written.
+func (pl *LoadVariationRiskBalancing) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	r := &podRequests{est: estimate(pod), sink: explain.SinkFrom(state)}
+	state.Write(stateKey, r)
+	if r.sink != nil {
+		pl.engine.ForgetScores()
+		return nil
+	}
+	pl.engine.PrepareScores(state, nodes, [2]int64{r.est.MilliCPU, r.est.MemoryBytes}, func(st loadaware.NodeState, ni fwk.NodeInfo) int64 {
+		return pl.score(st, ni, r.est, nil)
+	})
 	return nil
 }
 
@@ -154,19 +165,26 @@ func requestsFromState(state fwk.CycleState, pod *v1.Pod) (loadaware.Estimate, e
 
 // Score implements fwk.ScorePlugin. It reads memory only.
 func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	if s, ok := pl.engine.PreparedScore(state, nodeInfo); ok {
+		return s, nil
+	}
 	node := nodeInfo.Node()
 	if node == nil {
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
 	}
-	st := pl.engine.Node(node.Name)
 	req, sink := requestsFromState(state, pod)
+	return pl.score(pl.engine.Node(node.Name), nodeInfo, req, sink), nil
+}
+
+func (pl *LoadVariationRiskBalancing) score(st loadaware.NodeState, nodeInfo fwk.NodeInfo, req loadaware.Estimate, sink explain.DetailSink) int64 {
+	node := nodeInfo.Node()
 	if st.Freshness != loadaware.Fresh || (!st.Metrics.CPU.Valid && !st.Metrics.Memory.Valid) {
 		if sink != nil {
 			d := pl.engine.Detail(st)
 			d.Neutral = true
 			sink.ScoreLoad(Name, node.Name, d)
 		}
-		return pl.engine.NeutralScore(), nil
+		return pl.engine.NeutralScore()
 	}
 	score, found := 0.0, false
 	// terms are the per-resource inputs for the decision record (cpu is considered first,
@@ -205,7 +223,7 @@ func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, state fwk.Cycle
 		d.CPU, d.Memory = terms[0], terms[1]
 		sink.ScoreLoad(Name, node.Name, d)
 	}
-	return loadaware.RoundScore(score), nil
+	return loadaware.RoundScore(score)
 }
 
 // ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].

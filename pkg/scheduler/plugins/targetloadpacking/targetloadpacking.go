@@ -119,9 +119,20 @@ type predictedCPU struct {
 
 func (p *predictedCPU) Clone() fwk.StateData { return p }
 
-// PreScore predicts the pod's CPU once per cycle instead of once per node in Score.
-func (pl *TargetLoadPacking) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	state.Write(stateKey, &predictedCPU{milli: pl.PredictedMilliCPU(pod), sink: explain.SinkFrom(state)})
+// PreScore predicts the pod's CPU once per cycle instead of once per node in Score, and scores
+// the cycle's nodes through the engine's memo (only nodes whose load changed are computed), so
+// Score only looks the result up. A cycle that records its decision scores in Score instead,
+// where the details are written.
+func (pl *TargetLoadPacking) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
+	p := &predictedCPU{milli: pl.PredictedMilliCPU(pod), sink: explain.SinkFrom(state)}
+	state.Write(stateKey, p)
+	if p.sink != nil {
+		pl.engine.ForgetScores()
+		return nil
+	}
+	pl.engine.PrepareScores(state, nodes, [2]int64{p.milli}, func(st loadaware.NodeState, ni fwk.NodeInfo) int64 {
+		return pl.score(st, ni.Node(), p.milli, nil)
+	})
 	return nil
 }
 
@@ -137,14 +148,21 @@ func (pl *TargetLoadPacking) predictedFromState(state fwk.CycleState, pod *v1.Po
 	return pl.PredictedMilliCPU(pod), explain.SinkFrom(state)
 }
 
-// Score implements fwk.ScorePlugin. It reads memory only.
+// Score implements fwk.ScorePlugin. It reads memory only: the score PreScore prepared, or the
+// node's load state.
 func (pl *TargetLoadPacking) Score(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	if s, ok := pl.engine.PreparedScore(state, nodeInfo); ok {
+		return s, nil
+	}
 	node := nodeInfo.Node()
 	if node == nil {
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
 	}
-	st := pl.engine.Node(node.Name)
 	podMilli, sink := pl.predictedFromState(state, pod)
+	return pl.score(pl.engine.Node(node.Name), node, podMilli, sink), nil
+}
+
+func (pl *TargetLoadPacking) score(st loadaware.NodeState, node *v1.Node, podMilli int64, sink explain.DetailSink) int64 {
 	if st.Freshness != loadaware.Fresh || !st.Metrics.TLPCPUFound {
 		// Unknown load is neither good nor bad: a neutral score, never an error.
 		if sink != nil {
@@ -152,7 +170,7 @@ func (pl *TargetLoadPacking) Score(ctx context.Context, state fwk.CycleState, po
 			d.Neutral = true
 			sink.ScoreLoad(Name, node.Name, d)
 		}
-		return pl.engine.NeutralScore(), nil
+		return pl.engine.NeutralScore()
 	}
 	capacity := st.CapacityMilliCPU(node)
 	u := PredictedUtilization(st.Metrics.TLPCPU, capacity, podMilli+st.Unreported.MilliCPU)
@@ -163,7 +181,7 @@ func (pl *TargetLoadPacking) Score(ctx context.Context, state fwk.CycleState, po
 		d.PredictedPercent, d.TargetPercent = u, pl.target
 		sink.ScoreLoad(Name, node.Name, d)
 	}
-	return loadaware.RoundScore(ScoreForUtilization(float64(pl.target), u)), nil
+	return loadaware.RoundScore(ScoreForUtilization(float64(pl.target), u))
 }
 
 // PredictedUtilization is 100·(measured% · C / 100 + added) / C, in percent; 0 when the

@@ -1,0 +1,14 @@
+package loadvariationriskbalancing
+
+import (
+	"testing"
+	"time"
+
+	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
+)
+
+func TestPreparedScoresMatchScore(t *testing.T) {
+	lat.TestPreparedScoresMatchScore(t, func(t *testing.T, w *lat.Watcher) lat.PreScorer {
+		return newPlugin(t, w, "", time.Now)
+	})
+}
