@@ -2,11 +2,11 @@ package loadaware
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/berth-sched/berth/pkg/scheduler/nodememo"
 )
 
 // ScoreFunc is a plugin's score of one node. It may read only st, the NodeInfo's node object and
@@ -14,43 +14,26 @@ import (
 // result for as long as those stay the same.
 type ScoreFunc func(st NodeState, nodeInfo fwk.NodeInfo) int64
 
-// scoreMemo keeps a plugin's node scores from one scheduling cycle to the next. In a burst only
-// the node that took the last pod changes between cycles, yet every cycle scores hundreds of
-// nodes, and each fresh score costs a snapshot lookup and a placed-pod sum that mostly miss the
-// CPU caches (the full Berth profile ran at 0.8x of the default plugins on that). A memoized
-// score is reused while everything it was computed from is unchanged:
-//   - the node object (the map key: the scheduler's cache replaces it on every node update);
-//   - the load snapshot (a new one empties the memo's validity);
-//   - the node's placed pods (the tracker replaces a bucket's slice on every change, so the
-//     slice pointer says whether the sum is still the same);
-//   - the clock, up to when the node's metrics expire or one of its placed pods stops counting;
-//   - the pod's key (what of the pod the score depends on).
-//
-// PrepareScores (PreScore, one goroutine) writes; Score reads without a lock from the
-// framework's parallel workers. The framework runs a profile's PreScore and Score of one cycle
-// one after the other and one cycle at a time, and a cycle's Score only trusts entries marked
-// with the cycle PreScore prepared for that very CycleState, so a Score of any other cycle (or
-// one without PreScore) computes afresh.
+// scoreMemo is the engine's nodememo (the full Berth profile ran at 0.7x of the default plugins
+// while each Score looked its node up in the snapshot and summed its placed pods). A score is
+// reused while, besides the node object (the memo's key):
+//   - the load snapshot is the same;
+//   - the node's placed pods are the same (the tracker replaces a bucket's slice on every
+//     change, so the slice pointer says whether the sum still holds);
+//   - the clock has not passed the node's metrics expiry or a placed pod's;
+//   - the pod's key (what of the pod the score depends on) is the same.
 type scoreMemo struct {
-	mu      sync.Mutex
-	snap    *Snapshot
-	entries map[*v1.Node]*memoEntry
-	cycles  uint64
-	cur     atomic.Pointer[memoCycle]
-	// hits and misses count entries reused and computed (tests and benchmarks).
-	hits, misses atomic.Int64
+	mu   sync.Mutex
+	snap *Snapshot
+	nodememo.Memo[memoStamp]
 }
 
-type memoCycle struct {
-	state fwk.CycleState
-	id    uint64
-}
-
-type memoEntry struct {
-	cycle uint64
-	score int64
-	pod   [2]int64
-	snap  *Snapshot
+type memoStamp struct {
+	// st is the node's load state the score was computed from: when only the pod's key
+	// changed, the next score is computed from it without a lookup.
+	st   NodeState
+	pod  [2]int64
+	snap *Snapshot
 	// bucket and pods are the node's placed pods the score summed; bucket nil means the score
 	// could not be tied to the tracker and is computed every cycle.
 	bucket *bucket
@@ -59,85 +42,48 @@ type memoEntry struct {
 	until time.Time
 }
 
-func (m *memoEntry) valid(snap *Snapshot, pod [2]int64, now time.Time) bool {
-	return m.bucket != nil && m.snap == snap && m.pod == pod && m.bucket.pods.Load() == m.pods &&
-		(m.until.IsZero() || !now.After(m.until))
-}
-
-// PrepareScores is the PreScore half of the memo: it makes sure every node of nodes has a score
-// for this cycle (reusing those whose inputs did not change, computing the others with score)
-// so Score only looks it up. pod is the pod's part of the score's inputs.
+// PrepareScores is PreScore's half of the memo: every node of nodes gets a score for this cycle
+// (reused where its inputs did not change, computed with score where they did), so Score only
+// looks it up with PreparedScore. pod is the pod's part of the score's inputs.
 func (e *Engine) PrepareScores(state fwk.CycleState, nodes []fwk.NodeInfo, pod [2]int64, score ScoreFunc) {
 	m := &e.memo
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	snap := e.Watcher.Snapshot()
-	now := e.now()
-	if m.entries == nil {
-		m.entries = make(map[*v1.Node]*memoEntry, len(nodes))
-	}
 	if snap != m.snap {
-		// Entries of nodes not scored since the previous snapshot are for node objects the cache
-		// has replaced (or nodes gone): drop them so the memo stays the size of the cluster.
-		for n, en := range m.entries {
-			if en.cycle != m.cycles {
-				delete(m.entries, n)
-			}
-		}
+		m.Sweep()
 		m.snap = snap
 	}
-	m.cycles++
-	id := m.cycles
-	var hits, misses int64
-	for _, ni := range nodes {
-		node := ni.Node()
-		if node == nil {
-			continue
-		}
-		en := m.entries[node]
-		if en == nil {
-			en = &memoEntry{}
-			m.entries[node] = en
-		} else if en.valid(snap, pod, now) {
-			en.cycle = id
-			hits++
-			continue
-		}
-		st, b, pods, until := e.nodeAt(snap, node.Name, now)
-		*en = memoEntry{cycle: id, score: score(st, ni), pod: pod, snap: snap, bucket: b, pods: pods, until: until}
-		misses++
-	}
-	m.hits.Add(hits)
-	m.misses.Add(misses)
-	m.cur.Store(&memoCycle{state: state, id: id})
+	now := e.now()
+	m.Prepare(state, nodes,
+		func(s *memoStamp) bool { return s.pod == pod && s.loadHolds(snap, now) },
+		func(ni fwk.NodeInfo, s *memoStamp) int64 {
+			if !s.loadHolds(snap, now) {
+				st, b, pods, until := e.nodeAt(snap, ni.Node().Name, now)
+				*s = memoStamp{st: st, snap: snap, bucket: b, pods: pods, until: until}
+			}
+			s.pod = pod
+			return score(s.st, ni)
+		})
 }
 
-// ForgetScores makes Score compute every node afresh until the next PrepareScores (a cycle
-// that records its decision wants the details, not only the numbers).
-func (e *Engine) ForgetScores() { e.memo.cur.Store(nil) }
+// loadHolds says whether the node's load state in the stamp is still current.
+func (s *memoStamp) loadHolds(snap *Snapshot, now time.Time) bool {
+	return s.bucket != nil && s.snap == snap && s.bucket.pods.Load() == s.pods && (s.until.IsZero() || !now.After(s.until))
+}
 
-// PreparedScore is the Score half of the memo: the node's score PrepareScores left for this
+// ForgetScores makes Score compute every node afresh until the next PrepareScores (a cycle that
+// records its decision wants the details, not only the numbers).
+func (e *Engine) ForgetScores() { e.memo.Forget() }
+
+// PreparedScore is Score's half of the memo: the node's score PrepareScores left for this
 // cycle, or false.
 func (e *Engine) PreparedScore(state fwk.CycleState, nodeInfo fwk.NodeInfo) (int64, bool) {
-	c := e.memo.cur.Load()
-	if c == nil || c.state != state {
-		return 0, false
-	}
-	node := nodeInfo.Node()
-	if node == nil {
-		return 0, false
-	}
-	en := e.memo.entries[node]
-	if en == nil || en.cycle != c.id {
-		return 0, false
-	}
-	return en.score, true
+	return e.memo.Score(state, nodeInfo)
 }
 
 // MemoCounts returns how many node scores PrepareScores reused and computed so far.
-func (e *Engine) MemoCounts() (hits, misses int64) {
-	return e.memo.hits.Load(), e.memo.misses.Load()
-}
+func (e *Engine) MemoCounts() (hits, misses int64) { return e.memo.Counts() }
 
 // nodeAt is Node against a given snapshot and time, also returning what the memo validates
 // against: the node's tracker bucket and the slice summed (nil bucket: not tracked through

@@ -158,7 +158,7 @@ func TestPreparedScoreScope(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.PrepareScores(framework.NewCycleState(), []fwk.NodeInfo{a2, b}, [2]int64{1}, memoScore(1))
-	if n := len(e.memo.entries); n != 2 {
+	if n := e.memo.Len(); n != 2 {
 		t.Errorf("%d memo entries after the replaced node object left, want 2", n)
 	}
 }

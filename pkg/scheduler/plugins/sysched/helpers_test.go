@@ -180,14 +180,22 @@ func (e *env) scoreAll(pod *v1.Pod, nodes []string) (raw, norm []int64, cs fwk.C
 	e.t.Helper()
 	ctx := context.Background()
 	cs = framework.NewCycleState()
-	if st := e.pl.PreScore(ctx, cs, pod, nil); !st.IsSuccess() {
+	infos := make([]fwk.NodeInfo, len(nodes))
+	for i, n := range nodes {
+		infos[i] = nodeInfo(n)
+	}
+	if st := e.pl.PreScore(ctx, cs, pod, infos); !st.IsSuccess() {
 		e.t.Fatalf("PreScore: %v", st)
 	}
 	var list fwk.NodeScoreList
-	for _, n := range nodes {
-		s, st := e.pl.Score(ctx, cs, pod, nodeInfo(n))
+	for i, n := range nodes {
+		s, st := e.pl.Score(ctx, cs, pod, infos[i])
 		if !st.IsSuccess() {
 			e.t.Fatalf("Score: %v", st)
+		}
+		// The score PreScore prepared (memo.go) is the one computed afresh.
+		if fresh, st := e.pl.Score(ctx, framework.NewCycleState(), pod, infos[i]); !st.IsSuccess() || fresh != s {
+			e.t.Fatalf("node %s: prepared score %d, fresh score %d (%v)", n, s, fresh, st)
 		}
 		raw = append(raw, s)
 		list = append(list, fwk.NodeScore{Name: n, Score: s})

@@ -62,6 +62,8 @@ type nodeState struct {
 	h      bitset
 	n      int
 	sum    int64
+	// version moves with every change, so a memoized score can tell it is stale (memo.go).
+	version uint64
 }
 
 func (ns *nodeState) add(s bitset, size int) {
@@ -78,6 +80,7 @@ func (ns *nodeState) add(s bitset, size int) {
 	})
 	ns.n++
 	ns.sum += int64(size)
+	ns.version++
 }
 
 func (ns *nodeState) remove(s bitset, size int) {
@@ -91,6 +94,7 @@ func (ns *nodeState) remove(s bitset, size int) {
 	})
 	ns.n--
 	ns.sum -= int64(size)
+	ns.version++
 }
 
 // exs is the KEP-399 extraneous-syscall count of placing a pod with set p on this node:

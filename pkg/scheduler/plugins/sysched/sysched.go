@@ -36,6 +36,7 @@ type SySched struct {
 	handle fwk.Handle
 	args   *Args
 	st     *state
+	memo   scoreMemo
 }
 
 var (
@@ -101,9 +102,16 @@ func (c *cycleData) Clone() fwk.StateData { return c }
 
 // PreScore resolves the incoming pod's syscall set once per cycle so Score is pure bit
 // arithmetic, and reports profiles it cannot find on the pod.
-func (pl *SySched) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+func (pl *SySched) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	ps := pl.st.podSet(pod)
-	cs.Write(stateKey, &cycleData{ps: ps, sink: explain.SinkFrom(cs)})
+	sink := explain.SinkFrom(cs)
+	cs.Write(stateKey, &cycleData{ps: ps, sink: sink})
+	if sink != nil {
+		// Recording: Score computes each node with its details.
+		pl.memo.Forget()
+	} else {
+		pl.prepareScores(cs, nodes, ps.set)
+	}
 	if len(ps.missing) > 0 {
 		klog.FromContext(ctx).V(2).Info("Pod references SeccompProfiles that do not exist; counting them as the full profile",
 			"pod", klog.KObj(pod), "profiles", ps.missing)
@@ -129,6 +137,9 @@ func (pl *SySched) podSetFor(cs fwk.CycleState, pod *v1.Pod) podSet {
 
 // Score returns the raw ExS of placing pod on the node; lower is better (NormalizeScore flips).
 func (pl *SySched) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	if s, ok := pl.memo.Score(cs, nodeInfo); ok {
+		return s, nil
+	}
 	node := nodeInfo.Node()
 	if node == nil {
 		return 0, fwk.NewStatus(fwk.Error, "node not found")

@@ -1,0 +1,107 @@
+package nodememo
+
+import (
+	"slices"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+func info(name string) fwk.NodeInfo {
+	ni := framework.NewNodeInfo()
+	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	return ni
+}
+
+// stamp: a node's score is 10 × the version of a per-node value it was computed at.
+type stamp struct {
+	name    string
+	version int
+}
+
+type harness struct {
+	m        Memo[stamp]
+	version  map[string]int
+	computed []string
+	previous []stamp
+}
+
+func (h *harness) cycle(nodes ...fwk.NodeInfo) fwk.CycleState {
+	h.computed, h.previous = nil, nil
+	state := framework.NewCycleState()
+	h.m.Prepare(state, nodes,
+		func(s *stamp) bool { return s.version == h.version[s.name] },
+		func(ni fwk.NodeInfo, s *stamp) int64 {
+			h.computed = append(h.computed, ni.Node().Name)
+			h.previous = append(h.previous, *s)
+			*s = stamp{name: ni.Node().Name, version: h.version[ni.Node().Name]}
+			return int64(10 * s.version)
+		})
+	return state
+}
+
+func (h *harness) score(t *testing.T, state fwk.CycleState, ni fwk.NodeInfo, want int64) {
+	t.Helper()
+	got, ok := h.m.Score(state, ni)
+	if !ok || got != want {
+		t.Errorf("node %s: score %d (prepared %v), want %d", ni.Node().Name, got, ok, want)
+	}
+}
+
+func TestPrepareReusesValidStampsAndServesOnlyItsCycle(t *testing.T) {
+	h := &harness{version: map[string]int{"a": 1, "b": 1}}
+	a, b := info("a"), info("b")
+
+	s1 := h.cycle(a, b)
+	if !slices.Equal(h.computed, []string{"a", "b"}) {
+		t.Fatalf("first cycle computed %v, want a and b", h.computed)
+	}
+	h.score(t, s1, a, 10)
+
+	h.version["b"] = 2
+	s2 := h.cycle(a, b)
+	if !slices.Equal(h.computed, []string{"b"}) {
+		t.Fatalf("after b changed computed %v, want only b", h.computed)
+	}
+	if h.previous[0] != (stamp{"b", 1}) {
+		t.Errorf("compute saw stamp %+v, want b's previous one", h.previous[0])
+	}
+	h.score(t, s2, a, 10)
+	h.score(t, s2, b, 20)
+	if hits, misses := h.m.Counts(); hits != 1 || misses != 3 {
+		t.Errorf("hits/misses %d/%d, want 1/3", hits, misses)
+	}
+
+	// Only the current cycle's state, only the nodes it prepared, nothing after Forget.
+	if _, ok := h.m.Score(s1, a); ok {
+		t.Error("an earlier cycle's state got a prepared score")
+	}
+	s3 := h.cycle(a)
+	if _, ok := h.m.Score(s3, b); ok {
+		t.Error("a node this cycle did not prepare got a score")
+	}
+	if _, ok := h.m.Score(framework.NewCycleState(), a); ok {
+		t.Error("a state never prepared got a score")
+	}
+	h.m.Forget()
+	if _, ok := h.m.Score(s3, a); ok {
+		t.Error("score served after Forget")
+	}
+
+	// A replaced node object is a new entry; Sweep drops what the last cycle did not see.
+	a2 := info("a")
+	h.cycle(a2, b)
+	if !slices.Equal(h.computed, []string{"a"}) || h.previous[0] != (stamp{}) {
+		t.Errorf("replaced node object: computed %v from %+v, want a from a zero stamp", h.computed, h.previous)
+	}
+	if n := h.m.Len(); n != 3 {
+		t.Errorf("%d entries before Sweep, want 3", n)
+	}
+	h.m.Sweep()
+	if n := h.m.Len(); n != 2 {
+		t.Errorf("%d entries after Sweep, want 2", n)
+	}
+}
