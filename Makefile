@@ -64,6 +64,12 @@ $(BIN)/berth-scheduler: $(BERTH_SRC)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(K8S_LDFLAGS)" -o $@ ./cmd/scheduler
 
+# berth-scheduler with three no-op Score plugins (pkg/scheduler/registry/benchfloor.go): make
+# bench measures what three more Score plugins cost in the framework alone.
+$(BIN)/berth-scheduler-floor: $(BERTH_SRC)
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -tags berthbenchfloor -ldflags "$(K8S_LDFLAGS)" -o $@ ./cmd/scheduler
+
 $(BIN)/berth-agent: $(BERTH_SRC)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $@ ./cmd/agent
@@ -179,7 +185,7 @@ verify:
 NODES ?= 500
 PODS ?= 2000
 ROUNDS ?= 3
-bench: tools build $(BIN)/schedbench
+bench: tools build $(BIN)/schedbench $(BIN)/berth-scheduler-floor
 	$(BIN)/schedbench -nodes $(NODES) -pods $(PODS) -rounds $(ROUNDS) -v
 
 ## bench-scale: berth-scheduler's full Berth profile vs its default plugins at 5000 nodes and

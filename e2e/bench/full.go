@@ -11,6 +11,23 @@ import (
 func init() {
 	RegisterProfile(FullBerthProfile)
 	RegisterProfile(FullBerthNoDefaultScoreProfile)
+	RegisterProfile(FloorProfile)
+}
+
+// FloorBinary is berth-scheduler built with three no-op Score plugins (make bench builds it).
+const FloorBinary = "berth-scheduler-floor"
+
+// FloorProfile is the default plugins plus three Score plugins that return 0 at once: what the
+// framework alone charges for the three Score plugins the full profile adds (per node and
+// plugin: the call, its instrumentation, the score's bookkeeping and weighting). No work a
+// plugin does can take the full profile above this profile's throughput.
+func FloorProfile() Profile {
+	return Profile{
+		Name:   "berth-scheduler (default plugins + 3 no-op Score plugins)",
+		Binary: FloorBinary,
+		Profiles: "- schedulerName: " + SchedulerName + "\n  plugins:\n    multiPoint:\n      enabled:\n" +
+			"      - name: BenchFloorScore1\n      - name: BenchFloorScore2\n      - name: BenchFloorScore3\n",
+	}
 }
 
 // FullBerthName names the full Berth profile in tables.

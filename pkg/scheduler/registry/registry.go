@@ -14,10 +14,13 @@ import (
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/targetloadpacking"
 )
 
+// extra holds plugins only bench builds register (benchfloor.go); empty in every release build.
+var extra = fwkruntime.Registry{}
+
 // Plugins maps plugin names to factories. Names match upstream scheduler-plugins where a
 // plugin exists there, so an existing KubeSchedulerConfiguration keeps working.
 func Plugins() fwkruntime.Registry {
-	return fwkruntime.Registry{
+	r := fwkruntime.Registry{
 		targetloadpacking.Name:          targetloadpacking.New,
 		loadvariationriskbalancing.Name: loadvariationriskbalancing.New,
 		sysched.Name:                    sysched.New,
@@ -27,6 +30,10 @@ func Plugins() fwkruntime.Registry {
 		// parses the args (configuration validation).
 		decisionrecord.Name: decisionrecord.New,
 	}
+	for name, f := range extra {
+		r[name] = f
+	}
+	return r
 }
 
 // Options turns Plugins into the upstream command's registry options.
