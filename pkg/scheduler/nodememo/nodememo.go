@@ -16,6 +16,7 @@ package nodememo
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -27,13 +28,66 @@ type Memo[S any] struct {
 	entries map[*v1.Node]*entry[S]
 	cycles  uint64
 	cur     atomic.Pointer[cycle]
+	bufs    [2][]slot
 	// hits and misses count scores reused and computed (tests and benchmarks).
 	hits, misses atomic.Int64
 }
 
+// cycle is what Score reads: the prepared state and its scores in a small open-addressed table
+// keyed by the node object's address, so a Score probes one contiguous array instead of a map
+// and an entry per node.
 type cycle struct {
 	state fwk.CycleState
-	id    uint64
+	slots []slot
+	mask  uint64
+}
+
+type slot struct {
+	node  *v1.Node
+	score int64
+}
+
+// home is the node's first slot: the object's address, Fibonacci-hashed (the heap does not move
+// objects, and the slot holds the pointer, so the address stays the node's for the cycle).
+func home(n *v1.Node, mask uint64) uint64 {
+	return (uint64(uintptr(unsafe.Pointer(n))) * 0x9E3779B97F4A7C15 >> 32) & mask
+}
+
+func (c *cycle) put(n *v1.Node, score int64) {
+	i := home(n, c.mask)
+	for c.slots[i].node != nil && c.slots[i].node != n {
+		i = (i + 1) & c.mask
+	}
+	c.slots[i] = slot{node: n, score: score}
+}
+
+func (c *cycle) get(n *v1.Node) (int64, bool) {
+	// At most half the slots are used, so the probe ends at an empty one.
+	for i := home(n, c.mask); ; i = (i + 1) & c.mask {
+		switch c.slots[i].node {
+		case n:
+			return c.slots[i].score, true
+		case nil:
+			return 0, false
+		}
+	}
+}
+
+// table returns a cleared slot array for n nodes from one of two buffers used in turn: a
+// cycle's Scores have all returned before the cycle after next is prepared.
+func (m *Memo[S]) table(n int) ([]slot, uint64) {
+	size := 16
+	for size < 2*n {
+		size *= 2
+	}
+	b := &m.bufs[m.cycles%2]
+	if cap(*b) < size {
+		*b = make([]slot, size)
+	} else {
+		*b = (*b)[:size]
+		clear(*b)
+	}
+	return *b, uint64(size - 1)
 }
 
 type entry[S any] struct {
@@ -56,6 +110,8 @@ func (m *Memo[S]) Prepare(state fwk.CycleState, nodes []fwk.NodeInfo, valid func
 	}
 	m.cycles++
 	id := m.cycles
+	slots, mask := m.table(len(nodes))
+	c := &cycle{state: state, slots: slots, mask: mask}
 	var hits, misses int64
 	for _, ni := range nodes {
 		node := ni.Node()
@@ -68,16 +124,18 @@ func (m *Memo[S]) Prepare(state fwk.CycleState, nodes []fwk.NodeInfo, valid func
 			m.entries[node] = en
 		} else if valid(&en.stamp) {
 			en.cycle = id
+			c.put(node, en.score)
 			hits++
 			continue
 		}
 		en.score = compute(ni, &en.stamp)
 		en.cycle = id
+		c.put(node, en.score)
 		misses++
 	}
 	m.hits.Add(hits)
 	m.misses.Add(misses)
-	m.cur.Store(&cycle{state: state, id: id})
+	m.cur.Store(c)
 }
 
 // Sweep drops the entries the last Prepare did not see: node objects the cache has replaced,
@@ -107,11 +165,7 @@ func (m *Memo[S]) Score(state fwk.CycleState, nodeInfo fwk.NodeInfo) (int64, boo
 	if node == nil {
 		return 0, false
 	}
-	en := m.entries[node]
-	if en == nil || en.cycle != c.id {
-		return 0, false
-	}
-	return en.score, true
+	return c.get(node)
 }
 
 // Counts returns how many scores Prepare reused and computed so far.

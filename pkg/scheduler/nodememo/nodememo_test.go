@@ -1,6 +1,7 @@
 package nodememo
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -103,5 +104,32 @@ func TestPrepareReusesValidStampsAndServesOnlyItsCycle(t *testing.T) {
 	h.m.Sweep()
 	if n := h.m.Len(); n != 2 {
 		t.Errorf("%d entries after Sweep, want 2", n)
+	}
+}
+
+// Score finds every prepared node of a large cycle (colliding slots included) and no other,
+// through both of the tables used in turn.
+func TestScoreFindsEveryPreparedNode(t *testing.T) {
+	var m Memo[struct{}]
+	nodes := make([]fwk.NodeInfo, 1000)
+	for i := range nodes {
+		nodes[i] = info(fmt.Sprint("n", i))
+	}
+	score := map[fwk.NodeInfo]int64{}
+	for i, ni := range nodes {
+		score[ni] = int64(i)
+	}
+	for round := 0; round < 3; round++ {
+		prepared := nodes[round*100 : round*100+500]
+		state := framework.NewCycleState()
+		m.Prepare(state, prepared, func(*struct{}) bool { return false },
+			func(ni fwk.NodeInfo, _ *struct{}) int64 { return score[ni] + int64(round) })
+		for i, ni := range nodes {
+			got, ok := m.Score(state, ni)
+			in := i >= round*100 && i < round*100+500
+			if ok != in || (in && got != score[ni]+int64(round)) {
+				t.Fatalf("round %d node %d: score %d prepared %v, want prepared %v with %d", round, i, got, ok, in, score[ni]+int64(round))
+			}
+		}
 	}
 }

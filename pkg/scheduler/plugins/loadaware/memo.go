@@ -28,10 +28,8 @@ type scoreMemo struct {
 	nodememo.Memo[memoStamp]
 }
 
+// The fields every cycle checks come first, so they share the entry's first cache lines.
 type memoStamp struct {
-	// st is the node's load state the score was computed from: when only the pod's key
-	// changed, the next score is computed from it without a lookup.
-	st   NodeState
 	pod  [2]int64
 	snap *Snapshot
 	// bucket and pods are the node's placed pods the score summed; bucket nil means the score
@@ -40,6 +38,9 @@ type memoStamp struct {
 	pods   *[]placed
 	// until is when the score may change by the clock alone (zero: never).
 	until time.Time
+	// st is the node's load state the score was computed from: when only the pod's key
+	// changed, the next score is computed from it without a lookup.
+	st NodeState
 }
 
 // PrepareScores is PreScore's half of the memo: every node of nodes gets a score for this cycle
