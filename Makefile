@@ -180,8 +180,10 @@ verify:
 	@out=$$(gofmt -l pkg cmd e2e tools api); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	hack/check-tracked.sh
 	$(GO) vet $(UNIT_PKGS) $(E2E_PKGS)
+	$(GO) vet -tags berthbenchfloor ./pkg/scheduler/registry
 
-## bench: scheduling throughput, berth-scheduler vs stock kube-scheduler (NODES, PODS, ROUNDS)
+## bench: scheduling throughput, berth-scheduler's profiles vs stock kube-scheduler and the floor
+## (default plugins + three no-op Score plugins) (NODES, PODS, ROUNDS)
 NODES ?= 500
 PODS ?= 2000
 ROUNDS ?= 3
