@@ -6,6 +6,7 @@ import (
 
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/berth-sched/berth/pkg/scheduler/explain"
 	"github.com/berth-sched/berth/pkg/scheduler/nodememo"
 )
 
@@ -45,9 +46,15 @@ type memoStamp struct {
 
 // PrepareScores is PreScore's half of the memo: every node of nodes gets a score for this cycle
 // (reused where its inputs did not change, computed with score where they did), so Score only
-// looks it up with PreparedScore. pod is the pod's part of the score's inputs.
-func (e *Engine) PrepareScores(state fwk.CycleState, nodes []fwk.NodeInfo, pod [2]int64, score ScoreFunc) {
+// looks it up with PreparedScore. pod is the pod's part of the score's inputs. A cycle that
+// records its decision (a non-nil sink) prepares nothing: its Score computes each node with the
+// details it writes.
+func (e *Engine) PrepareScores(state fwk.CycleState, nodes []fwk.NodeInfo, sink explain.DetailSink, pod [2]int64, score ScoreFunc) {
 	m := &e.memo
+	if sink != nil {
+		m.Forget()
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	snap := e.Watcher.Snapshot()
@@ -72,10 +79,6 @@ func (e *Engine) PrepareScores(state fwk.CycleState, nodes []fwk.NodeInfo, pod [
 func (s *memoStamp) loadHolds(snap *Snapshot, now time.Time) bool {
 	return s.bucket != nil && s.snap == snap && s.bucket.pods.Load() == s.pods && (s.until.IsZero() || !now.After(s.until))
 }
-
-// ForgetScores makes Score compute every node afresh until the next PrepareScores (a cycle that
-// records its decision wants the details, not only the numbers).
-func (e *Engine) ForgetScores() { e.memo.Forget() }
 
 // PreparedScore is Score's half of the memo: the node's score PrepareScores left for this
 // cycle, or false.

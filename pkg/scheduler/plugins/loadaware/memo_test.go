@@ -10,6 +10,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	explainapi "github.com/berth-sched/berth/pkg/explain"
 	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
 )
 
@@ -85,7 +86,7 @@ func TestPreparedScoresEqualFreshScoresUnderChurn(t *testing.T) {
 				}
 				before, _ := e.MemoCounts()
 				state := framework.NewCycleState()
-				e.PrepareScores(state, infos, [2]int64{key}, memoScore(key))
+				e.PrepareScores(state, infos, nil, [2]int64{key}, memoScore(key))
 				after, _ := e.MemoCounts()
 				reused += after - before
 				for i, ni := range infos {
@@ -109,7 +110,7 @@ func TestPreparedScoresEqualFreshScoresUnderChurn(t *testing.T) {
 }
 
 // The memo serves only the cycle PreScore prepared, only the nodes it was given, and nothing
-// after ForgetScores; an unchanged cycle reuses every node.
+// for a cycle that records its decision; an unchanged cycle reuses every node.
 func TestPreparedScoreScope(t *testing.T) {
 	now := time.Now()
 	w := lat.NewWatcher()
@@ -126,7 +127,7 @@ func TestPreparedScoreScope(t *testing.T) {
 	}
 	a, b := info("a"), info("b")
 	s1 := framework.NewCycleState()
-	e.PrepareScores(s1, []fwk.NodeInfo{a}, [2]int64{1}, memoScore(1))
+	e.PrepareScores(s1, []fwk.NodeInfo{a}, nil, [2]int64{1}, memoScore(1))
 	if _, ok := e.PreparedScore(s1, a); !ok {
 		t.Error("prepared node has no score")
 	}
@@ -134,7 +135,7 @@ func TestPreparedScoreScope(t *testing.T) {
 		t.Error("node PreScore was not given has a score")
 	}
 	s2 := framework.NewCycleState()
-	e.PrepareScores(s2, []fwk.NodeInfo{a, b}, [2]int64{1}, memoScore(1))
+	e.PrepareScores(s2, []fwk.NodeInfo{a, b}, nil, [2]int64{1}, memoScore(1))
 	if _, ok := e.PreparedScore(s1, a); ok {
 		t.Error("the previous cycle's state still reads prepared scores")
 	}
@@ -142,14 +143,19 @@ func TestPreparedScoreScope(t *testing.T) {
 	if hits != 1 || misses != 2 {
 		t.Errorf("hits/misses %d/%d, want 1/2 (a reused, b computed)", hits, misses)
 	}
-	e.ForgetScores()
+	// A cycle that records its decision prepares nothing, and the previous cycle's scores go.
+	recording := framework.NewCycleState()
+	e.PrepareScores(recording, []fwk.NodeInfo{a, b}, recordingSink{}, [2]int64{1}, memoScore(1))
 	if _, ok := e.PreparedScore(s2, a); ok {
-		t.Error("score served after ForgetScores")
+		t.Error("score served after a recording cycle's PreScore")
+	}
+	if _, ok := e.PreparedScore(recording, a); ok {
+		t.Error("a recording cycle got a prepared score")
 	}
 	// A node object the cache replaced is computed afresh, and the old one's entry is dropped
 	// at the next document.
 	a2 := info("a")
-	e.PrepareScores(framework.NewCycleState(), []fwk.NodeInfo{a2, b}, [2]int64{1}, memoScore(1))
+	e.PrepareScores(framework.NewCycleState(), []fwk.NodeInfo{a2, b}, nil, [2]int64{1}, memoScore(1))
 	if _, misses2 := e.MemoCounts(); misses2 != misses+1 {
 		t.Errorf("replaced node object: %d computed, want 1", misses2-misses)
 	}
@@ -157,8 +163,14 @@ func TestPreparedScoreScope(t *testing.T) {
 	if err := e.Watcher.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e.PrepareScores(framework.NewCycleState(), []fwk.NodeInfo{a2, b}, [2]int64{1}, memoScore(1))
+	e.PrepareScores(framework.NewCycleState(), []fwk.NodeInfo{a2, b}, nil, [2]int64{1}, memoScore(1))
 	if n := e.memo.Len(); n != 2 {
 		t.Errorf("%d memo entries after the replaced node object left, want 2", n)
 	}
 }
+
+// recordingSink stands for a decision record: PrepareScores only checks that there is one.
+type recordingSink struct{}
+
+func (recordingSink) ScoreDetail(string, string, any)                 {}
+func (recordingSink) ScoreLoad(string, string, explainapi.LoadDetail) {}

@@ -130,11 +130,7 @@ func (p *podRequests) Clone() fwk.StateData { return p }
 func (pl *LoadVariationRiskBalancing) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	r := &podRequests{est: estimate(pod), sink: explain.SinkFrom(state)}
 	state.Write(stateKey, r)
-	if r.sink != nil {
-		pl.engine.ForgetScores()
-		return nil
-	}
-	pl.engine.PrepareScores(state, nodes, [2]int64{r.est.MilliCPU, r.est.MemoryBytes}, func(st loadaware.NodeState, ni fwk.NodeInfo) int64 {
+	pl.engine.PrepareScores(state, nodes, r.sink, [2]int64{r.est.MilliCPU, r.est.MemoryBytes}, func(st loadaware.NodeState, ni fwk.NodeInfo) int64 {
 		return pl.score(st, ni, r.est, nil)
 	})
 	return nil

@@ -126,11 +126,7 @@ func (p *predictedCPU) Clone() fwk.StateData { return p }
 func (pl *TargetLoadPacking) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	p := &predictedCPU{milli: pl.PredictedMilliCPU(pod), sink: explain.SinkFrom(state)}
 	state.Write(stateKey, p)
-	if p.sink != nil {
-		pl.engine.ForgetScores()
-		return nil
-	}
-	pl.engine.PrepareScores(state, nodes, [2]int64{p.milli}, func(st loadaware.NodeState, ni fwk.NodeInfo) int64 {
+	pl.engine.PrepareScores(state, nodes, p.sink, [2]int64{p.milli}, func(st loadaware.NodeState, ni fwk.NodeInfo) int64 {
 		return pl.score(st, ni.Node(), p.milli, nil)
 	})
 	return nil
