@@ -11,6 +11,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/berth-sched/berth/pkg/scheduler/dynamicapi"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
@@ -56,17 +57,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, err
 	}
-	cfg := h.KubeConfig()
-	if cfg == nil {
-		return nil, fmt.Errorf("%s: the framework handle has no kubeconfig", Name)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, disc, err := dynamicapi.Clients(Name, h)
 	if err != nil {
-		return nil, fmt.Errorf("%s: dynamic client: %w", Name, err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("%s: discovery client: %w", Name, err)
+		return nil, err
 	}
 	return newWithClients(ctx, args, h, dyn, disc)
 }

@@ -16,15 +16,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/pkg/scheduler/dynamicapi"
 )
 
 // GVR is the NodeImages resource.
 var GVR = berthv1alpha1.GroupVersion.WithResource("nodeimages")
 
-const (
-	discoveryRetry = 30 * time.Second
-	syncTimeout    = 30 * time.Second
-)
+const syncTimeout = 30 * time.Second
 
 // parsedNodeImages is what the informer stores instead of the NodeImages object: name and
 // resourceVersion plus the parsed inventory. why: the unstructured form of a 5000-image
@@ -84,23 +82,7 @@ func servesNodeImages(disc discovery.DiscoveryInterface) (bool, error) {
 // sync so the first cycles see the inventories. Without the CRD it retries in the background:
 // nodes fall back to node.status.images meanwhile.
 func startNodeImagesInformer(ctx context.Context, pl *NodeImageLocality, dyn dynamic.Interface, disc discovery.DiscoveryInterface) {
-	if tryStartNodeImages(ctx, pl, dyn, disc, true) {
-		return
-	}
-	go func() {
-		t := time.NewTicker(discoveryRetry)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if tryStartNodeImages(ctx, pl, dyn, disc, false) {
-					return
-				}
-			}
-		}
-	}()
+	dynamicapi.StartWhenServed(ctx, dynamicapi.RetryEvery, func(first bool) bool { return tryStartNodeImages(ctx, pl, dyn, disc, first) })
 }
 
 func tryStartNodeImages(ctx context.Context, pl *NodeImageLocality, dyn dynamic.Interface, disc discovery.DiscoveryInterface, first bool) bool {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/berth-sched/berth/pkg/scheduler/dynamicapi"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/sysched/profiles"
 )
 
@@ -24,10 +25,7 @@ var (
 	bindingVersions = []string{"v1", "v1alpha1"}
 )
 
-const (
-	discoveryRetry = 30 * time.Second
-	syncTimeout    = 30 * time.Second
-)
+const syncTimeout = 30 * time.Second
 
 // found is one discovered SPO resource.
 type found struct {
@@ -66,23 +64,7 @@ func discoverSPO(disc discovery.DiscoveryInterface) (seccomp, binding *found, er
 // ends. It waits (bounded) for the first sync so the first scheduling cycles already see the
 // profiles; when SPO's CRDs are not installed yet it keeps retrying in the background.
 func startProfileInformers(ctx context.Context, st *state, dyn dynamic.Interface, disc discovery.DiscoveryInterface) {
-	if tryStart(ctx, st, dyn, disc, true) {
-		return
-	}
-	go func() {
-		t := time.NewTicker(discoveryRetry)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if tryStart(ctx, st, dyn, disc, false) {
-					return
-				}
-			}
-		}
-	}()
+	dynamicapi.StartWhenServed(ctx, dynamicapi.RetryEvery, func(first bool) bool { return tryStart(ctx, st, dyn, disc, first) })
 }
 
 func tryStart(ctx context.Context, st *state, dyn dynamic.Interface, disc discovery.DiscoveryInterface, first bool) bool {

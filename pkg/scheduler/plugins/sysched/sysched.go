@@ -17,6 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
 	fwkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/berth-sched/berth/pkg/scheduler/dynamicapi"
 	"github.com/berth-sched/berth/pkg/scheduler/explain"
 )
 
@@ -59,17 +60,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, err
 	}
-	cfg := h.KubeConfig()
-	if cfg == nil {
-		return nil, fmt.Errorf("%s: the framework handle has no kubeconfig", Name)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	dyn, disc, err := dynamicapi.Clients(Name, h)
 	if err != nil {
-		return nil, fmt.Errorf("%s: dynamic client: %w", Name, err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("%s: discovery client: %w", Name, err)
+		return nil, err
 	}
 	return newWithClients(ctx, args, h, dyn, disc)
 }
