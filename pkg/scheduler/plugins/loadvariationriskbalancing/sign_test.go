@@ -1,14 +1,13 @@
 package loadvariationriskbalancing
 
 import (
-	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
 	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
+	"github.com/berth-sched/berth/pkg/scheduler/signtest"
 )
 
 // TestSignPod: pods with the same CPU and memory requests share a signature; a different
@@ -19,18 +18,7 @@ func TestSignPod(t *testing.T) {
 	w.Set(lat.CPUDoc(time.Now(), map[string]float64{"n": 10}))
 	pl := newPlugin(t, w, "", time.Now)
 
-	sig := func(p *v1.Pod) string {
-		t.Helper()
-		f, st := pl.SignPod(context.Background(), p)
-		if !st.IsSuccess() || len(f) != 1 || f[0].Key != SignerName {
-			t.Fatalf("SignPod(%s) = %v %v", p.Name, f, st)
-		}
-		b, err := json.Marshal(f[0].Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
+	sig := func(p *v1.Pod) string { t.Helper(); return signtest.Signature(t, pl, SignerName, p) }
 	for _, tc := range []struct {
 		name string
 		a, b *v1.Pod

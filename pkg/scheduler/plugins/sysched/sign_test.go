@@ -2,11 +2,12 @@ package sysched
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/berth-sched/berth/pkg/scheduler/signtest"
 )
 
 // TestSignPod: pods whose profiles resolve to the same syscalls share a signature however
@@ -21,18 +22,7 @@ func TestSignPod(t *testing.T) {
 	e := newEnv(t, shapeNamespaced, args, z, x, full)
 	zPath, xPath := e.path("default", "z-seccomp"), e.path("default", "x-seccomp")
 
-	sig := func(p *v1.Pod) string {
-		t.Helper()
-		f, st := e.pl.SignPod(context.Background(), p)
-		if !st.IsSuccess() || len(f) != 1 || f[0].Key != SignerName {
-			t.Fatalf("SignPod(%s) = %v %v", p.Name, f, st)
-		}
-		b, err := json.Marshal(f[0].Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
+	sig := func(p *v1.Pod) string { t.Helper(); return signtest.Signature(t, e.pl, SignerName, p) }
 	zAnnotated := e.newPod("za", func(p *v1.Pod) {
 		p.Annotations = map[string]string{annotationPodSeccomp: "localhost/" + zPath}
 	})

@@ -1,8 +1,6 @@
 package targetloadpacking
 
 import (
-	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -10,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
+	"github.com/berth-sched/berth/pkg/scheduler/signtest"
 )
 
 // TestSignPod: pods predicting the same CPU share a signature (so the framework may reuse a
@@ -27,18 +26,7 @@ func TestSignPod(t *testing.T) {
 		p.Spec.Containers[0].Resources.Limits = v1.ResourceList{v1.ResourceCPU: resource.MustParse(limit)}
 		return p
 	}
-	sig := func(p *v1.Pod) string {
-		t.Helper()
-		f, st := pl.SignPod(context.Background(), p)
-		if !st.IsSuccess() || len(f) != 1 || f[0].Key != SignerName {
-			t.Fatalf("SignPod(%s) = %v %v", p.Name, f, st)
-		}
-		b, err := json.Marshal(f[0].Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
+	sig := func(p *v1.Pod) string { t.Helper(); return signtest.Signature(t, pl, SignerName, p) }
 	for _, tc := range []struct {
 		name string
 		a, b *v1.Pod
