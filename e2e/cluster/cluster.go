@@ -378,7 +378,7 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		"--client-ca-file=" + c.PKI.CACert,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + c.PKI.SAPub, "--service-account-signing-key-file=" + c.PKI.SAKey,
-		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-cluster-ip-range="+ServiceCIDR,
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
 		"--allow-privileged=true",
@@ -413,7 +413,7 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 		// Without it kube-root-ca.crt has no CA and every projected token volume breaks.
 		"--root-ca-file="+c.PKI.CACert,
 		"--use-service-account-credentials=true",
-		"--cluster-cidr=10.244.0.0/16", "--service-cluster-ip-range=10.96.0.0/16",
+		"--cluster-cidr=10.244.0.0/16", "--service-cluster-ip-range="+ServiceCIDR,
 		"--controllers=*")
 }
 

@@ -152,6 +152,21 @@ func (r *RealNode) DialContext(ctx context.Context, network, addr string) (net.C
 	return r.ns.dial(ctx, network, addr)
 }
 
+// ExposeLoopbackPort makes a server the caller runs on the root namespace's 127.0.0.1:port
+// reachable at the same address from the cluster's components (the API server calling a
+// webhook a test or the demo serves from its own process). Without a real node the cluster
+// shares the root namespace's loopback and there is nothing to do. stop ends the relay.
+func (c *Cluster) ExposeLoopbackPort(port int) (stop func(), err error) {
+	r := c.realNode()
+	if r == nil || r.fwd == nil {
+		return func() {}, nil
+	}
+	if err := r.fwd.expose(port); err != nil {
+		return nil, fmt.Errorf("relaying 127.0.0.1:%d into the cluster's network namespace: %w", port, err)
+	}
+	return func() { r.fwd.unrelay(port) }, nil
+}
+
 func run(ctx context.Context, bin string, args ...string) (string, error) {
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, bin, args...)
@@ -325,6 +340,10 @@ func (c *Cluster) realNodeNetwork() error {
 		{"link", "add", RealNodeBridge, "type", "bridge"},
 		{"addr", "add", RealNodeIP + "/24", "dev", RealNodeBridge},
 		{"link", "set", RealNodeBridge, "up"},
+		// The API server and host-network pods dial ClusterIPs (a webhook's Service, the load
+		// watcher's): a locally made packet needs a route before kube-proxy's OUTPUT rules can
+		// DNAT it to a pod. Without one: "network is unreachable".
+		{"route", "add", ServiceCIDR, "dev", RealNodeBridge, "src", RealNodeIP},
 	} {
 		if _, err := r.InNetNS(ctx, r.tools["ip"], args...); err != nil {
 			return fmt.Errorf("setting up the cluster's network: %w", err)

@@ -13,6 +13,8 @@ const (
 	RealNodeSubnet = "10.244.0.0/24"
 	// RealNodeBridge is the pod bridge inside the cluster's namespace; the node IP is on it.
 	RealNodeBridge = "berth0"
+	// ServiceCIDR is the cluster's Service range (the API server's --service-cluster-ip-range).
+	ServiceCIDR = "10.96.0.0/16"
 	// ClusterDNSIP is what pods get as nameserver (nothing serves it unless a test deploys DNS).
 	ClusterDNSIP = "10.96.0.10"
 	// unusedNameserver is the kubelet's resolv.conf for dnsPolicy: Default pods: the node IP,

@@ -82,6 +82,18 @@ func (n *netNS) dial(ctx context.Context, network, addr string) (net.Conn, error
 	return c, err
 }
 
+// listen opens a listener inside the namespace (the socket stays in the namespace it was
+// created in, whichever thread accepts on it).
+func (n *netNS) listen(network, addr string) (net.Listener, error) {
+	var l net.Listener
+	err := n.runIn(func() error {
+		var err error
+		l, err = net.Listen(network, addr)
+		return err
+	})
+	return l, err
+}
+
 // runIn runs f on a thread inside the namespace (dials, /proc/sys/net writes).
 func (n *netNS) runIn(f func() error) error {
 	return onThread(int(n.fd.Fd()), f)
@@ -129,8 +141,10 @@ func (n *netNS) close() {
 	}
 }
 
-// forwarder holds ports on the root namespace's 127.0.0.1 and relays each connection to the
-// same port on the namespace's loopback.
+// forwarder relays loopback ports between the root namespace and the cluster's: forward holds
+// a port on the root namespace's 127.0.0.1 for a component inside (the harness reaches the
+// cluster), expose holds one on the namespace's 127.0.0.1 for a server of the harness outside
+// (the API server reaches a webhook a test serves from its own process).
 type forwarder struct {
 	ns *netNS
 	mu sync.Mutex
@@ -145,6 +159,32 @@ func newForwarder(ns *netNS) *forwarder {
 // forward starts relaying port (once). A port taken in the root namespace by something else
 // is left alone: it is not one of the cluster's, and the component cannot reach it anyway.
 func (f *forwarder) forward(port int) error {
+	return f.relay(port, func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) },
+		func(ctx context.Context, addr string) (net.Conn, error) { return f.ns.dial(ctx, "tcp", addr) })
+}
+
+// expose relays connections to port on the namespace's loopback to the same port on the root
+// namespace's loopback. Ports share one table with forward: a port relayed one way cannot be
+// relayed the other, which would loop.
+func (f *forwarder) expose(port int) error {
+	return f.relay(port, func(addr string) (net.Listener, error) { return f.ns.listen("tcp", addr) },
+		func(ctx context.Context, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", addr)
+		})
+}
+
+// unrelay stops relaying port and closes the listener (connections already relayed finish).
+func (f *forwarder) unrelay(port int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l, ok := f.ls[port]; ok {
+		l.Close()
+		delete(f.ls, port)
+	}
+}
+
+func (f *forwarder) relay(port int, listen func(string) (net.Listener, error), dial func(context.Context, string) (net.Conn, error)) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ls == nil {
@@ -153,24 +193,24 @@ func (f *forwarder) forward(port int) error {
 	if _, ok := f.ls[port]; ok {
 		return nil
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	l, err := listen(addr)
 	if err != nil {
 		return err
 	}
 	f.ls[port] = l
-	go f.serve(l, port)
+	go f.serve(l, addr, dial)
 	return nil
 }
 
-func (f *forwarder) serve(l net.Listener, port int) {
-	target := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+func (f *forwarder) serve(l net.Listener, target string, dial func(context.Context, string) (net.Conn, error)) {
 	for {
 		in, err := l.Accept()
 		if err != nil {
 			return
 		}
 		go func() {
-			out, err := f.ns.dial(context.Background(), "tcp", target)
+			out, err := dial(context.Background(), target)
 			if err != nil {
 				in.Close()
 				return

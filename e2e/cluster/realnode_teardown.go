@@ -203,9 +203,25 @@ func (c *Cluster) realNodeBeforeStop() {
 			c.cfg.Logf("real node: listing %ss: %v", kind, err)
 			return
 		}
+		failed := map[string]error{}
 		for _, id := range strings.Fields(out) {
 			// -f kills the task first; deleting the last task of a shim makes it exit.
 			if _, err := r.Ctr(ctx, "tasks", "rm", "-f", id); err != nil && !strings.Contains(err.Error(), "not found") {
+				failed[id] = err
+			}
+		}
+		if len(failed) == 0 {
+			continue
+		}
+		// A shim that exits as its last task goes answers "ttrpc: closed" although the task
+		// is gone: only a task that is still listed failed to go.
+		left, err := r.Ctr(ctx, "tasks", "ls", "-q")
+		if err != nil {
+			c.cfg.Logf("real node: listing tasks: %v", err)
+			return
+		}
+		for _, id := range strings.Fields(left) {
+			if err, ok := failed[id]; ok {
 				c.cfg.Logf("real node: removing task %s: %v", id, err)
 			}
 		}

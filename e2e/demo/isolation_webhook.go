@@ -30,6 +30,12 @@ func startIsolationWebhook(ctx context.Context, env *Env, cfg webhook.Config, na
 	if err != nil {
 		return nil, err
 	}
+	// With a real node the API server runs in the cluster's network namespace: its loopback is
+	// not this process's, so the port is relayed into it.
+	unexpose, err := env.Cluster.ExposeLoopbackPort(port)
+	if err != nil {
+		return nil, err
+	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	url := "https://" + addr + webhook.Path
 	fail, none := admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNone
@@ -49,12 +55,15 @@ func startIsolationWebhook(ctx context.Context, env *Env, cfg webhook.Config, na
 		}},
 	}
 	if _, err := env.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mwc, metav1.CreateOptions{}); err != nil {
+		unexpose()
 		return nil, err
 	}
 	s, err := webhook.New(webhook.Options{Config: cfg, BindAddress: addr, SecretNamespace: ns, SecretName: secret,
 		WebhookConfiguration: name, CertManagement: webhook.CertsByOperator, SyncInterval: time.Minute,
 		Certs: webhook.CertOptions{Hosts: []string{"127.0.0.1"}, CAValidity: time.Hour, CertValidity: time.Hour}}, env.Client, logr.Discard(), nil)
 	if err != nil {
+		unexpose()
+		_ = env.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), name, metav1.DeleteOptions{})
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(context.Background())
@@ -63,6 +72,7 @@ func startIsolationWebhook(ctx context.Context, env *Env, cfg webhook.Config, na
 	stop = func() {
 		cancel()
 		<-done
+		unexpose()
 		bg := context.Background()
 		_ = env.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(bg, name, metav1.DeleteOptions{})
 		_ = env.Client.CoreV1().Secrets(ns).Delete(bg, secret, metav1.DeleteOptions{})

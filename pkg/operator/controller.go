@@ -11,6 +11,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -50,6 +51,7 @@ const (
 	ReasonRemoved              = "Removed"
 	ReasonImagePullFailed      = "ImagePullFailed"
 	ReasonPodsFailing          = "SchedulerPodsFailing"
+	ReasonNoLeader             = "NoLeader"
 )
 
 // Reconciler reconciles SecondarySchedulers.
@@ -178,11 +180,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// failing, a container crashing): look again until the rollout settles.
 		return reconcile.Result{RequeueAfter: rolloutRecheck}, nil
 	}
+	if reconcileErr == nil && r.APIReader != nil && ss.Spec.ManagementState != berthv1alpha1.Removed {
+		// A leader is gained and lost without any event the controller watches: look at the
+		// Lease again, soon while there is none.
+		if c := meta.FindStatusCondition(status.Conditions, berthv1alpha1.ConditionAvailable); c != nil && c.Reason == ReasonNoLeader {
+			return reconcile.Result{RequeueAfter: rolloutRecheck}, nil
+		}
+		return reconcile.Result{RequeueAfter: leaderRecheck}, nil
+	}
 	return reconcile.Result{}, reconcileErr
 }
 
-// rolloutRecheck is how often a rolling-out scheduler's pods are inspected.
-const rolloutRecheck = 10 * time.Second
+const (
+	// rolloutRecheck is how often a rolling-out (or leaderless) scheduler is inspected.
+	rolloutRecheck = 10 * time.Second
+	// leaderRecheck is how often a settled scheduler's Lease is looked at.
+	leaderRecheck = 30 * time.Second
+)
 
 // manage renders and validates, and applies only a valid configuration.
 func (r *Reconciler) manage(ctx context.Context, ss *berthv1alpha1.SecondaryScheduler, status *berthv1alpha1.SecondarySchedulerStatus) error {
@@ -418,8 +432,16 @@ func (r *Reconciler) observeDeployment(ctx context.Context, ss *berthv1alpha1.Se
 		want = *d.Spec.Replicas
 	}
 	if d.Status.AvailableReplicas > 0 {
-		set(status, berthv1alpha1.ConditionAvailable, true, ReasonMinimumAvailable,
-			fmt.Sprintf("%d/%d scheduler replicas available", d.Status.AvailableReplicas, want))
+		// A replica the kubelet reports Ready is not yet a scheduler that schedules: only the
+		// one holding the Lease does (a pod on a node where nothing really runs, or one that
+		// cannot reach the API server, holds none).
+		if why := r.noLeader(ctx, ss, time.Now()); why != "" {
+			set(status, berthv1alpha1.ConditionAvailable, false, ReasonNoLeader,
+				fmt.Sprintf("%d/%d scheduler replicas available, but %s: pods for %s are not being scheduled", d.Status.AvailableReplicas, want, why, schedulerName(ss)))
+		} else {
+			set(status, berthv1alpha1.ConditionAvailable, true, ReasonMinimumAvailable,
+				fmt.Sprintf("%d/%d scheduler replicas available", d.Status.AvailableReplicas, want))
+		}
 	} else {
 		set(status, berthv1alpha1.ConditionAvailable, false, ReasonNoReplicas,
 			fmt.Sprintf("0/%d scheduler replicas available", want))
@@ -436,6 +458,42 @@ func (r *Reconciler) observeDeployment(ctx context.Context, ss *berthv1alpha1.Se
 	} else {
 		set(status, berthv1alpha1.ConditionProgressing, false, ReasonRolloutComplete, "all replicas run the current configuration")
 	}
+}
+
+// noLeader says why no replica leads (empty when one does): the scheduler's Lease is missing,
+// has no holder, or its holder stopped renewing it. Without an APIReader it is not checked.
+// Why read it straight from the API server: a cache of Leases would watch every component's
+// renewals in the namespace every few seconds, to read one object now and then.
+func (r *Reconciler) noLeader(ctx context.Context, ss *berthv1alpha1.SecondaryScheduler, now time.Time) string {
+	if r.APIReader == nil {
+		return ""
+	}
+	key := types.NamespacedName{Namespace: ss.Namespace, Name: LeaseName(ss)}
+	l := &coordinationv1.Lease{}
+	if err := r.APIReader.Get(ctx, key, l); apierrors.IsNotFound(err) {
+		return fmt.Sprintf("no replica has taken Lease %s yet", key)
+	} else if err != nil {
+		// Not knowing is not evidence of a problem: keep the replicas' word.
+		log.FromContext(ctx).Info("cannot read the scheduler's Lease", "lease", key.String(), "error", err.Error())
+		return ""
+	}
+	return leaseProblem(l, key.String(), now)
+}
+
+// leaseProblem is noLeader's verdict on a Lease read at now.
+func leaseProblem(l *coordinationv1.Lease, key string, now time.Time) string {
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+		return fmt.Sprintf("Lease %s has no holder", key)
+	}
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return fmt.Sprintf("Lease %s held by %s was never renewed", key, *l.Spec.HolderIdentity)
+	}
+	expiry := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+	if now.After(expiry) {
+		return fmt.Sprintf("Lease %s held by %s expired %s ago (last renewed %s)", key, *l.Spec.HolderIdentity,
+			now.Sub(expiry).Round(time.Second), l.Spec.RenewTime.UTC().Format(time.RFC3339))
+	}
+	return ""
 }
 
 func set(status *berthv1alpha1.SecondarySchedulerStatus, t string, ok bool, reason, msg string) {

@@ -88,6 +88,11 @@ func TestOperatorLeaderKilledDuringRollout(t *testing.T) {
 	if err := cl.Create(ctx, ss); err != nil {
 		t.Fatal(err)
 	}
+	// The scheduler's pods "run" on KWOK nodes: a stand-in holds its Lease, so the operators
+	// can report it Available (they would not report a scheduler without a leader).
+	if err := framework.StandInLeader(ctx, e.c.Client, opNS, operator.LeaseName(ss), "sched-stand-in"); err != nil {
+		t.Fatal(err)
+	}
 	e.waitRolledOut("first rollout", "")
 	if n, rev := e.rollouts(); n != 1 || rev != "1" {
 		t.Fatalf("after creation: %d ReplicaSets, revision %q; want 1, 1", n, rev)

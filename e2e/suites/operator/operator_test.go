@@ -152,6 +152,12 @@ func TestOperator(t *testing.T) {
 		if err := cl.Create(ctx, ss); err != nil {
 			t.Fatal(err)
 		}
+		// Its pods "run" on KWOK nodes, where nothing runs: Ready replicas, no leader, so
+		// not Available, until a leader holds the Lease.
+		e.waitCondition(t, "sched", "Available", metav1.ConditionFalse, operator.ReasonNoLeader, "no replica has taken Lease "+ns+"/"+operator.LeaseName(ss))
+		if err := framework.StandInLeader(ctx, c.Client, ns, operator.LeaseName(ss), "sched-stand-in"); err != nil {
+			t.Fatal(err)
+		}
 		got := e.waitStatus(t, "sched", "Available and not Degraded", func(s *berthv1alpha1.SecondaryScheduler) bool {
 			return cond(s, "Degraded") == metav1.ConditionFalse && cond(s, "Available") == metav1.ConditionTrue &&
 				s.Status.ConfigHash != "" && s.Status.ObservedGeneration == s.Generation && s.Status.ReadyReplicas == 1
