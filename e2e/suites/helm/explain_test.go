@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -84,9 +85,11 @@ func explainAccount(ctx context.Context, t *testing.T, c *cluster.Cluster, name 
 	return path
 }
 
-// kubectlBerth runs the built bin/kubectl-berth as the user of kubeconfig.
+// kubectlBerth runs `kubectl berth` as the user of kubeconfig, the way the chart's NOTES say:
+// the built kubectl finds the plugin bin/kubectl-berth on PATH.
 func kubectlBerth(ctx context.Context, c *cluster.Cluster, kubeconfig string, args ...string) (stdout, stderr string, err error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir, "kubectl-berth"), append(args, "--kubeconfig="+kubeconfig, "--request-timeout=10s")...)
+	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir, "kubectl"), append([]string{"berth"}, append(args, "--kubeconfig="+kubeconfig, "--request-timeout=10s")...)...)
+	cmd.Env = append(os.Environ(), "PATH="+c.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err = cmd.Run()

@@ -50,11 +50,14 @@ func values(tlpWeight int) map[string]any {
 		"operator": map[string]any{"nodeSelector": pin, "image": img("localhost/berth/berth-operator"), "logLevel": "debug"},
 		"scheduler": map[string]any{"nodeSelector": pin, "image": img("localhost/berth/berth-scheduler"),
 			"resources": map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "32Mi"}},
-			"plugins":   map[string]any{"targetLoadPacking": map[string]any{"weight": tlpWeight}},
+			"plugins": map[string]any{"targetLoadPacking": map[string]any{"weight": tlpWeight},
+				"instanceIsolation": map[string]any{"enabled": true}},
 			"loadAware": map[string]any{"refreshIntervalSeconds": 2}},
 		"loadWatcher": map[string]any{"nodeSelector": pin, "image": img("localhost/berth/berth-loadwatcher"),
 			"service": map[string]any{"clusterIP": watcherIP}},
 		"agent": map[string]any{"nodeSelector": pin, "image": img("localhost/berth/berth-agent"), "reportInterval": "2s"},
+		// The operator serves the webhook; the API server calls it through the chart's Service.
+		"isolation": map[string]any{"enabled": true, "mode": "berth"},
 	}
 }
 
@@ -213,6 +216,52 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		})
 		if err != nil {
 			t.Fatalf("bound ServiceAccount never got the operator's metrics: %s", last)
+		}
+	})
+
+	t.Run("the isolation webhook: served by the operator pod, called by the API server through the chart's Service", func(t *testing.T) {
+		const tenant = "helm-tenant"
+		if err := framework.EnsureNamespace(ctx, c.Client, tenant); err != nil {
+			t.Fatal(err)
+		}
+		// Written as a tenant writes it: a class label and nothing else. Dry run: admission
+		// runs in full (the webhook, then the chart's policy), nothing is stored.
+		pod := framework.Pod(tenant, "classed", map[string]string{framework.ClassLabel: "tenant-a"}, framework.PodSpec("", "10m", "16Mi"))
+		var got *corev1.Pod
+		var last error
+		// The operator injects its CA bundle moments after it starts serving.
+		err := wait.PollUntilContextTimeout(ctx, time.Second, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+			got, last = c.Client.CoreV1().Pods(tenant).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return last == nil, nil
+		})
+		if err != nil {
+			t.Fatalf("classed pod refused: %v", last)
+		}
+		if got.Spec.SchedulerName != "berth-scheduler" {
+			t.Errorf("schedulerName %q, want berth-scheduler (the webhook's mutation)", got.Spec.SchedulerName)
+		}
+		tolerated := false
+		for _, tol := range got.Spec.Tolerations {
+			tolerated = tolerated || tol.Key == "ipp"
+		}
+		if !tolerated {
+			t.Errorf("no pool toleration added: %+v", got.Spec.Tolerations)
+		}
+		mwcs, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		viaService := false
+		for _, m := range mwcs.Items {
+			for _, w := range m.Webhooks {
+				if w.ClientConfig.Service != nil && w.ClientConfig.Service.Namespace == ns && w.ClientConfig.URL == nil {
+					viaService = true
+					t.Logf("webhook %s calls Service %s/%s:%d", w.Name, ns, w.ClientConfig.Service.Name, ptrOr(w.ClientConfig.Service.Port, 443))
+				}
+			}
+		}
+		if !viaService {
+			t.Errorf("no webhook of the release is called through a Service")
 		}
 	})
 
@@ -515,3 +564,10 @@ func dump(t *testing.T, c *cluster.Cluster) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func ptrOr(p *int32, def int32) int32 {
+	if p == nil {
+		return def
+	}
+	return *p
+}
