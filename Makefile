@@ -98,7 +98,7 @@ $(BIN)/schedbench: $(E2E_SRC) $(BERTH_SRC)
 ## images: Berth's binaries as OCI image tarballs in bin/images/ (no Docker, no registry)
 images: $(BIN)/images/.stamp
 
-$(BIN)/images/.stamp: $(BERTH_SRC) $(shell find e2e/images e2e/cmd/images -name '*.go')
+$(BIN)/images/.stamp: $(BERTH_SRC) $(shell find e2e/images e2e/cmd/images -name '*.go') tools/coredns/go.mod tools/coredns/go.sum tools/coredns/main.go
 	$(GO) run ./e2e/cmd/images -v
 	@touch $@
 

@@ -54,6 +54,9 @@ type RealNodeConfig struct {
 	// Images, if set, are the tarballs to import instead of every *.tar in ImageDir (pause.tar
 	// is always imported).
 	Images []string
+	// ClusterDNS deploys CoreDNS (kube-system/coredns behind kube-dns at ClusterDNSIP) once
+	// the node is Ready, so pods resolve Service names; it needs coredns.tar in ImageDir.
+	ClusterDNS bool
 }
 
 // RealNode describes the running real node of a cluster.
@@ -198,7 +201,7 @@ func (c *Cluster) realNodePreflight() error {
 		return fmt.Errorf("%w: a real node cannot be detached (its namespace forwarder lives in this process)", ErrRealNodeUnavailable)
 	}
 	if rc.NodeName == "" {
-		rc = &RealNodeConfig{NodeName: "berth-real", Labels: rc.Labels, ImageDir: rc.ImageDir, Images: rc.Images}
+		rc = &RealNodeConfig{NodeName: "berth-real", Labels: rc.Labels, ImageDir: rc.ImageDir, Images: rc.Images, ClusterDNS: rc.ClusterDNS}
 	}
 	if !validNodeName(rc.NodeName) {
 		return fmt.Errorf("%w: node name %q is not a lowercase DNS name", ErrRealNodeUnavailable, rc.NodeName)
@@ -277,6 +280,10 @@ func (c *Cluster) realNodeImages() ([]string, error) {
 	pause := filepath.Join(dir, "pause.tar")
 	if _, err := os.Stat(pause); err != nil {
 		return nil, fmt.Errorf("%w: no pause image at %s: run `make images`", ErrRealNodeUnavailable, pause)
+	}
+	dns := filepath.Join(dir, "coredns.tar")
+	if _, err := os.Stat(dns); err != nil && rc.ClusterDNS {
+		return nil, fmt.Errorf("%w: cluster DNS asked for, but no CoreDNS image at %s: run `make images`", ErrRealNodeUnavailable, dns)
 	}
 	list := rc.Images
 	if len(list) == 0 {
@@ -485,7 +492,13 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 		r.nsHTTPCheck(fmt.Sprintf("http://127.0.0.1:%d/healthz", proxyHealthz))); err != nil {
 		return err
 	}
-	return c.waitRealNodeReady(ctx)
+	if err := c.waitRealNodeReady(ctx); err != nil {
+		return err
+	}
+	if c.cfg.RealNode.ClusterDNS {
+		return c.startClusterDNS(ctx)
+	}
+	return nil
 }
 
 func toolDirs(tools map[string]string) []string {

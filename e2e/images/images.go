@@ -56,6 +56,9 @@ type Target struct {
 	Root bool
 	// Ref overrides the tag.
 	Ref string
+	// Module, if set, is the directory (relative to the repository root) of a module outside
+	// go.work that Package is built in (a tool whose dependencies clash with Berth's).
+	Module string
 }
 
 // ImageRef is the tag of a target's image.
@@ -81,8 +84,13 @@ func Targets(root string) []Target {
 	return append(ts, Target{Name: "pause", Package: "./e2e/images/pause", LDFlags: "-s -w", Ref: PauseRef},
 		// The PodConfig test and demo workload (unprivileged, uid 65532); a Ref of its own
 		// keeps it out of PushTargets.
-		Target{Name: "netecho", Package: "./e2e/images/netecho", LDFlags: "-s -w", Ref: NetechoRef})
+		Target{Name: "netecho", Package: "./e2e/images/netecho", LDFlags: "-s -w", Ref: NetechoRef},
+		// The local cluster's DNS (tools/coredns, pinned there).
+		Target{Name: "coredns", Package: ".", Module: "tools/coredns", LDFlags: "-s -w", Ref: CoreDNSRef})
 }
+
+// CoreDNSRef is the cluster DNS image's tag (e2e/cluster deploys it).
+const CoreDNSRef = "localhost/berth/coredns:v1.15.0"
 
 // Options of BuildAll.
 type Options struct {
@@ -159,6 +167,10 @@ func BuildAll(ctx context.Context, o Options) ([]Result, error) {
 		// Static: the images have no libc. This machine's architecture: the tarballs are for
 		// the local node (make push builds every platform, see push.go).
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+		if t.Module != "" {
+			cmd.Dir = filepath.Join(o.Root, t.Module)
+			cmd.Env = append(cmd.Env, "GOWORK=off")
+		}
 		if b, err := cmd.CombinedOutput(); err != nil {
 			return out, fmt.Errorf("images: go build %s: %w\n%s", t.Package, err, b)
 		}

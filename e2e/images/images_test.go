@@ -107,7 +107,7 @@ func TestTargets(t *testing.T) {
 		}
 		return n
 	}
-	if got := names(); len(got) != 5 || got[3] != "pause" || got[4] != "netecho" {
+	if got := names(); len(got) != 6 || got[3] != "pause" || got[4] != "netecho" || got[5] != "coredns" {
 		t.Errorf("targets without an operator: %v", got)
 	}
 	if err := os.MkdirAll(filepath.Join(root, "cmd", "operator"), 0o755); err != nil {
@@ -116,7 +116,7 @@ func TestTargets(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "cmd", "operator", "main.go"), []byte("package main"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := names(); len(got) != 6 || got[3] != "berth-operator" {
+	if got := names(); len(got) != 7 || got[3] != "berth-operator" {
 		t.Errorf("targets with an operator: %v", got)
 	}
 }

@@ -39,9 +39,6 @@ const (
 	lockName = "berth-local.lock"
 	pidName  = "berth-local.pid"
 	logName  = "supervisor.log"
-	// WatcherClusterIP is the load watcher Service's fixed ClusterIP the printed helm line
-	// sets: the local cluster runs no DNS, so the scheduler and agents use the IP.
-	WatcherClusterIP = "10.96.200.20"
 	// downTimeout bounds the wait for the supervisor's teardown.
 	downTimeout = 3 * time.Minute
 )
@@ -283,11 +280,16 @@ func rel(p string) string {
 }
 
 // HelmLine is the README's helm install command for the local cluster (bin is the directory
-// of helm). Why each --set: the cluster has no DNS (watcher by ClusterIP); the images are
-// the ones up imported, under the chart's default names.
+// of helm): the chart's defaults, since the cluster runs DNS and the images up imported carry
+// the chart's default names.
 func HelmLine(bin string) string {
-	return fmt.Sprintf("%s install berth charts/berth --namespace berth-system --create-namespace --set loadWatcher.service.clusterIP=%s --wait",
-		filepath.Join(bin, "helm"), WatcherClusterIP)
+	return filepath.Join(bin, "helm") + " install berth charts/berth --namespace berth-system --create-namespace --wait"
+}
+
+// ExplainLine asks berth-scheduler why it placed a pod, as the chart's NOTES say: kubectl finds
+// the plugin kubectl-berth in bin on PATH.
+func ExplainLine(bin string) string {
+	return "PATH=$PWD/" + bin + ":$PATH kubectl berth explain pod POD --scheduler-namespace berth-system --lease berth-scheduler"
 }
 
 // ExampleManifest is the workload the README applies: a Deployment with schedulerName
@@ -312,7 +314,11 @@ func printNextSteps(w *os.File, o localOpts, st *Status) {
 		fmt.Fprintf(w, "  %s\n", HelmLine(bin))
 	}
 	fmt.Fprintf(w, "  %s apply -f %s\n", filepath.Join(bin, "kubectl"), ExampleManifest)
-	fmt.Fprintf(w, "  %s\n\n", EventsLine(bin))
+	fmt.Fprintf(w, "  %s\n", EventsLine(bin))
+	if st.RealNode != "" {
+		fmt.Fprintf(w, "  %s\n", ExplainLine(bin))
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Stop it with: make down")
 }
 
@@ -353,7 +359,7 @@ func supervise(o localOpts) error {
 	st := Status{PID: os.Getpid()}
 	cfg := cluster.Config{Dir: dir, Logf: logf}
 	if !o.simulated {
-		cfg.RealNode = &cluster.RealNodeConfig{}
+		cfg.RealNode = &cluster.RealNodeConfig{ClusterDNS: true}
 	} else {
 		st.NoRealNode = "-simulated was asked for"
 	}

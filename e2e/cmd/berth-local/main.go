@@ -69,7 +69,7 @@ func runDemo(ctx context.Context, realNode bool, logf func(string, ...any)) erro
 	fmt.Println("Starting a local cluster built from source (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK) with berth-scheduler.")
 	cfg := cluster.Config{Logf: logf}
 	if realNode {
-		cfg.RealNode = &cluster.RealNodeConfig{}
+		cfg.RealNode = &cluster.RealNodeConfig{ClusterDNS: true}
 	}
 	c, err := cluster.Start(ctx, cfg)
 	if errors.Is(err, cluster.ErrRealNodeUnavailable) {

@@ -36,7 +36,6 @@ const (
 	realNode  = "berth-real"
 	release   = "berth"
 	ns        = "berth-system"
-	watcherIP = "10.96.200.20" // fixed: pods here have no cluster DNS
 	crName    = "berth-scheduler"
 )
 
@@ -53,8 +52,8 @@ func values(tlpWeight int) map[string]any {
 			"plugins": map[string]any{"targetLoadPacking": map[string]any{"weight": tlpWeight},
 				"instanceIsolation": map[string]any{"enabled": true}},
 			"loadAware": map[string]any{"refreshIntervalSeconds": 2}},
-		"loadWatcher": map[string]any{"nodeSelector": pin, "image": img("localhost/berth/berth-loadwatcher"),
-			"service": map[string]any{"clusterIP": watcherIP}},
+		// The chart's default watcher URL, by Service name: the cluster runs CoreDNS.
+		"loadWatcher": map[string]any{"nodeSelector": pin, "image": img("localhost/berth/berth-loadwatcher")},
 		"agent": map[string]any{"nodeSelector": pin, "image": img("localhost/berth/berth-agent"), "reportInterval": "2s"},
 		// The operator serves the webhook; the API server calls it through the chart's Service.
 		"isolation": map[string]any{"enabled": true, "mode": "berth"},
@@ -67,7 +66,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	c, err := cluster.Start(ctx, cluster.Config{
-		RealNode: &cluster.RealNodeConfig{NodeName: realNode},
+		RealNode: &cluster.RealNodeConfig{NodeName: realNode, ClusterDNS: true},
 		Logf:     t.Logf,
 	})
 	if err != nil {
@@ -125,10 +124,9 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		}
 	})
 
-	t.Run("the agent's reports reach the load watcher (ClusterIP, projected token, TokenReview)", func(t *testing.T) {
-		// The agent pushes to the Service's fixed ClusterIP; the test reads the watcher at its
-		// pod IP (the cluster's namespace routes only the pod subnet, ClusterIPs are DNAT'ed
-		// for pods). A fresh report therefore proves the agent's whole path.
+	t.Run("the agent's reports reach the load watcher (Service name through cluster DNS, projected token, TokenReview)", func(t *testing.T) {
+		// The agent pushes to the Service by its name, which CoreDNS resolves; the test reads
+		// the watcher at its pod IP. A fresh report therefore proves the agent's whole path.
 		pods, err := framework.WaitPods(ctx, c.Client, ns, "app.kubernetes.io/name=berth-loadwatcher", 1, time.Minute, ready)
 		if err != nil {
 			t.Fatal(err)
