@@ -378,7 +378,7 @@ func (c *Cluster) startAPIServer(ctx context.Context) error {
 		"--client-ca-file=" + c.PKI.CACert,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + c.PKI.SAPub, "--service-account-signing-key-file=" + c.PKI.SAKey,
-		"--service-cluster-ip-range="+ServiceCIDR,
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
 		"--allow-privileged=true",

@@ -33,10 +33,10 @@ import (
 )
 
 const (
-	realNode  = "berth-real"
-	release   = "berth"
-	ns        = "berth-system"
-	crName    = "berth-scheduler"
+	realNode = "berth-real"
+	release  = "berth"
+	ns       = "berth-system"
+	crName   = "berth-scheduler"
 )
 
 // values pins every Berth pod to the real node and uses the imported images only.
@@ -54,7 +54,7 @@ func values(tlpWeight int) map[string]any {
 			"loadAware": map[string]any{"refreshIntervalSeconds": 2}},
 		// The chart's default watcher URL, by Service name: the cluster runs CoreDNS.
 		"loadWatcher": map[string]any{"nodeSelector": pin, "image": img("localhost/berth/berth-loadwatcher")},
-		"agent": map[string]any{"nodeSelector": pin, "image": img("localhost/berth/berth-agent"), "reportInterval": "2s"},
+		"agent":       map[string]any{"nodeSelector": pin, "image": img("localhost/berth/berth-agent"), "reportInterval": "2s"},
 		// The operator serves the webhook; the API server calls it through the chart's Service.
 		"isolation": map[string]any{"enabled": true, "mode": "berth"},
 	}
