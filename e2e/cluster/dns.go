@@ -18,9 +18,10 @@ import (
 // (e2e/images.CoreDNSRef, which this package does not import).
 const CoreDNSImage = "localhost/berth/coredns:v1.15.0"
 
-// corefile serves cluster.local from the API and nothing else: no forward plugin, so a name
+// corefile serves cluster.local on an unprivileged port (the image runs as uid 65532; the
+// Service maps 53 to it) from the API and nothing else: no forward plugin, so a name
 // outside the cluster is answered NXDOMAIN here and never reaches the machine's resolver.
-const corefile = `.:53 {
+const corefile = `.:1053 {
     errors
     health {
         lameduck 1s
@@ -64,14 +65,13 @@ func dnsObjects(node string) (*corev1.ServiceAccount, *rbacv1.ClusterRole, *rbac
 			Containers: []corev1.Container{{
 				Name: "coredns", Image: CoreDNSImage, ImagePullPolicy: corev1.PullNever,
 				Args: []string{"-conf", "/etc/coredns/Corefile"},
-				Ports: []corev1.ContainerPort{{Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP},
-					{Name: "dns-tcp", ContainerPort: 53, Protocol: corev1.ProtocolTCP}},
+				Ports: []corev1.ContainerPort{{Name: "dns", ContainerPort: 1053, Protocol: corev1.ProtocolUDP},
+					{Name: "dns-tcp", ContainerPort: 1053, Protocol: corev1.ProtocolTCP}},
 				ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{
 					HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromInt32(8181)}}},
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{}},
 				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
-					// Port 53 without root.
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"NET_BIND_SERVICE"}}},
+					RunAsNonRoot: ptr.To(true), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 				VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/coredns", ReadOnly: true}},
 			}},
 			Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
@@ -80,8 +80,8 @@ func dnsObjects(node string) (*corev1.ServiceAccount, *rbacv1.ClusterRole, *rbac
 	}}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kube-dns", Labels: labels}, Spec: corev1.ServiceSpec{
 		ClusterIP: ClusterDNSIP, Selector: labels,
-		Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
-			{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(53)}},
+		Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(1053)},
+			{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(1053)}},
 	}}
 	return sa, cr, crb, cm, dep, svc
 }
