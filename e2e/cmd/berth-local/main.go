@@ -17,11 +17,17 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/demo"
 )
 
 func main() {
+	// The demo's controller-runtime clients log nothing worth a demo's output; without a
+	// logger set, controller-runtime prints a warning and a stack trace after 30 s.
+	ctrllog.SetLogger(logr.Discard())
 	fs := flag.NewFlagSet("berth-local", flag.ExitOnError)
 	dir := fs.String("dir", ".cache/local-cluster", "state directory of the cluster `up` keeps running")
 	verbose := fs.Bool("v", false, "print progress")
