@@ -21,7 +21,6 @@ import (
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/chart"
-	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
 	"github.com/berth-sched/berth/pkg/agent/podnet"
 )
@@ -163,17 +162,8 @@ func (e *env) testChartPodConfigAgent(t *testing.T) {
 	e.deletePodConfig(t)       // a fresh PodConfig, configured by the DaemonSet's agent alone
 	e.c.StopComponent(e.agent) // the process agent steps aside for the DaemonSet's
 	e.importAgentImage(t)
-	// why: the harness's node namespace has no default route (nothing leaves the machine), so
-	// a hostNetwork pod has no route to the kubernetes Service's ClusterIP for kube-proxy's
-	// OUTPUT DNAT to act on; every real node has one. Give the service range a route for the
-	// length of this test.
-	route := []string{"route", "add", "10.96.0.0/16", "dev", cluster.RealNodeBridge}
-	if out, err := e.rn.InNetNS(e.ctx, "ip", route...); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	defer func() {
-		_, _ = e.rn.InNetNS(context.Background(), "ip", "route", "del", "10.96.0.0/16", "dev", cluster.RealNodeBridge)
-	}()
+	// A hostNetwork pod reaches the kubernetes Service's ClusterIP through the route the
+	// harness gives the service range in the node's namespace (kube-proxy's OUTPUT DNAT).
 	agentPod, cleanup := e.deployChartAgent(t, map[string]any{
 		"podConfig": map[string]any{"enabled": true, "clusterCIDRs": []any{"10.244.0.0/16", "10.96.0.0/16"}},
 		"agent":     map[string]any{"criSocket": e.rn.ContainerdSocket}})
