@@ -352,3 +352,13 @@ func TestRefsRefuseBadInput(t *testing.T) {
 		t.Errorf("Refs: %v %v", refs, err)
 	}
 }
+
+// The harness names the images it runs without importing this package: the tags must agree.
+func TestHarnessImageTagsMatchTargets(t *testing.T) {
+	if PauseRef != cluster.PauseImage {
+		t.Errorf("pause image %q here, %q in the harness (containerd's sandbox_image)", PauseRef, cluster.PauseImage)
+	}
+	if CoreDNSRef != cluster.CoreDNSImage {
+		t.Errorf("CoreDNS image %q here, %q in the harness", CoreDNSRef, cluster.CoreDNSImage)
+	}
+}
