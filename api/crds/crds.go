@@ -20,6 +20,7 @@ const SecondarySchedulerFile = "berth.dev_secondaryschedulers.yaml"
 const (
 	PodConfigFile    = "berth.dev_podconfigs.yaml"
 	IPAllocationFile = "berth.dev_ipallocations.yaml"
+	PodNetworkFile   = "berth.dev_podnetworks.yaml"
 )
 
 // NodeImagesFile is the NodeImages CRD's file name (image inventory published by the node agent).

@@ -4,12 +4,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// IPAllocation is the address pool of one PodConfig network (a host bridge and a CIDR). It is
-// cluster-scoped because PodConfigs in several namespaces may share a network, and it is the
-// only record of which address belongs to which pod: the operator writes it alone, with
-// optimistic concurrency (a resourceVersion conflict is re-read and retried), so no address is
-// handed out twice across operator restarts, leader changes or racing replicas. Its name is
-// derived from (master, cidr) by pkg/podconfig.NetworkName.
+// IPAllocation is the address pool of one PodNetwork, under the PodNetwork's name. It is
+// cluster-scoped like the network, and it is the only record of which address belongs to which
+// pod: the operator writes it alone, with optimistic concurrency (a resourceVersion conflict is
+// re-read and retried), so no address is handed out twice across operator restarts, leader
+// changes or racing replicas.
 //
 // There is no status subresource: the summary in status is written in the same update as the
 // allocations it counts.

@@ -21,20 +21,6 @@ const (
 	PodConfigAgentFieldManagerPrefix = "berth-agent/"
 )
 
-// LinkType is how an attachment reaches the host bridge.
-// +kubebuilder:validation:Enum=veth;vlan
-type LinkType string
-
-// Link types.
-const (
-	// LinkVeth: a veth pair, one end in the pod (named after the attachment), the other on the
-	// host, enslaved to the bridge spec.master.
-	LinkVeth LinkType = "veth"
-	// LinkVLAN: as veth, and the host's VLAN sub-interface <parent>.<vlanID> is enslaved to the
-	// same bridge, so the pod reaches that VLAN.
-	LinkVLAN LinkType = "vlan"
-)
-
 // PodConfigPhase summarises a PodConfig.
 // +kubebuilder:validation:Enum=Pending;Configuring;Configured;Failed
 type PodConfigPhase string
@@ -101,22 +87,20 @@ type PodConfigSpec struct {
 	// +optional
 	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
 
-	// NetworkAttachments are the interfaces every selected pod gets.
+	// NetworkAttachments are the interfaces every selected pod gets, each on a PodNetwork
+	// that grants this namespace.
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=8
-	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.master == a.master && b.cidr == a.cidr))",message="two attachments of one PodConfig cannot join the same network (master and cidr)"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, b.network == a.network))",message="two attachments of one PodConfig cannot join the same network"
 	NetworkAttachments []NetworkAttachment `json:"networkAttachments"`
 }
 
-// NetworkAttachment is one extra interface in each selected pod, on a host bridge.
-// +kubebuilder:validation:XValidation:rule="self.linkType != 'vlan' || (has(self.vlanID) && has(self.parent))",message="linkType vlan needs vlanID and parent",fieldPath=".vlanID"
-// +kubebuilder:validation:XValidation:rule="self.linkType == 'vlan' || (!has(self.vlanID) && !has(self.parent))",message="vlanID and parent are only valid with linkType vlan",fieldPath=".linkType"
-// +kubebuilder:validation:XValidation:rule="!has(self.gateway) || !isCIDR(self.cidr) || !isIP(self.gateway) || cidr(self.cidr).containsIP(self.gateway)",message="gateway must be inside cidr",fieldPath=".gateway"
-// +kubebuilder:validation:XValidation:rule="!has(self.gateway) || !isCIDR(self.cidr) || self.gateway != self.cidr.split('/')[0]",message="gateway cannot be the network address",fieldPath=".gateway"
-// +kubebuilder:validation:XValidation:rule="!has(self.routes) || !isCIDR(self.cidr) || self.routes.all(r, !isCIDR(r.destination) || cidr(r.destination).ip().family() == cidr(self.cidr).ip().family())",message="route destinations must be of the cidr's address family",fieldPath=".routes"
-// +kubebuilder:validation:XValidation:rule="!has(self.routes) || !isCIDR(self.cidr) || self.routes.all(r, !has(r.via) || !isIP(r.via) || cidr(self.cidr).containsIP(r.via))",message="a route's via must be inside cidr (directly reachable)",fieldPath=".routes"
+// NetworkAttachment is one extra interface in each selected pod, on a network the cluster
+// administrator granted (a PodNetwork whose namespaceSelector selects this namespace). The
+// bridge, range, gateway, MTU, VLAN and routes are the network's: a tenant names nothing on
+// the node.
 type NetworkAttachment struct {
 	// Name of the interface inside the pod (at most 15 characters, the kernel's limit;
 	// eth0 and lo are the pod's own).
@@ -126,68 +110,22 @@ type NetworkAttachment struct {
 	// +kubebuilder:validation:XValidation:rule="self != 'eth0' && self != 'lo'",message="eth0 and lo are reserved"
 	Name string `json:"name"`
 
-	// LinkType: veth (default) or vlan.
-	// +kubebuilder:default=veth
-	// +optional
-	LinkType LinkType `json:"linkType,omitempty"`
-
-	// Master is the host bridge the attachment joins (created by the agent if missing). It
-	// must carry the operator's bridge prefix (default "berth") or be allow-listed; host
-	// interfaces (eth0, lo, cni0, cbr0, ...) are refused.
+	// Network is the name of the PodNetwork to attach to.
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=15
-	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,14}$`
-	Master string `json:"master"`
-
-	// Parent is the host interface whose VLAN vlanID joins the bridge (vlan only; must be
-	// allow-listed by the operator).
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=15
-	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,14}$`
-	// +optional
-	Parent string `json:"parent,omitempty"`
-
-	// VLANID of the parent's VLAN (vlan only).
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=4094
-	// +optional
-	VLANID *int32 `json:"vlanID,omitempty"`
-
-	// CIDR of the network, in canonical form (no host bits), IPv4 or IPv6, any prefix length.
-	// Pods sharing master and cidr share one network and one address pool.
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="must be a CIDR such as 192.168.100.0/24 or fd00:1::/64"
-	// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || cidr(self) == cidr(self).masked()",message="must be the network address (no host bits set)"
-	CIDR string `json:"cidr"`
-
-	// Gateway is an address inside cidr, reserved (never given to a pod) and set on the host
-	// bridge. Without it the bridge has no address and the network is layer 2 only.
-	// +kubebuilder:validation:MaxLength=45
-	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="must be an IP address"
-	// +optional
-	Gateway string `json:"gateway,omitempty"`
-
-	// Routes the agent adds inside the pod through this interface.
-	// +kubebuilder:validation:MaxItems=16
-	// +listType=atomic
-	// +optional
-	Routes []Route `json:"routes,omitempty"`
-
-	// MTU of the pod's interface (and the host end).
-	// +kubebuilder:validation:Minimum=68
-	// +kubebuilder:validation:Maximum=65535
-	// +optional
-	MTU *int32 `json:"mtu,omitempty"`
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Network string `json:"network"`
 }
 
 // Route is a route inside the pod through the attachment.
 type Route struct {
-	// Destination CIDR.
+	// Destination CIDR: never a default route, loopback, link-local or multicast.
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="must be a CIDR"
+	// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || cidr(self).prefixLength() >= 8",message="default routes (and anything wider than a /8) are never routed through an attachment: the pod's own network carries them"
+	// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || !(cidr('127.0.0.0/8').containsCIDR(cidr(self)) || cidr(self).containsCIDR(cidr('127.0.0.0/8')) || cidr('::1/128').containsCIDR(cidr(self)) || cidr('169.254.0.0/16').containsCIDR(cidr(self)) || cidr(self).containsCIDR(cidr('169.254.0.0/16')) || cidr('fe80::/10').containsCIDR(cidr(self)) || cidr(self).containsCIDR(cidr('fe80::/10')) || cidr('224.0.0.0/4').containsCIDR(cidr(self)) || cidr(self).containsCIDR(cidr('224.0.0.0/4')) || cidr('ff00::/8').containsCIDR(cidr(self)) || cidr(self).containsCIDR(cidr('ff00::/8')))",message="loopback, link-local (169.254.169.254, the cloud metadata address, included) and multicast are never routed through an attachment"
 	Destination string `json:"destination"`
-	// Via is the next hop inside the attachment's cidr (default: the gateway; without a
+	// Via is the next hop inside the network's cidr (default: the gateway; without a
 	// gateway, the destination is on-link).
 	// +kubebuilder:validation:MaxLength=45
 	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="must be an IP address"
@@ -238,6 +176,9 @@ type PodAttachmentStatus struct {
 	// Node the pod runs on.
 	// +optional
 	Node string `json:"node,omitempty"`
+	// Network (PodNetwork) of the attachment.
+	// +optional
+	Network string `json:"network,omitempty"`
 	// Interface name inside the pod.
 	// +optional
 	Interface string `json:"interface,omitempty"`

@@ -67,6 +67,7 @@ func TestCRDCopiesMatchSources(t *testing.T) {
 		{"charts/berth/crds/berth.dev_secondaryschedulers.yaml", "api/crds/berth.dev_secondaryschedulers.yaml"},
 		{"charts/berth/crds/berth.dev_podconfigs.yaml", "api/crds/berth.dev_podconfigs.yaml"},
 		{"charts/berth/crds/berth.dev_ipallocations.yaml", "api/crds/berth.dev_ipallocations.yaml"},
+		{"charts/berth/crds/berth.dev_podnetworks.yaml", "api/crds/berth.dev_podnetworks.yaml"},
 		{"charts/berth/files/spo/seccompprofiles-cluster.yaml", "pkg/scheduler/plugins/sysched/crds/seccompprofiles-cluster.yaml"},
 		{"charts/berth/files/spo/profilebindings.yaml", "pkg/scheduler/plugins/sysched/crds/profilebindings.yaml"},
 	}
