@@ -13,6 +13,7 @@ import (
 	"github.com/berth-sched/berth/pkg/agent"
 	"github.com/berth-sched/berth/pkg/agent/images"
 	"github.com/berth-sched/berth/pkg/agent/podnet"
+	"github.com/berth-sched/berth/pkg/podconfig"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -42,7 +43,7 @@ func main() {
 	// PodConfig executor (pkg/agent/podnet): links in this node's pods selected by PodConfigs.
 	podConfig := fs.Bool("podconfig", false, "run the PodConfig executor: make the network attachments the operator allocated in this node's pods (needs --cri-socket, the node's network namespace, NET_ADMIN and SYS_ADMIN)")
 	podConfigResync := fs.Duration("podconfig-resync", podnet.DefaultResync, "how often every attachment of this node is re-checked and stale links are swept")
-	podConfigPolicy := bindPolicyFlags(fs)
+	podConfigPolicy := podconfig.BindPolicyFlags(fs)
 	_ = fs.Parse(os.Args[1:])
 	defer klog.Flush()
 	if *podConfig && *criSocket == "" {

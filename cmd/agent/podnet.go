@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/vishvananda/netns"
@@ -16,34 +13,6 @@ import (
 	"github.com/berth-sched/berth/pkg/agent/podnet"
 	"github.com/berth-sched/berth/pkg/podconfig"
 )
-
-// bindPolicyFlags registers the PodConfig policy flags, the operator's own (the chart passes
-// both the same podConfig values), and returns a function that parses them after fs.Parse.
-func bindPolicyFlags(fs *flag.FlagSet) func() (podconfig.Policy, error) {
-	prefix := fs.String("podconfig-bridge-prefix", podconfig.DefaultBridgePrefix,
-		"prefix every PodConfig bridge (master) must carry unless --podconfig-allowed-bridges names it")
-	bridges := fs.String("podconfig-allowed-bridges", "", "comma-separated existing bridges PodConfigs may join besides the prefixed ones")
-	parents := fs.String("podconfig-allowed-parents", "", "comma-separated host interfaces whose VLANs PodConfigs may use (linkType vlan); empty: none")
-	cidrs := fs.String("podconfig-cluster-cidrs", "", "comma-separated pod and service CIDRs of the cluster: PodConfig networks overlapping them are refused")
-	return func() (podconfig.Policy, error) {
-		p := podconfig.Policy{BridgePrefix: *prefix, AllowedBridges: splitList(*bridges), AllowedParents: splitList(*parents)}
-		var err error
-		if p.ClusterCIDRs, err = podconfig.ParseCIDRs(splitList(*cidrs)); err != nil {
-			return p, fmt.Errorf("--podconfig-cluster-cidrs: %w", err)
-		}
-		return p, p.Check()
-	}
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
 
 // runPodNet starts the PodConfig executor in the background; the returned function waits for
 // it to stop (after ctx is done) and releases its handles.

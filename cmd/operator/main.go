@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -43,12 +42,7 @@ func main() {
 	cleanupTimeout := flag.Duration("cleanup-timeout", 2*time.Minute, "how long --cleanup-namespace may take")
 	flag.BoolVar(&o.PodConfig, "podconfig", false,
 		"run the PodConfig controller (address management for runtime network attachments; needs the PodConfig and IPAllocation CRDs)")
-	podConfigCIDRs := flag.String("podconfig-cluster-cidrs", "",
-		"comma-separated pod and service CIDRs of the cluster: PodConfig networks overlapping them are refused")
-	flag.StringVar(&o.PodConfigPolicy.BridgePrefix, "podconfig-bridge-prefix", podconfig.DefaultBridgePrefix,
-		"prefix every PodConfig bridge (master) must carry unless --podconfig-allowed-bridges names it")
-	podConfigBridges := flag.String("podconfig-allowed-bridges", "", "comma-separated existing bridges PodConfigs may join besides the prefixed ones")
-	podConfigParents := flag.String("podconfig-allowed-parents", "", "comma-separated host interfaces whose VLANs PodConfigs may use")
+	podConfigPolicy := podconfig.BindPolicyFlags(flag.CommandLine)
 	flag.DurationVar(&o.PodConfigRemovalTimeout, "podconfig-removal-timeout", 5*time.Minute,
 		"how long a pod's links may wait for removal on a node that is gone or not Ready before their addresses are freed anyway")
 	isolation := isolationwebhook.BindFlags(flag.CommandLine)
@@ -59,13 +53,7 @@ func main() {
 	o.MetricsInsecure = !*metricsSecure
 	if o.PodConfig {
 		var err error
-		if o.PodConfigPolicy.ClusterCIDRs, err = podconfig.ParseCIDRs(splitList(*podConfigCIDRs)); err != nil {
-			fmt.Fprintln(os.Stderr, "berth-operator: --podconfig-cluster-cidrs:", err)
-			os.Exit(2)
-		}
-		o.PodConfigPolicy.AllowedBridges = splitList(*podConfigBridges)
-		o.PodConfigPolicy.AllowedParents = splitList(*podConfigParents)
-		if err := o.PodConfigPolicy.Check(); err != nil {
+		if o.PodConfigPolicy, err = podConfigPolicy(); err != nil {
 			fmt.Fprintln(os.Stderr, "berth-operator: podconfig policy:", err)
 			os.Exit(2)
 		}
@@ -112,17 +100,6 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("stopped")
-}
-
-// splitList splits a comma-separated flag value, dropping empty items.
-func splitList(s string) []string {
-	var out []string
-	for _, item := range strings.Split(s, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
-	}
-	return out
 }
 
 func cleanup(cfg *rest.Config, o operator.CleanupOptions, timeout time.Duration) error {

@@ -1,8 +1,8 @@
-// Package podconfig holds what the operator and the node agent share about PodConfigs:
-// validation of a spec (structural rules, also expressed as CEL in the CRD, and the operator's
-// policy: bridge prefix, allow-listed parents, cluster CIDRs, conflicts between PodConfigs),
-// the deterministic name of a network's IPAllocation, the pod selector and the host-side link
-// name. See README.md for the whole contract.
+// Package podconfig holds what the operator and the node agent share about PodConfigs and
+// PodNetworks: validation (structural rules, also expressed as CEL in the CRDs; the ranges no
+// pod network may use; the administrator's policy: bridge prefix, allow-listed parents, the
+// cluster's and nodes' own networks; conflicts between networks), grants, the pod selector and
+// the host-side link names. See README.md for the whole contract.
 package podconfig
 
 import (
@@ -15,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 )
@@ -27,13 +28,14 @@ var (
 	attachmentNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,14}$`)
 	// hostLinkNameRE is what a host bridge or parent may be called.
 	hostLinkNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,14}$`)
-	dnsLabelUnsafe = regexp.MustCompile(`[^a-z0-9-]+`)
+	// bridgeNameRE is what a PodNetwork bridge may be called (the CRD's pattern).
+	bridgeNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,14}$`)
 )
 
 // ReservedPodInterfaces are the pod's own interfaces, never an attachment's name.
 var ReservedPodInterfaces = []string{"eth0", "lo"}
 
-// HostInterfaces can never be a master or parent, whatever the allow lists say: the host's
+// HostInterfaces can never be a PodNetwork bridge, whatever the prefix says: the host's
 // own uplinks and loopback and the bridges and tunnels of common CNI plugins. Enslaving a
 // veth to one of them would put a tenant's pod on the node's or the cluster's network.
 var HostInterfaces = []string{
@@ -62,49 +64,76 @@ func Selector(pc *berthv1alpha1.PodConfig) (labels.Selector, error) {
 	return metav1.LabelSelectorAsSelector(pc.Spec.PodSelector)
 }
 
-// Network identifies one network: a host bridge and a CIDR. Attachments with the same master
-// and CIDR (in any namespace) share the network and its address pool.
+// Network is a PodNetwork resolved for use: what the operator allocates from and what the
+// agent builds on a node. Name is the PodNetwork's (and its IPAllocation's) name.
 type Network struct {
-	Master  string
+	Name    string
+	Bridge  string
 	Prefix  netip.Prefix
 	Gateway netip.Addr // invalid when there is none
+	MTU     int        // 0: the kernel's default
+	VLAN    *VLAN
+	Routes  []RouteSpec
 }
 
-// String is "<cidr> on <master>".
-func (n Network) String() string { return n.Prefix.String() + " on " + n.Master }
+// VLAN is a host interface's VLAN put on a network's bridge.
+type VLAN struct {
+	Parent string
+	ID     int
+}
 
-// Name is the network's IPAllocation name (NetworkName).
-func (n Network) Name() string { return NetworkName(n.Master, n.Prefix) }
+// RouteSpec is one route inside the pod through the attachment; Via invalid = on-link.
+type RouteSpec struct {
+	Dst netip.Prefix
+	Via netip.Addr
+}
 
-// NetworkOf parses an attachment's network. The attachment must have passed ValidateSpec.
-func NetworkOf(a *berthv1alpha1.NetworkAttachment) (Network, error) {
-	p, err := netip.ParsePrefix(a.CIDR)
+// String is "<name> (<cidr> on <bridge>)".
+func (n Network) String() string { return n.Name + " (" + n.Prefix.String() + " on " + n.Bridge + ")" }
+
+// NetworkOf resolves a PodNetwork. It must have passed ValidateNetworkSpec; a parse error
+// here is returned, never guessed around.
+func NetworkOf(pn *berthv1alpha1.PodNetwork) (Network, error) {
+	p, err := netip.ParsePrefix(pn.Spec.CIDR)
 	if err != nil {
 		return Network{}, err
 	}
-	n := Network{Master: a.Master, Prefix: p.Masked()}
-	if a.Gateway != "" {
-		g, err := netip.ParseAddr(a.Gateway)
+	n := Network{Name: pn.Name, Bridge: pn.Spec.Bridge, Prefix: p.Masked()}
+	if pn.Spec.Gateway != "" {
+		if n.Gateway, err = netip.ParseAddr(pn.Spec.Gateway); err != nil {
+			return Network{}, err
+		}
+	}
+	if pn.Spec.MTU != nil {
+		n.MTU = int(*pn.Spec.MTU)
+	}
+	if v := pn.Spec.VLAN; v != nil {
+		n.VLAN = &VLAN{Parent: v.Parent, ID: int(v.ID)}
+	}
+	for _, r := range pn.Spec.Routes {
+		dst, err := netip.ParsePrefix(r.Destination)
 		if err != nil {
 			return Network{}, err
 		}
-		n.Gateway = g
+		rs := RouteSpec{Dst: dst.Masked(), Via: n.Gateway}
+		if r.Via != "" {
+			if rs.Via, err = netip.ParseAddr(r.Via); err != nil {
+				return Network{}, err
+			}
+		}
+		n.Routes = append(n.Routes, rs)
 	}
 	return n, nil
 }
 
-// NetworkName is the IPAllocation name of the network (master, cidr): the master made a DNS
-// label, a dash and 10 hex digits of a SHA-256 over master and the canonical CIDR. It is a
-// function of its inputs only, so every operator replica, before and after restarts, agrees
-// on it; the hash keeps masters that differ only in characters a name cannot carry (case,
-// '_', '.') apart.
-func NetworkName(master string, cidr netip.Prefix) string {
-	sum := sha256.Sum256([]byte(master + "\x00" + cidr.Masked().String()))
-	label := strings.Trim(dnsLabelUnsafe.ReplaceAllString(strings.ToLower(master), "-"), "-")
-	if label == "" {
-		label = "net"
+// Granted reports whether pn's namespaceSelector selects the namespace with these labels. A
+// selector that does not parse grants nothing.
+func Granted(pn *berthv1alpha1.PodNetwork, nsLabels map[string]string) bool {
+	sel, err := metav1.LabelSelectorAsSelector(&pn.Spec.NamespaceSelector)
+	if err != nil {
+		return false
 	}
-	return label + "-" + hex.EncodeToString(sum[:])[:10]
+	return sel.Matches(labels.Set(nsLabels))
 }
 
 // HostPeerName is a host-side link name for one attachment of one pod: "bp" and 13 hex digits
@@ -134,4 +163,63 @@ func validateHostLinkName(name string) string {
 		return fmt.Sprintf("must be 1-%d characters of [a-zA-Z0-9_.-], starting with a letter or digit", MaxInterfaceName)
 	}
 	return ""
+}
+
+// Accepted reports whether the operator accepted pn (condition Accepted=True), and otherwise
+// why not.
+func Accepted(pn *berthv1alpha1.PodNetwork) (bool, string) {
+	for _, c := range pn.Status.Conditions {
+		if c.Type != berthv1alpha1.ConditionAccepted {
+			continue
+		}
+		if c.Status == metav1.ConditionTrue {
+			return true, ""
+		}
+		return false, c.Message
+	}
+	return false, "not decided by the operator yet"
+}
+
+// Bind resolves pc's attachments to the networks they name: a network binds an attachment
+// only if it exists, is not being deleted, was accepted by the operator and grants pc's
+// namespace (whose labels are nsLabels). Every refusal names the attachment's field; a
+// PodConfig with any refusal binds nothing. networks is looked up by name.
+func Bind(pc *berthv1alpha1.PodConfig, networks func(name string) *berthv1alpha1.PodNetwork, nsLabels map[string]string) (map[string]Network, field.ErrorList) {
+	path := field.NewPath("spec")
+	errs := ValidateSpec(&pc.Spec, path)
+	bound := map[string]Network{}
+	for i := range pc.Spec.NetworkAttachments {
+		a := &pc.Spec.NetworkAttachments[i]
+		p := path.Child("networkAttachments").Index(i).Child("network")
+		if a.Network == "" {
+			continue // ValidateSpec said so
+		}
+		pn := networks(a.Network)
+		if pn == nil {
+			errs = append(errs, field.Invalid(p, a.Network, "no PodNetwork of that name (a cluster administrator grants networks)"))
+			continue
+		}
+		if !pn.DeletionTimestamp.IsZero() {
+			errs = append(errs, field.Invalid(p, a.Network, "the PodNetwork is being deleted"))
+			continue
+		}
+		if ok, why := Accepted(pn); !ok {
+			errs = append(errs, field.Invalid(p, a.Network, "the PodNetwork is not accepted: "+why))
+			continue
+		}
+		if !Granted(pn, nsLabels) {
+			errs = append(errs, field.Forbidden(p, fmt.Sprintf("PodNetwork %s does not grant namespace %s (its namespaceSelector does not select it)", a.Network, pc.Namespace)))
+			continue
+		}
+		n, err := NetworkOf(pn)
+		if err != nil {
+			errs = append(errs, field.Invalid(p, a.Network, "the PodNetwork does not parse: "+err.Error()))
+			continue
+		}
+		bound[a.Name] = n
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return bound, nil
 }

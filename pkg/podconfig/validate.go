@@ -12,12 +12,12 @@ import (
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 )
 
-// DefaultBridgePrefix is what a master must start with unless it is allow-listed.
+// DefaultBridgePrefix is what every PodNetwork bridge must start with (operator and agent
+// flag --podconfig-bridge-prefix, chart podConfig.bridgePrefix).
 const DefaultBridgePrefix = "berth"
 
-// ValidateSpec checks the rules a PodConfig spec must meet on any cluster (the CRD's CEL
-// rules say the same where CEL can; this is the authority, used by the operator before it
-// allocates and by the agent before it touches a link).
+// ValidateSpec checks a PodConfig spec (the CRD's CEL rules say the same where CEL can; this
+// is the authority, run by the operator before it allocates and by the agent before it acts).
 func ValidateSpec(spec *berthv1alpha1.PodConfigSpec, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if spec.PodSelector != nil {
@@ -31,104 +31,147 @@ func ValidateSpec(spec *berthv1alpha1.PodConfigSpec, path *field.Path) field.Err
 	if len(spec.NetworkAttachments) > 8 {
 		errs = append(errs, field.TooMany(ap, len(spec.NetworkAttachments), 8))
 	}
-	names := map[string]bool{}
-	networks := map[string]string{}
+	names, networks := map[string]bool{}, map[string]string{}
 	for i := range spec.NetworkAttachments {
 		a := &spec.NetworkAttachments[i]
 		p := ap.Index(i)
-		errs = append(errs, validateAttachment(a, p)...)
+		switch {
+		case len(a.Name) > MaxInterfaceName:
+			errs = append(errs, field.TooLong(p.Child("name"), a.Name, MaxInterfaceName))
+		case !attachmentNameRE.MatchString(a.Name):
+			errs = append(errs, field.Invalid(p.Child("name"), a.Name, "must match ^[a-z][a-z0-9-]{0,14}$ (an interface name inside the pod)"))
+		}
+		for _, r := range ReservedPodInterfaces {
+			if a.Name == r {
+				errs = append(errs, field.Invalid(p.Child("name"), a.Name, "eth0 and lo are the pod's own interfaces"))
+			}
+		}
 		if names[a.Name] {
 			errs = append(errs, field.Duplicate(p.Child("name"), a.Name))
 		}
 		names[a.Name] = true
-		if n, err := NetworkOf(a); err == nil {
-			if other, ok := networks[n.Name()]; ok {
-				errs = append(errs, field.Invalid(p.Child("cidr"), a.CIDR,
-					fmt.Sprintf("attachment %q already joins network %s; one pod gets one address per network", other, n)))
-			}
-			networks[n.Name()] = a.Name
+		if a.Network == "" {
+			errs = append(errs, field.Required(p.Child("network"), "the name of a PodNetwork that grants this namespace"))
+		} else if other, ok := networks[a.Network]; ok {
+			errs = append(errs, field.Invalid(p.Child("network"), a.Network,
+				fmt.Sprintf("attachment %q already joins network %s; one pod gets one address per network", other, a.Network)))
 		}
+		networks[a.Network] = a.Name
 	}
 	return errs
 }
 
-func validateAttachment(a *berthv1alpha1.NetworkAttachment, p *field.Path) field.ErrorList {
+// NamedPrefix is a range with what it is, for refusal messages.
+type NamedPrefix struct {
+	Prefix netip.Prefix
+	Name   string
+}
+
+func (n NamedPrefix) String() string { return n.Name + " " + n.Prefix.String() }
+
+// NeverRanges are never a pod network or a route through an attachment, on any cluster: a
+// tenant's pod that answered for them would take over the node's loopback, its route to the
+// cloud metadata service, multicast or the unspecified address.
+var NeverRanges = []NamedPrefix{
+	{netip.MustParsePrefix("127.0.0.0/8"), "loopback"},
+	{netip.MustParsePrefix("::1/128"), "loopback"},
+	{netip.MustParsePrefix("169.254.0.0/16"), "link-local (with the cloud metadata address 169.254.169.254)"},
+	{netip.MustParsePrefix("fe80::/10"), "link-local"},
+	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
+	{netip.MustParsePrefix("ff00::/8"), "multicast"},
+	{netip.MustParsePrefix("0.0.0.0/8"), "unspecified"},
+	{netip.MustParsePrefix("::/128"), "unspecified"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "reserved (and broadcast)"},
+}
+
+// minBits is the widest prefix a network or a route through an attachment may have: wider
+// is a default route or half the address space, which always belongs to the pod's own network.
+const minBits = 8
+
+// overlapping returns the first of ranges that overlaps p.
+func overlapping(p netip.Prefix, ranges []NamedPrefix) (NamedPrefix, bool) {
+	for _, r := range ranges {
+		if r.Prefix.Addr().Is4() == p.Addr().Is4() && r.Prefix.Overlaps(p) {
+			return r, true
+		}
+	}
+	return NamedPrefix{}, false
+}
+
+// ValidateNetworkSpec checks what a PodNetwork spec must meet on any cluster, the never
+// ranges included (the CRD's CEL says the same where CEL can).
+func ValidateNetworkSpec(spec *berthv1alpha1.PodNetworkSpec, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	bp := path.Child("bridge")
 	switch {
-	case len(a.Name) > MaxInterfaceName:
-		errs = append(errs, field.TooLong(p.Child("name"), a.Name, MaxInterfaceName))
-	case !attachmentNameRE.MatchString(a.Name):
-		errs = append(errs, field.Invalid(p.Child("name"), a.Name, "must match ^[a-z][a-z0-9-]{0,14}$ (an interface name inside the pod)"))
+	case !bridgeNameRE.MatchString(spec.Bridge):
+		errs = append(errs, field.Invalid(bp, spec.Bridge, "must match ^[a-z][a-z0-9-]{0,14}$ (a host interface name)"))
+	case IsHostInterface(spec.Bridge):
+		errs = append(errs, field.Forbidden(bp, fmt.Sprintf("%s is a host or CNI interface, never a PodNetwork bridge", spec.Bridge)))
 	}
-	for _, r := range ReservedPodInterfaces {
-		if a.Name == r {
-			errs = append(errs, field.Invalid(p.Child("name"), a.Name, "eth0 and lo are the pod's own interfaces"))
+	errs = append(errs, metav1validation.ValidateLabelSelector(&spec.NamespaceSelector,
+		metav1validation.LabelSelectorValidationOptions{}, path.Child("namespaceSelector"))...)
+	if spec.MTU != nil && (*spec.MTU < 68 || *spec.MTU > 65535) {
+		errs = append(errs, field.Invalid(path.Child("mtu"), *spec.MTU, "must be 68..65535"))
+	}
+	if v := spec.VLAN; v != nil {
+		vp := path.Child("vlan")
+		if v.ID < 1 || v.ID > 4094 {
+			errs = append(errs, field.Invalid(vp.Child("id"), v.ID, "must be 1..4094"))
+		}
+		if msg := validateHostLinkName(v.Parent); msg != "" {
+			errs = append(errs, field.Invalid(vp.Child("parent"), v.Parent, msg))
+		} else if v.Parent == spec.Bridge {
+			errs = append(errs, field.Invalid(vp.Child("parent"), v.Parent, "cannot be the network's own bridge"))
 		}
 	}
-	if msg := validateHostLinkName(a.Master); msg != "" {
-		errs = append(errs, field.Invalid(p.Child("master"), a.Master, msg))
-	}
-	switch a.LinkType {
-	case "", berthv1alpha1.LinkVeth:
-		if a.VLANID != nil {
-			errs = append(errs, field.Forbidden(p.Child("vlanID"), "only valid with linkType vlan"))
-		}
-		if a.Parent != "" {
-			errs = append(errs, field.Forbidden(p.Child("parent"), "only valid with linkType vlan"))
-		}
-	case berthv1alpha1.LinkVLAN:
-		if a.VLANID == nil {
-			errs = append(errs, field.Required(p.Child("vlanID"), "linkType vlan needs a VLAN ID"))
-		} else if *a.VLANID < 1 || *a.VLANID > 4094 {
-			errs = append(errs, field.Invalid(p.Child("vlanID"), *a.VLANID, "must be 1..4094"))
-		}
-		if a.Parent == "" {
-			errs = append(errs, field.Required(p.Child("parent"), "linkType vlan needs the host interface carrying the VLAN"))
-		} else if msg := validateHostLinkName(a.Parent); msg != "" {
-			errs = append(errs, field.Invalid(p.Child("parent"), a.Parent, msg))
-		}
-	default:
-		errs = append(errs, field.NotSupported(p.Child("linkType"), a.LinkType, []string{string(berthv1alpha1.LinkVeth), string(berthv1alpha1.LinkVLAN)}))
-	}
-	if a.MTU != nil && (*a.MTU < 68 || *a.MTU > 65535) {
-		errs = append(errs, field.Invalid(p.Child("mtu"), *a.MTU, "must be 68..65535"))
-	}
-	prefix, err := netip.ParsePrefix(a.CIDR)
+	cp := path.Child("cidr")
+	prefix, err := netip.ParsePrefix(spec.CIDR)
 	if err != nil {
-		errs = append(errs, field.Invalid(p.Child("cidr"), a.CIDR, "must be a CIDR such as 192.168.100.0/24 or fd00:1::/64"))
-		return errs
+		return append(errs, field.Invalid(cp, spec.CIDR, "must be a CIDR such as 192.168.100.0/24 or fd00:1::/64"))
 	}
 	if prefix.Addr().Is4In6() || prefix.Addr().Zone() != "" {
-		errs = append(errs, field.Invalid(p.Child("cidr"), a.CIDR, "IPv4-mapped IPv6 and zoned addresses are not supported"))
-		return errs
+		return append(errs, field.Invalid(cp, spec.CIDR, "IPv4-mapped IPv6 and zoned addresses are not supported"))
 	}
 	if prefix.Masked() != prefix {
-		errs = append(errs, field.Invalid(p.Child("cidr"), a.CIDR, fmt.Sprintf("must be the network address (%s); host bits are set", prefix.Masked())))
+		errs = append(errs, field.Invalid(cp, spec.CIDR, fmt.Sprintf("must be the network address (%s); host bits are set", prefix.Masked())))
 	}
 	prefix = prefix.Masked()
-	if a.Gateway != "" {
-		gp := p.Child("gateway")
-		g, err := netip.ParseAddr(a.Gateway)
+	if prefix.Bits() < minBits {
+		errs = append(errs, field.Forbidden(cp, fmt.Sprintf("%s is wider than a /%d: a default route or half the address space is never a pod network", prefix, minBits)))
+	} else if r, bad := overlapping(prefix, NeverRanges); bad {
+		errs = append(errs, field.Forbidden(cp, fmt.Sprintf("%s overlaps %s: never a pod network", prefix, r)))
+	}
+	if spec.Gateway != "" {
+		gp := path.Child("gateway")
+		g, err := netip.ParseAddr(spec.Gateway)
 		switch {
 		case err != nil:
-			errs = append(errs, field.Invalid(gp, a.Gateway, "must be an IP address"))
+			errs = append(errs, field.Invalid(gp, spec.Gateway, "must be an IP address"))
 		case !prefix.Contains(g):
-			errs = append(errs, field.Invalid(gp, a.Gateway, fmt.Sprintf("must be inside cidr %s", prefix)))
+			errs = append(errs, field.Invalid(gp, spec.Gateway, fmt.Sprintf("must be inside cidr %s", prefix)))
 		case hasNetworkAddress(prefix) && g == prefix.Addr():
-			errs = append(errs, field.Invalid(gp, a.Gateway, "cannot be the network address"))
+			errs = append(errs, field.Invalid(gp, spec.Gateway, "cannot be the network address"))
 		case hasBroadcast(prefix) && g == lastAddr(prefix):
-			errs = append(errs, field.Invalid(gp, a.Gateway, "cannot be the broadcast address"))
+			errs = append(errs, field.Invalid(gp, spec.Gateway, "cannot be the broadcast address"))
 		case Usable(prefix, g).Sign() == 0:
-			errs = append(errs, field.Invalid(gp, a.Gateway, "leaves no address for pods"))
+			errs = append(errs, field.Invalid(gp, spec.Gateway, "leaves no address for pods"))
 		}
 	}
-	for j, r := range a.Routes {
-		rp := p.Child("routes").Index(j)
+	for j, r := range spec.Routes {
+		rp := path.Child("routes").Index(j)
 		d, err := netip.ParsePrefix(r.Destination)
-		if err != nil {
+		switch {
+		case err != nil:
 			errs = append(errs, field.Invalid(rp.Child("destination"), r.Destination, "must be a CIDR"))
-		} else if d.Addr().Is4() != prefix.Addr().Is4() {
+		case d.Addr().Is4() != prefix.Addr().Is4():
 			errs = append(errs, field.Invalid(rp.Child("destination"), r.Destination, "must be of the cidr's address family"))
+		case d.Masked().Bits() < minBits:
+			errs = append(errs, field.Forbidden(rp.Child("destination"), fmt.Sprintf("%s is a default route (or wider than a /%d): the pod's own network carries it, never an attachment", d.Masked(), minBits)))
+		default:
+			if n, bad := overlapping(d.Masked(), NeverRanges); bad {
+				errs = append(errs, field.Forbidden(rp.Child("destination"), fmt.Sprintf("%s overlaps %s: never routed through an attachment", d.Masked(), n)))
+			}
 		}
 		if r.Via != "" {
 			v, err := netip.ParseAddr(r.Via)
@@ -137,47 +180,135 @@ func validateAttachment(a *berthv1alpha1.NetworkAttachment, p *field.Path) field
 			} else if !prefix.Contains(v) {
 				errs = append(errs, field.Invalid(rp.Child("via"), r.Via, fmt.Sprintf("must be inside cidr %s (directly reachable)", prefix)))
 			}
-		} else if a.Gateway == "" && err == nil && d.Bits() == 0 {
-			errs = append(errs, field.Required(rp.Child("via"), "a default route needs via or a gateway"))
 		}
 	}
 	return errs
 }
 
-// Policy is what the cluster administrator allows (operator flags, chart values podConfig.*).
+// Policy is what the cluster administrator allows beyond the PodNetworks themselves (operator
+// and agent flags --podconfig-*, chart values podConfig.*).
 type Policy struct {
-	// ClusterCIDRs are the cluster's pod and service CIDRs: no PodConfig network may overlap
-	// them (a pod would route cluster traffic into the attachment).
-	ClusterCIDRs []netip.Prefix
-	// BridgePrefix every master must start with, unless AllowedBridges names it.
+	// BridgePrefix every PodNetwork bridge must start with.
 	BridgePrefix string
-	// AllowedBridges are existing bridges PodConfigs may join besides the prefixed ones.
-	AllowedBridges []string
-	// AllowedParents are the host interfaces whose VLANs PodConfigs may use.
+	// AllowedParents are the host interfaces whose VLANs PodNetworks may use.
 	AllowedParents []string
+	// ClusterCIDRs are the cluster's pod and service CIDRs as configured (the operator also
+	// discovers them: ServiceCIDR objects, node podCIDRs).
+	ClusterCIDRs []netip.Prefix
+	// NodeNetworks are the networks the nodes live on (configured; the agent also refuses
+	// the ranges of its node's own interfaces).
+	NodeNetworks []netip.Prefix
 }
 
-// Check refuses a policy that would let a PodConfig reach a host interface.
+// Check refuses a policy that would let a network reach a host interface.
 func (p Policy) Check() error {
 	if p.BridgePrefix == "" {
 		return fmt.Errorf("bridge prefix must not be empty (every host interface would match it)")
+	}
+	if !bridgeNameRE.MatchString(p.BridgePrefix) {
+		return fmt.Errorf("bridge prefix %q must match ^[a-z][a-z0-9-]{0,14}$", p.BridgePrefix)
 	}
 	for _, h := range HostInterfaces {
 		if strings.HasPrefix(h, p.BridgePrefix) {
 			return fmt.Errorf("bridge prefix %q matches host interface %s", p.BridgePrefix, h)
 		}
 	}
-	for _, list := range [][]string{p.AllowedBridges, p.AllowedParents} {
-		for _, n := range list {
-			if IsHostInterface(n) {
-				return fmt.Errorf("%s is a host or CNI interface and cannot be allow-listed", n)
-			}
-			if msg := validateHostLinkName(n); msg != "" {
-				return fmt.Errorf("allow-listed interface %q: %s", n, msg)
-			}
+	for _, n := range p.AllowedParents {
+		if msg := validateHostLinkName(n); msg != "" {
+			return fmt.Errorf("allowed parent %q: %s", n, msg)
 		}
 	}
 	return nil
+}
+
+// Reserved is every range of the cluster a network may not overlap: the policy's cluster
+// CIDRs and node networks, and what the caller discovered (named by where it came from).
+func (p Policy) Reserved(discovered []NamedPrefix) []NamedPrefix {
+	out := make([]NamedPrefix, 0, len(p.ClusterCIDRs)+len(p.NodeNetworks)+len(discovered))
+	for _, c := range p.ClusterCIDRs {
+		out = append(out, NamedPrefix{c, "the cluster's network"})
+	}
+	for _, c := range p.NodeNetworks {
+		out = append(out, NamedPrefix{c, "the node network"})
+	}
+	return append(out, discovered...)
+}
+
+// ValidateNetwork checks a PodNetwork on its own: ValidateNetworkSpec, the bridge prefix, the
+// VLAN parent allow-list, and no overlap of its range or routes with the reserved ranges.
+func (p Policy) ValidateNetwork(pn *berthv1alpha1.PodNetwork, reserved []NamedPrefix) field.ErrorList {
+	path := field.NewPath("spec")
+	errs := ValidateNetworkSpec(&pn.Spec, path)
+	prefix := p.BridgePrefix
+	if prefix == "" {
+		prefix = DefaultBridgePrefix
+	}
+	if !strings.HasPrefix(pn.Spec.Bridge, prefix) {
+		errs = append(errs, field.Forbidden(path.Child("bridge"), fmt.Sprintf("bridge %s does not start with the bridge prefix %q", pn.Spec.Bridge, prefix)))
+	}
+	if v := pn.Spec.VLAN; v != nil && !contains(p.AllowedParents, v.Parent) {
+		errs = append(errs, field.Forbidden(path.Child("vlan", "parent"), fmt.Sprintf("%s is not in the allowed parents (podConfig.allowedParents)", v.Parent)))
+	}
+	if c, err := netip.ParsePrefix(pn.Spec.CIDR); err == nil {
+		if r, bad := overlapping(c.Masked(), reserved); bad {
+			errs = append(errs, field.Forbidden(path.Child("cidr"), fmt.Sprintf("%s overlaps %s", c.Masked(), r)))
+		}
+	}
+	for j, rt := range pn.Spec.Routes {
+		if d, err := netip.ParsePrefix(rt.Destination); err == nil {
+			if r, bad := overlapping(d.Masked(), reserved); bad {
+				errs = append(errs, field.Forbidden(path.Child("routes").Index(j).Child("destination"),
+					fmt.Sprintf("%s overlaps %s: the pod's own network carries it, never an attachment", d.Masked(), r)))
+			}
+		}
+	}
+	return errs
+}
+
+// OlderNetwork reports whether a precedes b: earlier creation, then name. The older of two
+// networks in conflict keeps what it claims.
+func OlderNetwork(a, b *berthv1alpha1.PodNetwork) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+// AcceptNetworks decides every PodNetwork of the cluster: the refusals of each (none means
+// accepted). Networks are decided oldest first, each on its own (ValidateNetwork) and then
+// against the older ones already accepted, so a refused network claims nothing: a bridge, a
+// range or a VLAN is taken only by an accepted network.
+func (p Policy) AcceptNetworks(all []berthv1alpha1.PodNetwork, reserved []NamedPrefix) map[string]field.ErrorList {
+	order := make([]*berthv1alpha1.PodNetwork, 0, len(all))
+	for i := range all {
+		order = append(order, &all[i])
+	}
+	sort.Slice(order, func(i, j int) bool { return OlderNetwork(order[i], order[j]) })
+	out := make(map[string]field.ErrorList, len(all))
+	var accepted []*berthv1alpha1.PodNetwork
+	path := field.NewPath("spec")
+	for _, pn := range order {
+		errs := p.ValidateNetwork(pn, reserved)
+		if len(errs) == 0 {
+			mine, _ := netip.ParsePrefix(pn.Spec.CIDR)
+			for _, o := range accepted {
+				theirs, _ := netip.ParsePrefix(o.Spec.CIDR)
+				switch {
+				case o.Spec.Bridge == pn.Spec.Bridge:
+					errs = append(errs, field.Forbidden(path.Child("bridge"), fmt.Sprintf("bridge %s belongs to PodNetwork %s (older)", pn.Spec.Bridge, o.Name)))
+				case mine.Masked().Overlaps(theirs.Masked()):
+					errs = append(errs, field.Forbidden(path.Child("cidr"), fmt.Sprintf("%s overlaps %s of PodNetwork %s (older)", mine.Masked(), theirs.Masked(), o.Name)))
+				case pn.Spec.VLAN != nil && o.Spec.VLAN != nil && *pn.Spec.VLAN == *o.Spec.VLAN:
+					errs = append(errs, field.Forbidden(path.Child("vlan"), fmt.Sprintf("VLAN %d of %s belongs to PodNetwork %s (older)", pn.Spec.VLAN.ID, pn.Spec.VLAN.Parent, o.Name)))
+				}
+			}
+		}
+		if len(errs) == 0 {
+			accepted = append(accepted, pn)
+		}
+		out[pn.Name] = errs
+	}
+	return out
 }
 
 // ParseCIDRs parses a list of CIDRs (flag values).
@@ -190,51 +321,15 @@ func ParseCIDRs(ss []string) ([]netip.Prefix, error) {
 		}
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return nil, fmt.Errorf("cluster CIDR %q: %w", s, err)
+			return nil, fmt.Errorf("CIDR %q: %w", s, err)
 		}
 		out = append(out, p.Masked())
 	}
 	return out, nil
 }
 
-// Validate checks pc's spec and the policy's rules on it. Every error names its field.
-func (p Policy) Validate(pc *berthv1alpha1.PodConfig) field.ErrorList {
-	path := field.NewPath("spec")
-	errs := ValidateSpec(&pc.Spec, path)
-	for i := range pc.Spec.NetworkAttachments {
-		a := &pc.Spec.NetworkAttachments[i]
-		ap := path.Child("networkAttachments").Index(i)
-		switch {
-		case IsHostInterface(a.Master):
-			errs = append(errs, field.Forbidden(ap.Child("master"), fmt.Sprintf("%s is a host or CNI interface, never a PodConfig bridge", a.Master)))
-		case !strings.HasPrefix(a.Master, p.BridgePrefix) && !contains(p.AllowedBridges, a.Master):
-			errs = append(errs, field.Forbidden(ap.Child("master"),
-				fmt.Sprintf("bridge %s does not start with %q and is not in the operator's allowed bridges", a.Master, p.BridgePrefix)))
-		}
-		if a.Parent != "" {
-			switch {
-			case IsHostInterface(a.Parent) && !contains(p.AllowedParents, a.Parent):
-				errs = append(errs, field.Forbidden(ap.Child("parent"), fmt.Sprintf("%s is a host interface and not in the operator's allowed parents", a.Parent)))
-			case !contains(p.AllowedParents, a.Parent):
-				errs = append(errs, field.Forbidden(ap.Child("parent"), fmt.Sprintf("%s is not in the operator's allowed parents", a.Parent)))
-			}
-			if a.Parent == a.Master {
-				errs = append(errs, field.Invalid(ap.Child("parent"), a.Parent, "cannot be the master bridge itself"))
-			}
-		}
-		if prefix, err := netip.ParsePrefix(a.CIDR); err == nil {
-			for _, c := range p.ClusterCIDRs {
-				if prefix.Overlaps(c) {
-					errs = append(errs, field.Forbidden(ap.Child("cidr"), fmt.Sprintf("%s overlaps the cluster's network %s", prefix.Masked(), c)))
-				}
-			}
-		}
-	}
-	return errs
-}
-
 // Older reports whether a precedes b: earlier creation, then namespace/name. The older of two
-// PodConfigs in conflict keeps what it claims.
+// PodConfigs claiming one interface name on a pod keeps it.
 func Older(a, b *berthv1alpha1.PodConfig) bool {
 	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
 		return a.CreationTimestamp.Before(&b.CreationTimestamp)
@@ -243,62 +338,6 @@ func Older(a, b *berthv1alpha1.PodConfig) bool {
 		return a.Namespace < b.Namespace
 	}
 	return a.Name < b.Name
-}
-
-// ValidateAgainst refuses pc's networks that clash with networks of older PodConfigs (others,
-// any namespace, including ones being deleted: their links still exist): the same bridge with
-// a different CIDR (one bridge is one L2 segment: two subnets on it would leak between
-// tenants and confuse the bridge's address), or the same network with a different gateway.
-func ValidateAgainst(pc *berthv1alpha1.PodConfig, others []berthv1alpha1.PodConfig) field.ErrorList {
-	older := make([]*berthv1alpha1.PodConfig, 0, len(others))
-	for i := range others {
-		o := &others[i]
-		if o.UID == pc.UID || (o.Namespace == pc.Namespace && o.Name == pc.Name) || !Older(o, pc) {
-			continue
-		}
-		older = append(older, o)
-	}
-	sort.Slice(older, func(i, j int) bool { return Older(older[i], older[j]) })
-	var errs field.ErrorList
-	path := field.NewPath("spec", "networkAttachments")
-	for i := range pc.Spec.NetworkAttachments {
-		a := &pc.Spec.NetworkAttachments[i]
-		n, err := NetworkOf(a)
-		if err != nil {
-			continue
-		}
-	others:
-		for _, o := range older {
-			for j := range o.Spec.NetworkAttachments {
-				b := &o.Spec.NetworkAttachments[j]
-				if b.Master != a.Master {
-					continue
-				}
-				m, err := NetworkOf(b)
-				if err != nil {
-					continue
-				}
-				if m.Prefix != n.Prefix {
-					errs = append(errs, field.Invalid(path.Index(i).Child("cidr"), a.CIDR,
-						fmt.Sprintf("bridge %s already carries %s for PodConfig %s/%s", a.Master, m.Prefix, o.Namespace, o.Name)))
-					break others
-				}
-				if m.Gateway != n.Gateway {
-					errs = append(errs, field.Invalid(path.Index(i).Child("gateway"), a.Gateway,
-						fmt.Sprintf("network %s has gateway %q in PodConfig %s/%s", n, gatewayString(m.Gateway), o.Namespace, o.Name)))
-					break others
-				}
-			}
-		}
-	}
-	return errs
-}
-
-func gatewayString(a netip.Addr) string {
-	if !a.IsValid() {
-		return ""
-	}
-	return a.String()
 }
 
 func contains(list []string, s string) bool {

@@ -1,5 +1,6 @@
-// Package controller is the operator's PodConfig controller: it validates each PodConfig
-// against the cluster's policy and the older PodConfigs, allocates an address for every
+// Package controller holds the operator's PodNetwork and PodConfig controllers. The PodConfig
+// controller binds each PodConfig's attachments to the PodNetworks that grant its namespace
+// (podconfig.Bind), allocates an address for every
 // attachment of every selected, scheduled pod (package ipam, persisted in IPAllocations),
 // records per-pod entries the node agents complete, and frees addresses when pods, attachments
 // or the PodConfig go. The node agents create the links; see ../README.md for the contract.
@@ -63,7 +64,6 @@ type Reconciler struct {
 	APIReader client.Reader
 	Allocator *ipam.Allocator
 	Recorder  events.EventRecorder
-	Policy    podconfig.Policy
 	// RemovalTimeout (default DefaultRemovalTimeout): see DefaultRemovalTimeout.
 	RemovalTimeout time.Duration
 	// Now is the clock (tests).
@@ -71,34 +71,44 @@ type Reconciler struct {
 }
 
 // New returns a Reconciler wired to mgr.
-func New(mgr ctrl.Manager, policy podconfig.Policy, removalTimeout time.Duration) *Reconciler {
+func New(mgr ctrl.Manager, removalTimeout time.Duration) *Reconciler {
 	c := client.WithFieldOwner(mgr.GetClient(), berthv1alpha1.PodConfigOperatorFieldManager)
 	return &Reconciler{
 		Client:         c,
 		APIReader:      mgr.GetAPIReader(),
 		Allocator:      &ipam.Allocator{Client: c, Reader: mgr.GetAPIReader()},
 		Recorder:       mgr.GetEventRecorder(berthv1alpha1.PodConfigOperatorFieldManager),
-		Policy:         policy,
 		RemovalTimeout: removalTimeout,
 	}
 }
 
-// SetupWithManager registers the controller. Pods and IPAllocations map to the PodConfigs
-// they concern: every PodConfig of the pod's namespace (a pod that stops matching must reach
-// the PodConfig that still lists it), every PodConfig using the network of an IPAllocation
-// (a freed address lets an exhausted PodConfig retry).
+// SetupWithManager registers the controller. Pods, Namespaces, PodNetworks and IPAllocations
+// map to the PodConfigs they concern: every PodConfig of the pod's namespace (a pod that stops
+// matching must reach the PodConfig that still lists it), of a namespace whose labels changed
+// (a grant may have come or gone), and every PodConfig naming a network whose PodNetwork or
+// IPAllocation changed (a freed address lets an exhausted PodConfig retry).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("podconfig").
 		For(&berthv1alpha1.PodConfig{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.podConfigsOfPod)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.podConfigsOfNamespace)).
+		Watches(&berthv1alpha1.PodNetwork{}, handler.EnqueueRequestsFromMapFunc(r.podConfigsOfNetwork)).
 		Watches(&berthv1alpha1.IPAllocation{}, handler.EnqueueRequestsFromMapFunc(r.podConfigsOfNetwork)).
 		Complete(r)
 }
 
 func (r *Reconciler) podConfigsOfPod(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.podConfigsIn(ctx, o.GetNamespace())
+}
+
+func (r *Reconciler) podConfigsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.podConfigsIn(ctx, o.GetName())
+}
+
+func (r *Reconciler) podConfigsIn(ctx context.Context, ns string) []reconcile.Request {
 	var list berthv1alpha1.PodConfigList
-	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+	if err := r.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(list.Items))
@@ -116,7 +126,7 @@ func (r *Reconciler) podConfigsOfNetwork(ctx context.Context, o client.Object) [
 	var out []reconcile.Request
 	for i := range list.Items {
 		for j := range list.Items[i].Spec.NetworkAttachments {
-			if n, err := podconfig.NetworkOf(&list.Items[i].Spec.NetworkAttachments[j]); err == nil && n.Name() == o.GetName() {
+			if list.Items[i].Spec.NetworkAttachments[j].Network == o.GetName() {
 				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 				break
 			}
@@ -160,13 +170,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	var all berthv1alpha1.PodConfigList
-	if err := r.Client.List(ctx, &all); err != nil {
+	if err := r.Client.List(ctx, &all, client.InNamespace(pc.Namespace)); err != nil {
 		return reconcile.Result{}, err
 	}
-	refused := r.Policy.Validate(pc)
-	refused = append(refused, podconfig.ValidateAgainst(pc, all.Items)...)
+	bound, refused, err := r.bind(ctx, pc)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
 
-	wants, podCount, err := r.desired(ctx, pc, all.Items, deleting || len(refused) > 0)
+	wants, podCount, err := r.desired(ctx, pc, bound, all.Items, deleting || len(refused) > 0)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -196,7 +208,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		e := berthv1alpha1.PodAttachmentStatus{
 			Pod: k.pod, Attachment: k.attachment, PodUID: string(w.pod.UID), Node: w.pod.Spec.NodeName,
-			Interface: w.att.Name, Bridge: w.att.Master,
+			Network: w.network.Name, Interface: w.att.Name, Bridge: w.network.Bridge,
 		}
 		switch {
 		case w.conflict != "":
@@ -211,7 +223,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 				e.State, e.LastError = berthv1alpha1.AttachmentFailed, fmt.Sprintf("network %s exhausted", w.network)
 				if !had || old.LastError != e.LastError {
 					r.event(pc, corev1.EventTypeWarning, EventNetworkExhausted, "Allocate",
-						"pod %s attachment %s: network %s (IPAllocation %s) exhausted", k.pod, k.attachment, w.network, w.network.Name())
+						"pod %s attachment %s: network %s exhausted", k.pod, k.attachment, w.network)
 				}
 			case errors.Is(err, ipam.ErrNetworkMismatch):
 				e.State, e.LastError = berthv1alpha1.AttachmentFailed, err.Error()
@@ -296,7 +308,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		logger.V(1).Info("status updated", "phase", status.Phase, "pods", status.PodCount, "entries", len(status.Pods))
 	}
 	if deleting && len(entries) == 0 {
-		if err := r.finish(ctx, pc, all.Items); err != nil {
+		if err := r.finish(ctx, pc); err != nil {
 			return conflictRequeue(err)
 		}
 		return reconcile.Result{}, nil
@@ -308,7 +320,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // one entry per attachment. A pod gets its address once it is scheduled, before it runs: the
 // agent can configure it as soon as its sandbox exists, and an address held a little early
 // costs nothing.
-func (r *Reconciler) desired(ctx context.Context, pc *berthv1alpha1.PodConfig, all []berthv1alpha1.PodConfig, none bool) (map[entryKey]want, int, error) {
+func (r *Reconciler) desired(ctx context.Context, pc *berthv1alpha1.PodConfig, bound map[string]podconfig.Network, all []berthv1alpha1.PodConfig, none bool) (map[entryKey]want, int, error) {
 	wants := map[entryKey]want{}
 	if none {
 		return wants, 0, nil
@@ -338,9 +350,9 @@ func (r *Reconciler) desired(ctx context.Context, pc *berthv1alpha1.PodConfig, a
 		count++
 		for j := range pc.Spec.NetworkAttachments {
 			a := &pc.Spec.NetworkAttachments[j]
-			n, err := podconfig.NetworkOf(a)
-			if err != nil {
-				return nil, 0, err // validated before: unreachable
+			n, ok := bound[a.Name]
+			if !ok {
+				return nil, 0, fmt.Errorf("attachment %s is not bound", a.Name) // bind refused the PodConfig before: unreachable
 			}
 			wants[entryKey{p.Name, a.Name}] = want{pod: p, att: a, network: n, conflict: interfaceClaim(older, p, a.Name)}
 		}
@@ -401,7 +413,7 @@ func (r *Reconciler) holdings(ctx context.Context, pc *berthv1alpha1.PodConfig) 
 // one from the allocator (which re-reads the API). Addresses it holds in other networks (the
 // attachment's cidr or master changed) are freed.
 func (r *Reconciler) allocate(ctx context.Context, pc *berthv1alpha1.PodConfig, w want, holdings map[entryKey][]held) (netip.Addr, error) {
-	name := w.network.Name()
+	name := w.network.Name
 	var found netip.Addr
 	for _, h := range holdings[entryKey{string(w.pod.UID), w.att.Name}] {
 		if h.network == name {
@@ -533,34 +545,30 @@ func (r *Reconciler) nodeDead(ctx context.Context, name string) (bool, string, e
 	return true, "node has no Ready condition", nil
 }
 
-// finish removes the finalizer once nothing is left, and deletes the IPAllocations of pc's
-// networks that no other PodConfig uses and that are empty.
-func (r *Reconciler) finish(ctx context.Context, pc *berthv1alpha1.PodConfig, all []berthv1alpha1.PodConfig) error {
-	for i := range pc.Spec.NetworkAttachments {
-		n, err := podconfig.NetworkOf(&pc.Spec.NetworkAttachments[i])
-		if err != nil || networkUsedByOthers(n.Name(), pc, all) {
-			continue
-		}
-		if err := r.Allocator.DeleteIfEmpty(ctx, n.Name()); err != nil {
-			return err
-		}
-	}
+// finish removes the finalizer once nothing is left. Empty IPAllocations are the PodNetwork
+// controller's to delete (with their network).
+func (r *Reconciler) finish(ctx context.Context, pc *berthv1alpha1.PodConfig) error {
 	controllerutil.RemoveFinalizer(pc, berthv1alpha1.PodConfigFinalizer)
 	return client.IgnoreNotFound(r.Client.Update(ctx, pc))
 }
 
-func networkUsedByOthers(name string, pc *berthv1alpha1.PodConfig, all []berthv1alpha1.PodConfig) bool {
-	for i := range all {
-		if all[i].UID == pc.UID {
-			continue
-		}
-		for j := range all[i].Spec.NetworkAttachments {
-			if n, err := podconfig.NetworkOf(&all[i].Spec.NetworkAttachments[j]); err == nil && n.Name() == name {
-				return true
-			}
-		}
+// bind loads what binding needs (the PodNetworks, the namespace's labels) and binds pc
+// (podconfig.Bind, pure).
+func (r *Reconciler) bind(ctx context.Context, pc *berthv1alpha1.PodConfig) (map[string]podconfig.Network, field.ErrorList, error) {
+	var nets berthv1alpha1.PodNetworkList
+	if err := r.Client.List(ctx, &nets); err != nil {
+		return nil, nil, err
 	}
-	return false
+	byName := make(map[string]*berthv1alpha1.PodNetwork, len(nets.Items))
+	for i := range nets.Items {
+		byName[nets.Items[i].Name] = &nets.Items[i]
+	}
+	ns := &corev1.Namespace{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: pc.Namespace}, ns); err != nil && !apierrors.IsNotFound(err) {
+		return nil, nil, err
+	}
+	bound, refused := podconfig.Bind(pc, func(n string) *berthv1alpha1.PodNetwork { return byName[n] }, ns.Labels)
+	return bound, refused, nil
 }
 
 func (r *Reconciler) status(pc *berthv1alpha1.PodConfig, refused field.ErrorList, entries []berthv1alpha1.PodAttachmentStatus, podCount int, failures, timedOut []string, deleting bool) berthv1alpha1.PodConfigStatus {

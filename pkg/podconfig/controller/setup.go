@@ -14,19 +14,28 @@ import (
 	"github.com/berth-sched/berth/pkg/podconfig"
 )
 
-// Setup checks the policy and that the API serves PodConfigs and IPAllocations, then
-// registers the controller with mgr.
+// Setup checks the policy and that the API serves PodConfigs, PodNetworks and IPAllocations,
+// then registers both controllers with mgr.
 func Setup(mgr ctrl.Manager, policy podconfig.Policy, removalTimeout time.Duration) error {
 	if err := policy.Check(); err != nil {
 		return fmt.Errorf("podconfig policy: %w", err)
 	}
-	for _, kind := range []string{"PodConfig", "IPAllocation"} {
+	for _, kind := range []string{"PodConfig", "PodNetwork", "IPAllocation"} {
 		gvk := berthv1alpha1.GroupVersion.WithKind(kind)
 		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
 			return fmt.Errorf("the API server does not serve %s (install the chart's CRDs, charts/berth/crds): %w", gvk, err)
 		}
 	}
-	return New(mgr, policy, removalTimeout).SetupWithManager(mgr)
+	nets := &NetworkReconciler{
+		Client:    client.WithFieldOwner(mgr.GetClient(), berthv1alpha1.PodConfigOperatorFieldManager),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder(berthv1alpha1.PodConfigOperatorFieldManager),
+		Policy:    policy,
+	}
+	if err := nets.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return New(mgr, removalTimeout).SetupWithManager(mgr)
 }
 
 // CacheOptions trims cached pods to what the controller reads (identity, labels, node,

@@ -75,7 +75,7 @@ func Lookup(obj *berthv1alpha1.IPAllocation, podUID types.UID, attachment string
 // none yet. It is idempotent: the same owner (pod UID and attachment) always gets the address
 // it already holds.
 func (a *Allocator) Allocate(ctx context.Context, n podconfig.Network, o Owner) (netip.Addr, error) {
-	name := n.Name()
+	name := n.Name
 	var lastErr error
 	for attempt := 0; attempt < a.attempts(); attempt++ {
 		if attempt > 0 {
@@ -190,8 +190,8 @@ func (a *Allocator) DeleteIfEmpty(ctx context.Context, name string) error {
 
 func newObject(n podconfig.Network) *berthv1alpha1.IPAllocation {
 	obj := &berthv1alpha1.IPAllocation{
-		ObjectMeta: metav1.ObjectMeta{Name: n.Name()},
-		Spec:       berthv1alpha1.IPAllocationSpec{Master: n.Master, CIDR: n.Prefix.String()},
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name},
+		Spec:       berthv1alpha1.IPAllocationSpec{Master: n.Bridge, CIDR: n.Prefix.String()},
 	}
 	if n.Gateway.IsValid() {
 		obj.Spec.Gateway = n.Gateway.String()
@@ -206,14 +206,15 @@ func entry(addr netip.Addr, o Owner) berthv1alpha1.Allocation {
 	}
 }
 
-// check refuses an object that is not the network n (the caller's PodConfigs disagree on the
-// gateway, which validation should have caught, or the name's hash collided).
+// check refuses an object that is not the network n: a PodNetwork deleted and re-created under
+// the same name with another range, bridge or gateway while addresses of the old one were
+// still held (its finalizer should prevent that; the pool is never silently reinterpreted).
 func check(obj *berthv1alpha1.IPAllocation, n podconfig.Network) error {
 	got, err := networkOfObject(obj)
 	if err != nil {
 		return fmt.Errorf("IPAllocation %s: %w", obj.Name, err)
 	}
-	if got.Master != n.Master || got.Prefix != n.Prefix {
+	if got.Bridge != n.Bridge || got.Prefix != n.Prefix {
 		return fmt.Errorf("IPAllocation %s is network %s, not %s: %w", obj.Name, got, n, ErrNetworkMismatch)
 	}
 	if got.Gateway != n.Gateway {
@@ -223,7 +224,8 @@ func check(obj *berthv1alpha1.IPAllocation, n podconfig.Network) error {
 }
 
 func networkOfObject(obj *berthv1alpha1.IPAllocation) (podconfig.Network, error) {
-	return podconfig.NetworkOf(&berthv1alpha1.NetworkAttachment{Master: obj.Spec.Master, CIDR: obj.Spec.CIDR, Gateway: obj.Spec.Gateway})
+	return podconfig.NetworkOf(&berthv1alpha1.PodNetwork{ObjectMeta: metav1.ObjectMeta{Name: obj.Name},
+		Spec: berthv1alpha1.PodNetworkSpec{Bridge: obj.Spec.Master, CIDR: obj.Spec.CIDR, Gateway: obj.Spec.Gateway}})
 }
 
 func used(obj *berthv1alpha1.IPAllocation) []netip.Addr {

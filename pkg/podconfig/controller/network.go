@@ -1,0 +1,209 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/pkg/podconfig"
+)
+
+// PodNetwork condition reasons.
+const (
+	ReasonAccepted        = "Accepted"
+	ReasonRefused         = "Refused"
+	ReasonInUse           = "AddressesInUse"
+	EventNetworkRefused   = "NetworkRefused"
+	EventNetworkAccepted  = "NetworkAccepted"
+	reasonNetworkDeleting = "Deleting"
+)
+
+// NetworkReconciler decides every PodNetwork (accepted or refused, naming the field and the
+// rule) and holds each one, through its finalizer, until no address of it is allocated. It is
+// the only writer of PodNetwork status and the only one that deletes IPAllocations.
+type NetworkReconciler struct {
+	Client client.Client
+	// APIReader lists nodes and ServiceCIDRs (read once per decision, not cached: networks
+	// change rarely and a node cache would cost more than it saves).
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Policy    podconfig.Policy
+}
+
+// SetupWithManager registers the controller. Any PodNetwork change may change the decision
+// of every other (a refused or deleted older network frees its bridge and range), so every
+// event enqueues every network; IPAllocations map to their network (the finalizer waits on
+// them).
+func (r *NetworkReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("podnetwork").
+		For(&berthv1alpha1.PodNetwork{}).
+		Watches(&berthv1alpha1.PodNetwork{}, handler.EnqueueRequestsFromMapFunc(r.allNetworks)).
+		Watches(&berthv1alpha1.IPAllocation{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: o.GetName()}}}
+		})).
+		Complete(r)
+}
+
+func (r *NetworkReconciler) allNetworks(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list berthv1alpha1.PodNetworkList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Name: list.Items[i].Name}})
+	}
+	return out
+}
+
+// Reconcile decides one PodNetwork: load (every network, the discovered ranges, its pool) →
+// decide (Policy.AcceptNetworks, pure) → apply (finalizer, pool deletion) → status.
+func (r *NetworkReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	pn := &berthv1alpha1.PodNetwork{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pn); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	deleting := !pn.DeletionTimestamp.IsZero()
+	if !deleting && !controllerutil.ContainsFinalizer(pn, berthv1alpha1.PodNetworkFinalizer) {
+		controllerutil.AddFinalizer(pn, berthv1alpha1.PodNetworkFinalizer)
+		if err := r.Client.Update(ctx, pn); err != nil {
+			return conflictRequeue(err)
+		}
+	}
+	pool := &berthv1alpha1.IPAllocation{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: pn.Name}, pool); apierrors.IsNotFound(err) {
+		pool = nil
+	} else if err != nil {
+		return reconcile.Result{}, err
+	}
+	used := int64(0)
+	if pool != nil {
+		used = int64(len(pool.Spec.Allocations))
+	}
+	if deleting {
+		if !controllerutil.ContainsFinalizer(pn, berthv1alpha1.PodNetworkFinalizer) {
+			return reconcile.Result{}, nil
+		}
+		if used > 0 {
+			// PodConfigs bound to it see it deleting and move their entries to Removing;
+			// each freed address brings an IPAllocation event back here.
+			return conflictRequeue(r.writeStatus(ctx, pn, r.deletingStatus(pn, used)))
+		}
+		if pool != nil {
+			if err := r.Client.Delete(ctx, pool, client.Preconditions{ResourceVersion: &pool.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
+				return conflictRequeue(err)
+			}
+		}
+		controllerutil.RemoveFinalizer(pn, berthv1alpha1.PodNetworkFinalizer)
+		return conflictRequeue(r.Client.Update(ctx, pn))
+	}
+
+	var all berthv1alpha1.PodNetworkList
+	if err := r.Client.List(ctx, &all); err != nil {
+		return reconcile.Result{}, err
+	}
+	// A network being deleted still owns its bridge and range on the nodes until its
+	// finalizer goes: it stays in the decision, so no newer network takes them meanwhile.
+	reserved := r.Policy.Reserved(r.discover(ctx))
+	refused := r.Policy.AcceptNetworks(all.Items, reserved)[pn.Name]
+	status := networkStatus(pn, refused, used)
+	if len(refused) > 0 && conditionMsg(pn.Status.Conditions, berthv1alpha1.ConditionAccepted) != conditionMsg(status.Conditions, berthv1alpha1.ConditionAccepted) {
+		r.event(pn, corev1.EventTypeWarning, EventNetworkRefused, "%s", conditionMsg(status.Conditions, berthv1alpha1.ConditionAccepted))
+	}
+	return conflictRequeue(r.writeStatus(ctx, pn, status))
+}
+
+// discover returns the cluster's own ranges the API tells: ServiceCIDR objects (the service
+// ranges the API server allocates from) and every node's podCIDRs. A failure is logged and
+// the configured ranges still apply: discovery refines the policy, it never stops it.
+func (r *NetworkReconciler) discover(ctx context.Context) []podconfig.NamedPrefix {
+	logger := log.FromContext(ctx)
+	var out []podconfig.NamedPrefix
+	var svc networkingv1.ServiceCIDRList
+	if err := r.APIReader.List(ctx, &svc); err != nil {
+		logger.V(1).Info("ServiceCIDRs not discovered; the configured cluster CIDRs apply", "error", err.Error())
+	}
+	for _, s := range svc.Items {
+		for _, c := range s.Spec.CIDRs {
+			if p, err := netip.ParsePrefix(c); err == nil {
+				out = append(out, podconfig.NamedPrefix{Prefix: p.Masked(), Name: "the service range (ServiceCIDR " + s.Name + ")"})
+			}
+		}
+	}
+	var nl corev1.NodeList
+	if err := r.APIReader.List(ctx, &nl); err != nil {
+		logger.V(1).Info("node podCIDRs not discovered; the configured cluster CIDRs apply", "error", err.Error())
+	}
+	for _, n := range nl.Items {
+		for _, c := range n.Spec.PodCIDRs {
+			if p, err := netip.ParsePrefix(c); err == nil {
+				out = append(out, podconfig.NamedPrefix{Prefix: p.Masked(), Name: "the pod range of node " + n.Name})
+			}
+		}
+	}
+	return out
+}
+
+func networkStatus(pn *berthv1alpha1.PodNetwork, refused field.ErrorList, used int64) berthv1alpha1.PodNetworkStatus {
+	s := berthv1alpha1.PodNetworkStatus{ObservedGeneration: pn.Generation, Used: used,
+		Conditions: append([]metav1.Condition(nil), pn.Status.Conditions...)}
+	accepted := metav1.Condition{Type: berthv1alpha1.ConditionAccepted, Status: metav1.ConditionTrue, Reason: ReasonAccepted,
+		Message: "PodConfigs of the selected namespaces may attach", ObservedGeneration: pn.Generation}
+	ready := metav1.Condition{Type: berthv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonAccepted,
+		Message: fmt.Sprintf("%d addresses in use", used), ObservedGeneration: pn.Generation}
+	if len(refused) > 0 {
+		accepted.Status, accepted.Reason = metav1.ConditionFalse, ReasonRefused
+		accepted.Message = truncate(podconfig.FormatErrors(refused.ToAggregate().Errors()))
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonRefused, "refused; binds no PodConfig"
+	}
+	meta.SetStatusCondition(&s.Conditions, accepted)
+	meta.SetStatusCondition(&s.Conditions, ready)
+	return s
+}
+
+func (r *NetworkReconciler) deletingStatus(pn *berthv1alpha1.PodNetwork, used int64) berthv1alpha1.PodNetworkStatus {
+	s := *pn.Status.DeepCopy()
+	s.Used = used
+	meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: berthv1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+		Reason: reasonNetworkDeleting, ObservedGeneration: pn.Generation,
+		Message: fmt.Sprintf("waiting for %d attachments to be removed before the network goes", used)})
+	return s
+}
+
+func (r *NetworkReconciler) writeStatus(ctx context.Context, pn *berthv1alpha1.PodNetwork, s berthv1alpha1.PodNetworkStatus) error {
+	if equality.Semantic.DeepEqual(s, pn.Status) {
+		return nil
+	}
+	pn.Status = s
+	return r.Client.Status().Update(ctx, pn)
+}
+
+func (r *NetworkReconciler) event(pn *berthv1alpha1.PodNetwork, typ, reason, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(pn, nil, typ, reason, "Validate", note, args...)
+	}
+}
+
+func conditionMsg(cs []metav1.Condition, t string) string {
+	if c := meta.FindStatusCondition(cs, t); c != nil {
+		return c.Message
+	}
+	return ""
+}
