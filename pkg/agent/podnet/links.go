@@ -9,20 +9,27 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
-	"strings"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/berth-sched/berth/pkg/podconfig"
 )
 
-// Alias markers on the host links the agent creates: `ip -d link` shows who made a link and
-// for which pod, and the sweep never touches a link without one of them (or the host-peer
-// name pattern).
+// Marks on the host links the agent creates. The group is the mark the agent trusts: it is
+// set in the very request that creates a link (IFLA_GROUP), so no crash can leave a link of the
+// agent's without it, and `ip link show group 4877` lists every one. The alias, which the
+// kernel takes only after creation, tells a human who made a link and for which pod. A link
+// without the group is never enslaved into, re-addressed or deleted, whatever its name.
 const (
+	LinkGroup     = 4877
 	BridgeAlias   = "berth-podconfig bridge"
 	PeerAliasPref = "berth-podconfig "
 )
+
+// Marked reports whether link carries the agent's mark (LinkGroup).
+func Marked(link netlink.Link) bool { return link.Attrs().Group == LinkGroup }
 
 // hostPeerRE matches podconfig.HostPeerName.
 var hostPeerRE = regexp.MustCompile(`^bp[0-9a-f]{13}$`)
@@ -30,7 +37,7 @@ var hostPeerRE = regexp.MustCompile(`^bp[0-9a-f]{13}$`)
 // IsHostPeerName reports whether name has the shape of a host peer the agent creates.
 func IsHostPeerName(name string) bool { return hostPeerRE.MatchString(name) }
 
-// Attachment is one link to make: everything resolved from the PodConfig, the IPAllocation
+// Attachment is one link to make: everything resolved from the PodNetwork, the IPAllocation
 // and the runtime.
 type Attachment struct {
 	// NetNS is the pod sandbox's network namespace path.
@@ -46,16 +53,13 @@ type Attachment struct {
 	Routes  []RouteSpec
 	// Alias describes the pod on the host peer (ns/pod attachment).
 	Alias string
-	// VLAN (linkType vlan) is the VLAN sub-interface of an allow-listed parent the agent
-	// enslaves to Bridge next to the veth; nil for veth.
+	// VLAN is the VLAN sub-interface of an allow-listed parent the agent enslaves to Bridge
+	// next to the veth; nil for none.
 	VLAN *VLANSpec
 }
 
 // RouteSpec is one route inside the pod through the interface; Via invalid = on-link.
-type RouteSpec struct {
-	Dst netip.Prefix
-	Via netip.Addr
-}
+type RouteSpec = podconfig.RouteSpec
 
 // Dataplane makes and removes links. Links is the netlink one; tests of the executor use a
 // fake.
@@ -72,6 +76,9 @@ type Dataplane interface {
 	// RemoveUnusedVLANs deletes VLAN sub-interfaces the agent created whose names
 	// (VLANLinkName) are not in keep; it returns their names.
 	RemoveUnusedVLANs(keep map[string]bool) ([]string, error)
+	// HostRanges are the ranges of the addresses on the node's links the agent did not
+	// create: the node's own networks, which no PodNetwork may overlap.
+	HostRanges() ([]podconfig.NamedPrefix, error)
 }
 
 // NetNSError is a pod network namespace that cannot be entered (it vanished, or is not a
@@ -162,9 +169,11 @@ func (l *Links) Apply(a Attachment) error {
 	if ierr != nil && !notFound(ierr) {
 		return &NetNSError{Path: a.NetNS, Err: ierr}
 	}
-	ours := peer != nil && in != nil && peer.Type() == "veth" && in.Type() == "veth" && peer.Attrs().ParentIndex == in.Attrs().Index
+	ours := peer != nil && in != nil && peer.Type() == "veth" && in.Type() == "veth" && peer.Attrs().ParentIndex == in.Attrs().Index && Marked(peer)
 	switch {
 	case ours:
+	case peer != nil && !Marked(peer):
+		return &ConflictError{Msg: fmt.Sprintf("host link %s exists and was not created by Berth (no mark: group %d); it is left alone", a.HostPeer, LinkGroup)}
 	case in != nil:
 		return &ConflictError{Msg: fmt.Sprintf("interface %s already exists in the pod and is not Berth's veth (host peer %s)", a.Interface, a.HostPeer)}
 	default:
@@ -178,12 +187,12 @@ func (l *Links) Apply(a Attachment) error {
 		// One request creates both ends with the pod end already in the pod's namespace under
 		// its final name: no temporary name on the host, nothing half-moved to clean after a
 		// crash.
-		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: a.HostPeer, MTU: a.MTU, Alias: PeerAliasPref + a.Alias},
+		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: a.HostPeer, MTU: a.MTU, Alias: PeerAliasPref + a.Alias, Group: LinkGroup},
 			PeerName: a.Interface, PeerNamespace: netlink.NsFd(int(ns))}
 		err := l.host.LinkAdd(v)
 		if err == nil {
-			// The kernel ignores the alias in the creation request; the name pattern already
-			// marks the link as Berth's, the alias tells a human whose it is.
+			// The kernel ignores the alias in the creation request; the group already marks
+			// the link as Berth's, the alias tells a human whose it is.
 			if p, lerr := l.host.LinkByName(a.HostPeer); lerr == nil {
 				_ = l.host.LinkSetAlias(p, PeerAliasPref+a.Alias)
 			}
@@ -301,15 +310,18 @@ func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
 	return netip.PrefixFrom(a.Unmap(), ones), true
 }
 
-// ensureBridge returns the bridge, creating it (marked with BridgeAlias) if missing, and puts
-// the gateway on it. A bridge Berth did not create gets the gateway added if it lacks it and
-// is otherwise left as it is (never removed).
+// ensureBridge returns the bridge, creating it (marked) if missing, and puts the gateway on
+// it. A link of that name Berth did not create, or a bridge of Berth's that carries an address
+// or a port Berth did not put there, is refused by name and left as it is.
 func (l *Links) ensureBridge(name string, gw netip.Addr, addr netip.Prefix) (netlink.Link, error) {
 	br, err := l.host.LinkByName(name)
 	switch {
 	case err == nil:
-		if br.Type() != "bridge" {
-			return nil, &ConflictError{Msg: fmt.Sprintf("master %s exists on the node and is a %s, not a bridge", name, br.Type())}
+		if br.Type() != "bridge" || !Marked(br) {
+			return nil, &ConflictError{Msg: fmt.Sprintf("bridge %s: a %s of that name exists on the node and was not created by Berth (no mark: group %d); it is never joined or changed", name, br.Type(), LinkGroup)}
+		}
+		if err := l.foreign(br, gw, addr.Bits()); err != nil {
+			return nil, err
 		}
 	case notFound(err):
 		if br, err = l.createBridge(name); err != nil {
@@ -357,7 +369,7 @@ func (l *Links) createBridge(name string) (netlink.Link, error) {
 	if old, err := l.host.LinkByName(tmp); err == nil {
 		_ = l.host.LinkDel(old)
 	}
-	if err := l.host.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: tmp}}); err != nil {
+	if err := l.host.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: tmp, Group: LinkGroup}}); err != nil {
 		return nil, fmt.Errorf("creating bridge %s: %w", name, err)
 	}
 	br, err := l.host.LinkByName(tmp)
@@ -397,8 +409,8 @@ func (l *Links) Remove(hostPeer string) error {
 	if err != nil {
 		return err
 	}
-	if link.Type() != "veth" {
-		return fmt.Errorf("refusing to remove %s: a %s, not a veth", hostPeer, link.Type())
+	if link.Type() != "veth" || !Marked(link) {
+		return fmt.Errorf("refusing to remove %s: a %s without Berth's mark (group %d)", hostPeer, link.Type(), LinkGroup)
 	}
 	if err := l.host.LinkDel(link); err != nil && !notFound(err) {
 		return fmt.Errorf("removing %s: %w", hostPeer, err)
@@ -423,7 +435,7 @@ func (l *Links) HostPeers() ([]string, error) {
 	}
 	var out []string
 	for _, k := range links {
-		if k.Type() == "veth" && IsHostPeerName(k.Attrs().Name) && (k.Attrs().Alias == "" || strings.HasPrefix(k.Attrs().Alias, PeerAliasPref)) {
+		if k.Type() == "veth" && IsHostPeerName(k.Attrs().Name) && Marked(k) {
 			out = append(out, k.Attrs().Name)
 		}
 	}
@@ -446,7 +458,7 @@ func (l *Links) RemoveUnusedBridges(keep map[string]bool) ([]string, error) {
 	var errs []error
 	for _, k := range links {
 		a := k.Attrs()
-		ours := a.Alias == BridgeAlias || tempBridgeRE.MatchString(a.Name)
+		ours := Marked(k) && (a.Alias == BridgeAlias || tempBridgeRE.MatchString(a.Name))
 		if k.Type() != "bridge" || !ours || keep[a.Name] || ports[a.Index] > 0 {
 			continue
 		}
@@ -463,4 +475,63 @@ func (l *Links) RemoveUnusedBridges(keep map[string]bool) ([]string, error) {
 func vanished(err error) bool {
 	var ne *NetNSError
 	return errors.As(err, &ne) && (errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ESRCH) || errors.Is(err, syscall.EINVAL))
+}
+
+// foreign refuses a bridge of Berth's that carries what Berth did not put there: a global
+// address other than the network's gateway, or a port that is not one of the agent's host
+// peers or VLAN links. Someone else uses it; joining a tenant's pod to it would join theirs.
+func (l *Links) foreign(br netlink.Link, gw netip.Addr, bits int) error {
+	name := br.Attrs().Name
+	addrs, err := l.host.AddrList(br, netlink.FAMILY_ALL)
+	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+		return fmt.Errorf("addresses of %s: %w", name, err)
+	}
+	for _, ad := range addrs {
+		p, ok := prefixOf(ad.IPNet)
+		if !ok || p.Addr().IsLinkLocalUnicast() || (gw.IsValid() && p == netip.PrefixFrom(gw, bits)) {
+			continue
+		}
+		return &ConflictError{Msg: fmt.Sprintf("bridge %s carries address %s, which Berth did not put there; refused", name, p)}
+	}
+	links, err := l.list()
+	if err != nil {
+		return fmt.Errorf("listing host links: %w", err)
+	}
+	byIndex := indexLinks(links)
+	for _, k := range links {
+		if k.Attrs().MasterIndex != br.Attrs().Index {
+			continue
+		}
+		peer := k.Type() == "veth" && IsHostPeerName(k.Attrs().Name) && Marked(k)
+		if !peer && !ownedVLAN(k, byIndex) {
+			return &ConflictError{Msg: fmt.Sprintf("bridge %s has port %s, which Berth did not add; refused", name, k.Attrs().Name)}
+		}
+	}
+	return nil
+}
+
+// HostRanges implements Dataplane.
+func (l *Links) HostRanges() ([]podconfig.NamedPrefix, error) {
+	links, err := l.list()
+	if err != nil {
+		return nil, err
+	}
+	var out []podconfig.NamedPrefix
+	for _, k := range links {
+		if Marked(k) {
+			continue
+		}
+		addrs, err := l.host.AddrList(k, netlink.FAMILY_ALL)
+		if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return nil, fmt.Errorf("addresses of %s: %w", k.Attrs().Name, err)
+		}
+		for _, ad := range addrs {
+			p, ok := prefixOf(ad.IPNet)
+			if !ok || p.Addr().IsLoopback() || p.Addr().IsLinkLocalUnicast() {
+				continue // the never ranges cover them
+			}
+			out = append(out, podconfig.NamedPrefix{Prefix: p.Masked(), Name: "the node's network on " + k.Attrs().Name})
+		}
+	}
+	return out, nil
 }

@@ -1,7 +1,8 @@
 // Package podnet is the node agent's PodConfig executor: for the pods of its own node that a
-// valid PodConfig selects, it creates the attachments the operator allocated (a host bridge
-// with the gateway, a veth pair with one end in the pod's sandbox, the address, routes and
-// MTU), removes exactly what it created when an entry goes Removing, sweeps links no
+// PodConfig selects, on PodNetworks that grant the PodConfig's namespace (checked again here,
+// with the node's own ranges), it creates the attachments the operator allocated (the
+// network's bridge with the gateway, a veth pair with one end in the pod's sandbox, the
+// address, routes and MTU), removes exactly what it created when an entry goes Removing, sweeps links no
 // allocation accounts for, and reports each entry's result by server-side apply with field
 // manager berth-agent/<node>. See README.md and /pkg/podconfig/README.md for the contract.
 package podnet
@@ -41,6 +42,7 @@ import (
 var (
 	PodConfigGVR    = schema.GroupVersionResource{Group: berthv1alpha1.GroupVersion.Group, Version: berthv1alpha1.GroupVersion.Version, Resource: "podconfigs"}
 	IPAllocationGVR = schema.GroupVersionResource{Group: berthv1alpha1.GroupVersion.Group, Version: berthv1alpha1.GroupVersion.Version, Resource: "ipallocations"}
+	PodNetworkGVR   = schema.GroupVersionResource{Group: berthv1alpha1.GroupVersion.Group, Version: berthv1alpha1.GroupVersion.Version, Resource: "podnetworks"}
 )
 
 // DefaultResync is how often every entry of the node is re-checked (a sandbox recreated
@@ -59,9 +61,9 @@ type Config struct {
 	// Status writes the node's entries (DynamicStatus).
 	Status StatusApplier
 	// Policy is the administrator's (chart values podConfig.*, the agent's --podconfig-*
-	// flags, the same as the operator's): every PodConfig is checked against it again before
-	// a link is touched; among others, a vlan attachment's parent must be in AllowedParents.
-	// An empty BridgePrefix is podconfig.DefaultBridgePrefix.
+	// flags, the same as the operator's): every network is checked against it, and against
+	// the node's own ranges, again before a link is touched. An empty BridgePrefix is
+	// podconfig.DefaultBridgePrefix.
 	Policy podconfig.Policy
 	// Resync (default DefaultResync).
 	Resync time.Duration
@@ -82,6 +84,8 @@ type Executor struct {
 
 	podConfigs cache.Indexer // *PodConfig
 	allocs     cache.Indexer // *IPAllocation
+	networks   cache.Indexer // *PodNetwork
+	namespaces corelisters.NamespaceLister
 	pods       corelisters.PodLister
 
 	queue workqueue.TypedRateLimitingInterface[string]
@@ -99,7 +103,7 @@ type Executor struct {
 
 // New builds an executor over the given stores (tests fill them directly; NewForCluster wires
 // informers).
-func New(cfg Config, podConfigs, allocs cache.Indexer, pods corelisters.PodLister) (*Executor, error) {
+func New(cfg Config, podConfigs, allocs, networks cache.Indexer, namespaces corelisters.NamespaceLister, pods corelisters.PodLister) (*Executor, error) {
 	if cfg.NodeName == "" {
 		return nil, errors.New("podnet: node name is required")
 	}
@@ -118,7 +122,7 @@ func New(cfg Config, podConfigs, allocs cache.Indexer, pods corelisters.PodListe
 	if err := cfg.Policy.Check(); err != nil {
 		return nil, fmt.Errorf("podnet: %w", err)
 	}
-	e := &Executor{cfg: cfg, podConfigs: podConfigs, allocs: allocs, pods: pods, pingEvery: retryAfter,
+	e := &Executor{cfg: cfg, podConfigs: podConfigs, allocs: allocs, networks: networks, namespaces: namespaces, pods: pods, pingEvery: retryAfter,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "podnet"})}
@@ -144,12 +148,13 @@ func New(cfg Config, podConfigs, allocs cache.Indexer, pods corelisters.PodListe
 	return e, nil
 }
 
-// NewForCluster wires the informers: PodConfigs and IPAllocations of the whole cluster (read
-// only) and the pods of this node (field selector spec.nodeName).
+// NewForCluster wires the informers: PodConfigs, PodNetworks, IPAllocations and Namespaces of
+// the whole cluster (read only) and the pods of this node (field selector spec.nodeName).
 func NewForCluster(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface) (*Executor, func(<-chan struct{}), error) {
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 	pcInf := df.ForResource(PodConfigGVR).Informer()
 	alInf := df.ForResource(IPAllocationGVR).Informer()
+	pnInf := df.ForResource(PodNetworkGVR).Informer()
 	// Typed objects in the stores: converted once per event, not on every read.
 	if err := pcInf.SetTransform(toTyped[berthv1alpha1.PodConfig]); err != nil {
 		return nil, nil, err
@@ -157,15 +162,20 @@ func NewForCluster(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface)
 	if err := alInf.SetTransform(toTyped[berthv1alpha1.IPAllocation]); err != nil {
 		return nil, nil, err
 	}
+	if err := pnInf.SetTransform(toTyped[berthv1alpha1.PodNetwork]); err != nil {
+		return nil, nil, err
+	}
+	nsf := informers.NewSharedInformerFactory(kube, 0)
+	nsInf := nsf.Core().V1().Namespaces()
 	kf := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
 	}))
 	podInf := kf.Core().V1().Pods()
-	e, err := New(cfg, pcInf.GetIndexer(), alInf.GetIndexer(), podInf.Lister())
+	e, err := New(cfg, pcInf.GetIndexer(), alInf.GetIndexer(), pnInf.GetIndexer(), nsInf.Lister(), podInf.Lister())
 	if err != nil {
 		return nil, nil, err
 	}
-	e.synced = []cache.InformerSynced{pcInf.HasSynced, alInf.HasSynced, podInf.Informer().HasSynced}
+	e.synced = []cache.InformerSynced{pcInf.HasSynced, alInf.HasSynced, pnInf.HasSynced, nsInf.Informer().HasSynced, podInf.Informer().HasSynced}
 	_, _ = pcInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { e.enqueueObj(o) },
 		UpdateFunc: func(_, o any) { e.enqueueObj(o) },
@@ -173,6 +183,16 @@ func NewForCluster(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface)
 	})
 	onAlloc := func(any) { e.enqueueAll(); e.queue.Add(sweepKey) }
 	_, _ = alInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onAlloc, UpdateFunc: func(_, o any) { onAlloc(o) }, DeleteFunc: onAlloc})
+	_, _ = pnInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onAlloc, UpdateFunc: func(_, o any) { onAlloc(o) }, DeleteFunc: onAlloc})
+	onNamespace := func(o any) {
+		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+			o = d.Obj
+		}
+		if ns, ok := o.(*corev1.Namespace); ok {
+			e.enqueueNamespace(ns.Name)
+		}
+	}
+	_, _ = nsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onNamespace, UpdateFunc: func(_, o any) { onNamespace(o) }, DeleteFunc: onNamespace})
 	onPod := func(o any) {
 		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
 			o = d.Obj
@@ -182,7 +202,7 @@ func NewForCluster(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface)
 		}
 	}
 	_, _ = podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onPod, UpdateFunc: func(_, o any) { onPod(o) }, DeleteFunc: onPod})
-	start := func(stop <-chan struct{}) { df.Start(stop); kf.Start(stop) }
+	start := func(stop <-chan struct{}) { df.Start(stop); kf.Start(stop); nsf.Start(stop) }
 	return e, start, nil
 }
 
@@ -219,7 +239,7 @@ type Pinger interface {
 // links already made keep working.
 func (e *Executor) Ready() error {
 	if !e.HasSynced() {
-		return errors.New("PodConfig executor: informers (podconfigs, ipallocations, pods) not synced yet")
+		return errors.New("PodConfig executor: informers (podconfigs, podnetworks, ipallocations, namespaces, pods) not synced yet")
 	}
 	if !e.runtimeSeen.Load() {
 		why := "not tried yet"
@@ -355,10 +375,11 @@ func (e *Executor) Sync(ctx context.Context, key string) (time.Duration, error) 
 	if len(mine) == 0 {
 		return 0, nil
 	}
-	// The agent re-validates what the operator accepted, against its own copy of the policy:
-	// an object written around the CRD's rules (an older CRD, a direct etcd write) or an
-	// operator whose allow lists are wider than the node's never reaches netlink.
-	specErrs := e.cfg.Policy.Validate(pc)
+	// The agent binds again what the operator bound, and checks every network against its own
+	// copy of the policy and the node's own ranges: an object written around the CRD's rules
+	// (an older CRD, a direct etcd write), an operator whose policy is wider than the node's,
+	// or a range the operator cannot see (the node's own networks) never reaches netlink.
+	bound, specErrs := e.bind(pc)
 	atts := map[string]*berthv1alpha1.NetworkAttachment{}
 	for i := range pc.Spec.NetworkAttachments {
 		atts[pc.Spec.NetworkAttachments[i].Name] = &pc.Spec.NetworkAttachments[i]
@@ -368,7 +389,7 @@ func (e *Executor) Sync(ctx context.Context, key string) (time.Duration, error) 
 	changed := false
 	out := make([]berthv1alpha1.PodAttachmentStatus, 0, len(mine))
 	for _, en := range mine {
-		r, again := e.entry(ctx, pc, specErrs, atts[en.Attachment], deleting, en)
+		r, again := e.entry(ctx, pc, specErrs, atts[en.Attachment], bound, deleting, en)
 		if again {
 			requeue = retryAfter
 		}
@@ -412,7 +433,7 @@ func sameReport(a, b berthv1alpha1.PodAttachmentStatus) bool {
 // entry works out (and makes happen) one entry of this node. The second result asks for a
 // retry soon.
 func (e *Executor) entry(ctx context.Context, pc *berthv1alpha1.PodConfig, specErrs field.ErrorList,
-	att *berthv1alpha1.NetworkAttachment, deleting bool, en berthv1alpha1.PodAttachmentStatus) (berthv1alpha1.PodAttachmentStatus, bool) {
+	att *berthv1alpha1.NetworkAttachment, bound map[string]podconfig.Network, deleting bool, en berthv1alpha1.PodAttachmentStatus) (berthv1alpha1.PodAttachmentStatus, bool) {
 	log := klog.FromContext(ctx).WithValues("podConfig", klog.KObj(pc), "pod", en.Pod, "attachment", en.Attachment)
 	r := en
 	hp := podconfig.HostPeerName(en.PodUID, en.Attachment)
@@ -440,11 +461,16 @@ func (e *Executor) entry(ctx context.Context, pc *berthv1alpha1.PodConfig, specE
 		return r, again
 	}
 	if len(specErrs) > 0 {
-		return fail(false, "spec refused by the node agent: %s", podconfig.FormatErrors(specErrs.ToAggregate().Errors()))
+		// Whatever was made before the refusal (a grant revoked, a node range that appeared)
+		// goes: the refusal means the link must not exist.
+		if err := e.cfg.Dataplane.Remove(hp); err != nil {
+			return fail(true, "refused by the node agent (%s), and removing host peer %s failed: %v", podconfig.FormatErrors(specErrs.ToAggregate().Errors()), hp, err)
+		}
+		return fail(false, "refused by the node agent: %s", podconfig.FormatErrors(specErrs.ToAggregate().Errors()))
 	}
-	network, err := podconfig.NetworkOf(att)
-	if err != nil {
-		return fail(false, "attachment %s: %v", att.Name, err)
+	network, ok := bound[att.Name]
+	if !ok {
+		return fail(false, "attachment %s is not bound to a network", att.Name)
 	}
 	addr, ok := e.lookup(network, en.PodUID, en.Attachment)
 	if !ok {
@@ -462,7 +488,7 @@ func (e *Executor) entry(ctx context.Context, pc *berthv1alpha1.PodConfig, specE
 	if pod.Spec.HostNetwork {
 		return fail(false, "pod %s uses the host network: attachments are only made in a pod's own network namespace", pod.Name)
 	}
-	r.Interface, r.HostPeer, r.Bridge = att.Name, hp, att.Master
+	r.Interface, r.HostPeer, r.Bridge, r.Network = att.Name, hp, network.Bridge, network.Name
 	r.Address = podconfig.AddressCIDR(addr, network.Prefix)
 	sb, err := e.cfg.Resolver.Sandbox(ctx, en.PodUID)
 	var rerr *RuntimeError
@@ -484,25 +510,9 @@ func (e *Executor) entry(ctx context.Context, pc *berthv1alpha1.PodConfig, specE
 	case sb.HostNetwork:
 		return fail(false, "pod %s's sandbox uses the node's network namespace", pod.Name)
 	}
-	a := Attachment{NetNS: sb.NetNS, Interface: att.Name, HostPeer: hp, Bridge: att.Master, Gateway: network.Gateway,
+	a := Attachment{NetNS: sb.NetNS, Interface: att.Name, HostPeer: hp, Bridge: network.Bridge, Gateway: network.Gateway,
 		Address: netip.PrefixFrom(addr, network.Prefix.Bits()), Alias: pc.Namespace + "/" + pod.Name + " " + att.Name,
-		VLAN: vlanOf(att)}
-	if att.MTU != nil {
-		a.MTU = int(*att.MTU)
-	}
-	for _, rt := range att.Routes {
-		dst, err := netip.ParsePrefix(rt.Destination)
-		if err != nil {
-			return fail(false, "route %s: %v", rt.Destination, err)
-		}
-		rs := RouteSpec{Dst: dst.Masked(), Via: network.Gateway}
-		if rt.Via != "" {
-			if rs.Via, err = netip.ParseAddr(rt.Via); err != nil {
-				return fail(false, "route via %s: %v", rt.Via, err)
-			}
-		}
-		a.Routes = append(a.Routes, rs)
-	}
+		VLAN: network.VLAN, MTU: network.MTU, Routes: network.Routes}
 	start := time.Now()
 	err = e.cfg.Dataplane.Apply(a)
 	e.applySeconds.Observe(time.Since(start).Seconds())
@@ -532,12 +542,12 @@ func (e *Executor) entry(ctx context.Context, pc *berthv1alpha1.PodConfig, specE
 // lookup finds the address the operator allocated to (podUID, attachment) in the network's
 // IPAllocation.
 func (e *Executor) lookup(n podconfig.Network, podUID, attachment string) (netip.Addr, bool) {
-	obj, ok, _ := e.allocs.GetByKey(n.Name())
+	obj, ok, _ := e.allocs.GetByKey(n.Name)
 	if !ok {
 		return netip.Addr{}, false
 	}
 	al := obj.(*berthv1alpha1.IPAllocation)
-	if al.Spec.Master != n.Master || al.Spec.CIDR != n.Prefix.String() {
+	if al.Spec.Master != n.Bridge || al.Spec.CIDR != n.Prefix.String() {
 		return netip.Addr{}, false
 	}
 	for _, a := range al.Spec.Allocations {
@@ -589,12 +599,41 @@ func (e *Executor) Sweep(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// vlanOf is the VLAN sub-interface an attachment needs (nil unless linkType vlan).
-func vlanOf(att *berthv1alpha1.NetworkAttachment) *VLANSpec {
-	if att == nil || att.LinkType != berthv1alpha1.LinkVLAN || att.VLANID == nil || att.Parent == "" {
+// bind binds pc as the operator does (podconfig.Bind over this agent's caches) and checks
+// every bound network again with the agent's policy and the node's own ranges.
+func (e *Executor) bind(pc *berthv1alpha1.PodConfig) (map[string]podconfig.Network, field.ErrorList) {
+	var nsLabels map[string]string
+	if ns, err := e.namespaces.Get(pc.Namespace); err == nil {
+		nsLabels = ns.Labels
+	}
+	bound, errs := podconfig.Bind(pc, e.network, nsLabels)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	hostRanges, err := e.cfg.Dataplane.HostRanges()
+	if err != nil {
+		return nil, field.ErrorList{field.InternalError(field.NewPath("spec", "networkAttachments"), fmt.Errorf("listing the node's own ranges: %w", err))}
+	}
+	reserved := e.cfg.Policy.Reserved(hostRanges)
+	for i, a := range pc.Spec.NetworkAttachments {
+		for _, err := range e.cfg.Policy.ValidateNetwork(e.network(a.Network), reserved) {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "networkAttachments").Index(i).Child("network"), a.Network,
+				"PodNetwork "+a.Network+": "+err.Error()))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return bound, nil
+}
+
+// network returns the PodNetwork of that name from the cache, or nil.
+func (e *Executor) network(name string) *berthv1alpha1.PodNetwork {
+	obj, ok, _ := e.networks.GetByKey(name)
+	if !ok {
 		return nil
 	}
-	return &VLANSpec{Parent: att.Parent, ID: int(*att.VLANID)}
+	return obj.(*berthv1alpha1.PodNetwork)
 }
 
 // gcShared removes what attachments share on the node once no live entry of this node needs
@@ -605,9 +644,9 @@ func (e *Executor) gcShared() ([]string, error) {
 	states := map[string]float64{}
 	for _, o := range e.podConfigs.List() {
 		pc := o.(*berthv1alpha1.PodConfig)
-		atts := map[string]*berthv1alpha1.NetworkAttachment{}
-		for i := range pc.Spec.NetworkAttachments {
-			atts[pc.Spec.NetworkAttachments[i].Name] = &pc.Spec.NetworkAttachments[i]
+		nets := map[string]string{}
+		for _, a := range pc.Spec.NetworkAttachments {
+			nets[a.Name] = a.Network
 		}
 		for _, en := range pc.Status.Pods {
 			if en.Node != e.cfg.NodeName {
@@ -618,9 +657,9 @@ func (e *Executor) gcShared() ([]string, error) {
 				continue
 			}
 			keepBridges[en.Bridge] = true
-			if v := vlanOf(atts[en.Attachment]); v != nil {
-				keepVLANs[VLANLinkName(v.Parent, v.ID)] = true
-				keepBridges[atts[en.Attachment].Master] = true
+			if pn := e.network(nets[en.Attachment]); pn != nil && pn.Spec.VLAN != nil {
+				keepVLANs[VLANLinkName(pn.Spec.VLAN.Parent, int(pn.Spec.VLAN.ID))] = true
+				keepBridges[pn.Spec.Bridge] = true
 			}
 		}
 	}

@@ -11,19 +11,17 @@ import (
 	"syscall"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/berth-sched/berth/pkg/podconfig"
 )
 
 // VLANAliasPref starts the alias of every VLAN sub-interface the agent creates ("berth-podconfig
 // vlan <parent>.<id>"): `ip -d link` shows who made it and for which VLAN.
 const VLANAliasPref = "berth-podconfig vlan "
 
-// VLANSpec is the VLAN sub-interface an attachment of linkType vlan puts on its bridge.
-type VLANSpec struct {
-	// Parent is the host interface carrying the VLAN (allow-listed by the policy).
-	Parent string
-	// ID is the VLAN ID (1..4094).
-	ID int
-}
+// VLANSpec is the VLAN sub-interface a network with a VLAN puts on its bridge (the parent is
+// allow-listed by the policy).
+type VLANSpec = podconfig.VLAN
 
 // VLANLinkName is the host name of the VLAN sub-interface ID of parent: "bv" and 13 hex digits
 // of a hash of both. <parent>.<id> can reach 20 characters; the hash keeps the name within the
@@ -54,7 +52,7 @@ func ownedVLAN(link netlink.Link, byIndex map[int]netlink.Link) bool {
 	if !ok || v.Name != VLANLinkName(parent.Attrs().Name, v.VlanId) {
 		return false
 	}
-	return v.Alias == "" || strings.HasPrefix(v.Alias, VLANAliasPref)
+	return Marked(link) && (v.Alias == "" || strings.HasPrefix(v.Alias, VLANAliasPref))
 }
 
 func indexLinks(links []netlink.Link) map[int]netlink.Link {
@@ -114,7 +112,7 @@ func (l *Links) ensureVLAN(spec VLANSpec, br netlink.Link) error {
 	name := VLANLinkName(spec.Parent, spec.ID)
 	alias := VLANAliasPref + spec.Parent + "." + strconv.Itoa(spec.ID)
 	if v == nil {
-		req := &netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Name: name, ParentIndex: parent.Attrs().Index},
+		req := &netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Name: name, ParentIndex: parent.Attrs().Index, Group: LinkGroup},
 			VlanId: spec.ID, VlanProtocol: netlink.VLAN_PROTOCOL_8021Q}
 		if err := l.host.LinkAdd(req); err != nil {
 			if errors.Is(err, syscall.EOPNOTSUPP) {
