@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -73,6 +74,13 @@ type Config struct {
 	// and both with a required anti-affinity term on SpreadLabel; in mode berth the plugin's
 	// spreadReplicas does it (and it must be on for the isolated profile of mode both).
 	SpreadReplicas bool
+	// ExemptNamespaces are left alone entirely: their pods may carry a class without being
+	// mutated, be DaemonSet pods of a class, and tolerate the pool taint or select its nodes
+	// without a class. The chart's namespaceSelector keeps the API server from calling the
+	// webhook there at all (the release namespace, so the operator can always come back, and
+	// kube-system by default); the webhook checks the list too, so a configuration written by
+	// hand without the selector cannot make it refuse the control plane's node daemons.
+	ExemptNamespaces []string
 }
 
 // Defaults is the seed's pool (label and taint ipp=true:NoSchedule) in mode berth.
@@ -82,8 +90,9 @@ func Defaults() Config {
 		ClassLabels: append([]string(nil), DefaultClassLabels...),
 		PoolLabel:   "ipp", PoolValue: "true",
 		TaintKey: "ipp", TaintValue: "true", TaintEffect: corev1.TaintEffectNoSchedule,
-		SchedulerName:  DefaultSchedulerName,
-		SpreadReplicas: true,
+		SchedulerName:    DefaultSchedulerName,
+		SpreadReplicas:   true,
+		ExemptNamespaces: []string{metav1.NamespaceSystem},
 	}
 }
 
@@ -119,6 +128,17 @@ func (c *Config) Validate() field.ErrorList {
 	}
 	if c.Mode != ModeIPP {
 		errs = append(errs, schedulerName(field.NewPath("schedulerName"), c.SchedulerName, true)...)
+	}
+	ns := field.NewPath("exemptNamespaces")
+	seenNS := map[string]bool{}
+	for i, n := range c.ExemptNamespaces {
+		for _, m := range validation.IsDNS1123Label(n) {
+			errs = append(errs, field.Invalid(ns.Index(i), n, "must be a namespace name: "+m))
+		}
+		if seenNS[n] {
+			errs = append(errs, field.Duplicate(ns.Index(i), n))
+		}
+		seenNS[n] = true
 	}
 	if c.IsolatedSchedulerName != "" {
 		errs = append(errs, schedulerName(field.NewPath("isolatedSchedulerName"), c.IsolatedSchedulerName, false)...)

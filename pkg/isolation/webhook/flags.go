@@ -17,7 +17,7 @@ import (
 type Flags struct {
 	Enabled                                   bool
 	mode, classLabels, pool, taint            string
-	schedulerName, isolatedName               string
+	schedulerName, isolatedName, exemptNS     string
 	spread                                    bool
 	bind, secret, configuration, certs, hosts string
 	maxBody                                   int64
@@ -36,6 +36,7 @@ func BindFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.schedulerName, "isolation-scheduler-name", d.SchedulerName, "berth-scheduler's profile (modes berth and both)")
 	fs.StringVar(&f.isolatedName, "isolation-isolated-scheduler-name", "", "the isolated profile (InterPodAffinity off) mode both sends pods to when the webhook's terms are their only pod-affinity terms")
 	fs.BoolVar(&f.spread, "isolation-spread-replicas", d.SpreadReplicas, "modes ipp and both: keep a controller's classed replicas on different nodes with a required anti-affinity term")
+	fs.StringVar(&f.exemptNS, "isolation-exempt-namespaces", strings.Join(d.ExemptNamespaces, ","), "comma-separated namespaces the webhook leaves alone (the chart passes its release namespace and isolation.exemptNamespaces, the same list its namespaceSelector exempts)")
 	fs.StringVar(&f.bind, "isolation-webhook-bind-address", ":9443", "HTTPS address of the webhook")
 	fs.Int64Var(&f.maxBody, "isolation-webhook-max-body-bytes", DefaultMaxBody, "larger AdmissionReview bodies are answered 413")
 	fs.StringVar(&f.secret, "isolation-webhook-secret", "", "namespace/name of the Secret holding the serving certificate (required)")
@@ -56,7 +57,7 @@ func (f *Flags) Options() (Options, error) {
 		Certs: CertOptions{CAValidity: f.caValidity, CertValidity: f.certValidity, Hosts: splitList(f.hosts)}}
 	var errs []error
 	c := Config{Mode: Mode(f.mode), ClassLabels: splitList(f.classLabels), SchedulerName: f.schedulerName,
-		IsolatedSchedulerName: f.isolatedName, SpreadReplicas: f.spread}
+		IsolatedSchedulerName: f.isolatedName, SpreadReplicas: f.spread, ExemptNamespaces: splitList(f.exemptNS)}
 	var err error
 	if c.PoolLabel, c.PoolValue, err = ParseLabelPair(f.pool); err != nil {
 		errs = append(errs, fmt.Errorf("--isolation-pool-label: %w", err))

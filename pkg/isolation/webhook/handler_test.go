@@ -75,9 +75,16 @@ func TestHandlerAnswers(t *testing.T) {
 		{"classed pod", review(t, pod(classA, withUserSpec), nil), true, true, ""},
 		{"dry run", review(t, pod(classA, withUserSpec), func(r *admissionv1.AdmissionRequest) { r.DryRun = &dry }), true, true, ""},
 		{"unclassed", review(t, pod(nil, nil), nil), true, false, ""},
-		{"DaemonSet pod", review(t, pod(classA, func(p *corev1.Pod) {
+		{"classed DaemonSet pod", review(t, pod(classA, func(p *corev1.Pod) {
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "d", UID: "u"}}
-		}), nil), true, false, ""},
+		}), nil), false, false, "metadata.ownerReferences[0]: pod of instance class a is owned by DaemonSet d"},
+		{"unclassed pod tolerating the pool taint", review(t, pod(nil, func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{{Key: "ipp", Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+		}), nil), false, false, "spec.tolerations[0]: tolerates the isolation pool taint ipp=true:NoSchedule"},
+		{"classed DaemonSet pod in kube-system", review(t, pod(classA, func(p *corev1.Pod) {
+			p.Namespace = ""
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "d", UID: "u"}}
+		}), func(r *admissionv1.AdmissionRequest) { r.Namespace = "kube-system" }), true, false, ""},
 		{"conflicting classes", review(t, pod(map[string]string{"ipp-class": "a", "berth.dev/instance-class": "b"}, nil), nil), false, false, "conflicting instance classes"},
 		{"invalid class", review(t, pod(map[string]string{"ipp-class": "-bad-"}, nil), nil), false, false, "not a valid label value"},
 		{"not a pod body", review(t, nil, func(r *admissionv1.AdmissionRequest) { r.Object.Raw = []byte(`{"spec":7}`) }), false, false, "cannot decode the pod"},
@@ -107,8 +114,8 @@ func TestHandlerAnswers(t *testing.T) {
 	if len(patches) != 2 || !bytes.Equal(patches[0], patches[1]) {
 		t.Errorf("a dry run must get the same patch as a real request: %s", bytes.Join(patches, []byte("\n")))
 	}
-	if got := testutil.ToFloat64(h.Requests.WithLabelValues("berth", "refused")); got != 3 {
-		t.Errorf("refused counter %v, want 3", got)
+	if got := testutil.ToFloat64(h.Requests.WithLabelValues("berth", "refused")); got != 5 {
+		t.Errorf("refused counter %v, want 5", got)
 	}
 }
 

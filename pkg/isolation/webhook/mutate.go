@@ -3,6 +3,7 @@ package webhook
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,9 +28,9 @@ func (r *Refusal) Error() string { return r.Message }
 
 // Result is what the webhook answers for one pod.
 type Result struct {
-	// Class is the pod's instance class ("" when it has none or is exempt).
+	// Class is the pod's instance class ("" when it has none, or in an exempt namespace).
 	Class string
-	// Exempt names why a classed pod is left alone (DaemonSet, mirror pod).
+	// Exempt names why a pod is left alone (exempt namespace, mirror pod).
 	Exempt string
 	Patch  []PatchOp
 	// Warnings are shown to the client (kubectl prints them).
@@ -63,31 +64,35 @@ func ClassOf(labels map[string]string, keys []string) (key, class string, err er
 	return key, class, nil
 }
 
-// exemptReason says why a pod is not isolated even with a class: node daemons and static pods
-// are not tenants of a class and must run on every node (IPP skips DaemonSet pods too).
-func exemptReason(pod *corev1.Pod) string {
-	for _, o := range pod.OwnerReferences {
-		if o.Kind == "DaemonSet" {
-			return "owned by DaemonSet " + o.Name
-		}
-	}
-	if _, ok := pod.Annotations[MirrorPodAnnotation]; ok {
-		return "mirror pod"
-	}
-	return ""
-}
-
-// Mutate computes the patch for pod under c. It never modifies pod.
+// Mutate computes the patch for pod under c, or refuses it. It never modifies pod.
+//
+// Pods in an exempt namespace and mirror pods are left alone. Everywhere else the pool belongs
+// to the classes: an unclassed pod that tolerates the pool taint or selects the pool's nodes
+// is refused (it would run beside a class on its node), and so is a classed DaemonSet pod
+// (README.md, "DaemonSet pods"). Classed pods get the mode's constraint.
 func (c *Config) Mutate(pod *corev1.Pod) (Result, error) {
+	if slices.Contains(c.ExemptNamespaces, pod.Namespace) {
+		return Result{Exempt: "namespace " + pod.Namespace + " is exempt"}, nil
+	}
 	_, class, err := ClassOf(pod.Labels, c.ClassLabels)
 	if err != nil {
 		return Result{}, err
 	}
+	if _, ok := pod.Annotations[MirrorPodAnnotation]; ok {
+		// why: the kubelet runs static pods from its own files whatever the API server says; the
+		// API object only mirrors them (refusing it would hide the pod, not stop it), and a
+		// mirror annotation written by anyone else gives no way in: the kubelet deletes a mirror
+		// pod with no static pod behind it and never runs it.
+		return Result{Class: class, Exempt: "mirror pod"}, nil
+	}
 	if class == "" {
+		if access := c.poolAccess(&pod.Spec); len(access) > 0 {
+			return Result{}, c.unclassedRefusal(access)
+		}
 		return Result{}, nil
 	}
-	if why := exemptReason(pod); why != "" {
-		return Result{Exempt: why}, nil
+	if i := daemonSetOwner(pod); i >= 0 {
+		return Result{}, c.daemonSetRefusal(pod, i, class)
 	}
 	if pod.Spec.NodeName != "" {
 		// why: a pod created with spec.nodeName is never scheduled, so neither InstanceIsolation

@@ -325,35 +325,50 @@ func TestClassTermsSelect(t *testing.T) {
 	}
 }
 
-// TestMutateLeavesAlone: pods without a class, DaemonSet and mirror pods pass unchanged.
+// TestMutateLeavesAlone: pods without a class and without a way into the pool, mirror pods
+// and every pod of an exempt namespace pass unchanged.
 func TestMutateLeavesAlone(t *testing.T) {
+	dsRef := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", UID: "u", Controller: ptrTo(true)}
+	inKubeSystem := func(mod func(*corev1.Pod)) func(*corev1.Pod) {
+		return func(p *corev1.Pod) { p.Namespace = "kube-system"; mod(p) }
+	}
 	for _, mode := range []Mode{ModeIPP, ModeBerth, ModeBoth} {
-		for name, p := range map[string]*corev1.Pod{
-			"no class":    pod(map[string]string{"app": "x"}, nil),
-			"empty class": pod(map[string]string{"ipp-class": ""}, nil),
-			"no labels":   pod(nil, nil),
-			"DaemonSet": pod(classA, func(p *corev1.Pod) {
-				p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", UID: "u", Controller: ptrTo(true)}}
-			}),
-			"mirror": pod(classA, func(p *corev1.Pod) { p.Annotations = map[string]string{MirrorPodAnnotation: "x"} }),
-			// why: node daemons and static pods name their node; the nodeName refusal is for tenants.
-			"DaemonSet with nodeName": pod(classA, func(p *corev1.Pod) {
-				p.Spec.NodeName = "n1"
-				p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", UID: "u", Controller: ptrTo(true)}}
-			}),
-			"mirror with nodeName": pod(classA, func(p *corev1.Pod) {
+		for _, tc := range []struct {
+			name   string
+			pod    *corev1.Pod
+			exempt bool
+		}{
+			{"no class", pod(map[string]string{"app": "x"}, nil), false},
+			{"empty class", pod(map[string]string{"ipp-class": ""}, nil), false},
+			{"no labels", pod(nil, nil), false},
+			{"no class, another taint tolerated", pod(nil, func(p *corev1.Pod) { p.Spec.Tolerations = []corev1.Toleration{userTol} }), false},
+			{"no class, nodeSelector ipp=false", pod(nil, func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"ipp": "false"} }), false},
+			// why: an unclassed DaemonSet that neither tolerates nor selects the pool stays off it.
+			{"no class, DaemonSet", pod(nil, func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{dsRef} }), false},
+			{"mirror", pod(classA, func(p *corev1.Pod) { p.Annotations = map[string]string{MirrorPodAnnotation: "x"} }), true},
+			{"mirror with nodeName", pod(classA, func(p *corev1.Pod) {
 				p.Spec.NodeName = "n1"
 				p.Annotations = map[string]string{MirrorPodAnnotation: "x"}
-			}),
-			"no class with nodeName": pod(map[string]string{"app": "x"}, func(p *corev1.Pod) { p.Spec.NodeName = "n1" }),
+			}), true},
+			{"unclassed mirror tolerating everything", pod(nil, func(p *corev1.Pod) {
+				p.Annotations = map[string]string{MirrorPodAnnotation: "x"}
+				p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+			}), true},
+			{"no class with nodeName", pod(map[string]string{"app": "x"}, func(p *corev1.Pod) { p.Spec.NodeName = "n1" }), false},
+			{"kube-system: classed DaemonSet", pod(classA, inKubeSystem(func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{dsRef} })), true},
+			{"kube-system: unclassed, tolerating everything", pod(nil, inKubeSystem(func(p *corev1.Pod) {
+				p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+			})), true},
+			{"kube-system: classed pod is not mutated", pod(classA, inKubeSystem(func(*corev1.Pod) {})), true},
+			{"kube-system: conflicting classes", pod(map[string]string{"ipp-class": "a", "berth.dev/instance-class": "b"}, inKubeSystem(func(*corev1.Pod) {})), true},
 		} {
 			c := cfg(mode)
-			res, err := c.Mutate(p)
+			res, err := c.Mutate(tc.pod)
 			if err != nil || len(res.Patch) != 0 || len(res.Warnings) != 0 {
-				t.Errorf("%s/%s: %v %+v", mode, name, err, res)
+				t.Errorf("%s/%s: %v %+v", mode, tc.name, err, res)
 			}
-			if (strings.HasPrefix(name, "DaemonSet") || strings.HasPrefix(name, "mirror")) && res.Exempt == "" {
-				t.Errorf("%s/%s: no exemption reason", mode, name)
+			if (res.Exempt != "") != tc.exempt {
+				t.Errorf("%s/%s: exemption %q, want exempt %v", mode, tc.name, res.Exempt, tc.exempt)
 			}
 		}
 	}
@@ -464,6 +479,9 @@ func TestConfigValidate(t *testing.T) {
 		{"taint effect", func(c *Config) { c.TaintEffect = "Never" }, "poolTaint.effect"},
 		{"default scheduler", func(c *Config) { c.SchedulerName = "default-scheduler" }, "schedulerName"},
 		{"same isolated", func(c *Config) { c.IsolatedSchedulerName = c.SchedulerName }, "isolatedSchedulerName"},
+		{"no exempt namespace", func(c *Config) { c.ExemptNamespaces = nil }, ""},
+		{"bad exempt namespace", func(c *Config) { c.ExemptNamespaces = []string{"kube-system", "Kube_System"} }, "exemptNamespaces[1]"},
+		{"dup exempt namespace", func(c *Config) { c.ExemptNamespaces = []string{"a", "a"} }, "exemptNamespaces[1]"},
 	} {
 		c := Defaults()
 		tc.mod(&c)
