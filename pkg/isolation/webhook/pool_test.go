@@ -83,7 +83,9 @@ func TestMutatePoolAccess(t *testing.T) {
 			c.PoolLabel, c.TaintKey, c.TaintEffect = "node-restriction.kubernetes.io/instance-pool", "berth.dev/instance-pool", corev1.TaintEffectNoExecute
 			c.ExemptNamespaces = []string{"berth-system", "kube-system"}
 		}, mod: all(tolerating(corev1.Toleration{Key: "berth.dev/instance-pool", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}),
-			func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"node-restriction.kubernetes.io/instance-pool": "true"} }),
+			func(p *corev1.Pod) {
+				p.Spec.NodeSelector = map[string]string{"node-restriction.kubernetes.io/instance-pool": "true"}
+			}),
 			want: "spec.tolerations[0]: tolerates the isolation pool taint berth.dev/instance-pool=true:NoExecute; " +
 				"spec.nodeSelector[node-restriction.kubernetes.io/instance-pool]: selects the isolation pool's nodes node-restriction.kubernetes.io/instance-pool=true; " +
 				"only pods of an instance class (label ipp-class or berth.dev/instance-class) or in an exempt namespace (berth-system, kube-system) " +
