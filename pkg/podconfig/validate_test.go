@@ -7,120 +7,152 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 )
 
-func goodAttachment() berthv1alpha1.NetworkAttachment {
-	return berthv1alpha1.NetworkAttachment{Name: "net1", LinkType: berthv1alpha1.LinkVeth, Master: "berth0", CIDR: "192.168.100.0/24", Gateway: "192.168.100.1"}
+func goodNetwork() *berthv1alpha1.PodNetwork {
+	return &berthv1alpha1.PodNetwork{
+		ObjectMeta: metav1.ObjectMeta{Name: "blue"},
+		Spec: berthv1alpha1.PodNetworkSpec{Bridge: "berth-blue", CIDR: "192.168.100.0/24", Gateway: "192.168.100.1",
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"team": "blue"}}},
+	}
 }
 
-func pcWith(mutate func(*berthv1alpha1.NetworkAttachment)) *berthv1alpha1.PodConfig {
-	a := goodAttachment()
+func networkWith(mutate func(*berthv1alpha1.PodNetworkSpec)) *berthv1alpha1.PodNetwork {
+	pn := goodNetwork()
 	if mutate != nil {
-		mutate(&a)
+		mutate(&pn.Spec)
 	}
-	return &berthv1alpha1.PodConfig{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "pc", UID: "u1"},
-		Spec:       berthv1alpha1.PodConfigSpec{NetworkAttachments: []berthv1alpha1.NetworkAttachment{a}},
-	}
+	return pn
 }
 
 var testPolicy = Policy{
-	ClusterCIDRs:   []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("10.96.0.0/12"), netip.MustParsePrefix("fd00:10::/56")},
+	ClusterCIDRs:   []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10::/56")},
+	NodeNetworks:   []netip.Prefix{netip.MustParsePrefix("172.18.0.0/16")},
 	BridgePrefix:   DefaultBridgePrefix,
-	AllowedBridges: []string{"tenantbr"},
 	AllowedParents: []string{"ens9"},
 }
 
-// Every refusal must name the field it is about, so the user (and the Degraded condition)
-// knows what to fix.
-func TestPolicyValidate(t *testing.T) {
+// discovered stands for what the operator read from the API (a ServiceCIDR).
+var discovered = []NamedPrefix{{netip.MustParsePrefix("10.96.0.0/12"), "the service range (ServiceCIDR kubernetes)"}}
+
+func hasError(errs field.ErrorList, wantField, wantMsg string) bool {
+	for _, e := range errs {
+		if e.Field == wantField && strings.Contains(e.Error(), wantMsg) {
+			return true
+		}
+	}
+	return false
+}
+
+// Every refusal names the field and the rule, so the admin (and the Accepted condition)
+// knows what to fix. The attacks of issue 20 are rows here: a network is the admin's, but the
+// same rules hold even for an admin's mistake.
+func TestValidateNetwork(t *testing.T) {
+	routes := func(rs ...berthv1alpha1.Route) func(*berthv1alpha1.PodNetworkSpec) {
+		return func(s *berthv1alpha1.PodNetworkSpec) { s.Routes = rs }
+	}
+	cidr := func(c, gw string) func(*berthv1alpha1.PodNetworkSpec) {
+		return func(s *berthv1alpha1.PodNetworkSpec) { s.CIDR, s.Gateway = c, gw }
+	}
 	cases := []struct {
 		name      string
-		mutate    func(*berthv1alpha1.NetworkAttachment)
+		mutate    func(*berthv1alpha1.PodNetworkSpec)
 		wantField string // empty: accepted
 		wantMsg   string
 	}{
 		{"accepted v4", nil, "", ""},
-		{"accepted v6 any prefix", func(a *berthv1alpha1.NetworkAttachment) { a.CIDR, a.Gateway = "fd00:1::/120", "fd00:1::1" }, "", ""},
-		{"accepted without gateway", func(a *berthv1alpha1.NetworkAttachment) { a.Gateway = "" }, "", ""},
-		{"accepted allow-listed bridge", func(a *berthv1alpha1.NetworkAttachment) { a.Master = "tenantbr" }, "", ""},
-		{"accepted vlan on allowed parent", func(a *berthv1alpha1.NetworkAttachment) {
-			a.LinkType, a.Parent, a.VLANID = berthv1alpha1.LinkVLAN, "ens9", ptr.To[int32](100)
-		}, "", ""},
-		{"16-character interface name", func(a *berthv1alpha1.NetworkAttachment) { a.Name = "abcdefghijklmnop" }, "spec.networkAttachments[0].name", "15"},
-		{"unsafe interface charset", func(a *berthv1alpha1.NetworkAttachment) { a.Name = "net/1" }, "spec.networkAttachments[0].name", "must match"},
-		{"eth0 reserved", func(a *berthv1alpha1.NetworkAttachment) { a.Name = "eth0" }, "spec.networkAttachments[0].name", "pod's own"},
-		{"lo reserved", func(a *berthv1alpha1.NetworkAttachment) { a.Name = "lo" }, "spec.networkAttachments[0].name", "pod's own"},
-		{"host eth0 as master", func(a *berthv1alpha1.NetworkAttachment) { a.Master = "eth0" }, "spec.networkAttachments[0].master", "host or CNI"},
-		{"CNI bridge cni0 as master", func(a *berthv1alpha1.NetworkAttachment) { a.Master = "cni0" }, "spec.networkAttachments[0].master", "host or CNI"},
-		{"cbr0 as master", func(a *berthv1alpha1.NetworkAttachment) { a.Master = "cbr0" }, "spec.networkAttachments[0].master", "host or CNI"},
-		{"bridge outside prefix", func(a *berthv1alpha1.NetworkAttachment) { a.Master = "br-tenant" }, "spec.networkAttachments[0].master", "does not start with"},
-		{"parent not allow-listed", func(a *berthv1alpha1.NetworkAttachment) {
-			a.LinkType, a.Parent, a.VLANID = berthv1alpha1.LinkVLAN, "ens10", ptr.To[int32](100)
-		}, "spec.networkAttachments[0].parent", "allowed parents"},
-		{"host eth0 as parent", func(a *berthv1alpha1.NetworkAttachment) {
-			a.LinkType, a.Parent, a.VLANID = berthv1alpha1.LinkVLAN, "eth0", ptr.To[int32](100)
-		}, "spec.networkAttachments[0].parent", "host interface"},
-		{"vlan without vlanID", func(a *berthv1alpha1.NetworkAttachment) { a.LinkType, a.Parent = berthv1alpha1.LinkVLAN, "ens9" }, "spec.networkAttachments[0].vlanID", "VLAN ID"},
-		{"vlanID out of range", func(a *berthv1alpha1.NetworkAttachment) {
-			a.LinkType, a.Parent, a.VLANID = berthv1alpha1.LinkVLAN, "ens9", ptr.To[int32](4095)
-		}, "spec.networkAttachments[0].vlanID", "1..4094"},
-		{"vlanID on veth", func(a *berthv1alpha1.NetworkAttachment) { a.VLANID = ptr.To[int32](5) }, "spec.networkAttachments[0].vlanID", "only valid"},
-		{"parent on veth", func(a *berthv1alpha1.NetworkAttachment) { a.Parent = "ens9" }, "spec.networkAttachments[0].parent", "only valid"},
-		{"unknown link type", func(a *berthv1alpha1.NetworkAttachment) { a.LinkType = "macvlan" }, "spec.networkAttachments[0].linkType", "Unsupported"},
-		{"cidr does not parse", func(a *berthv1alpha1.NetworkAttachment) { a.CIDR = "192.168.100.0/33" }, "spec.networkAttachments[0].cidr", "must be a CIDR"},
-		{"cidr host bits", func(a *berthv1alpha1.NetworkAttachment) { a.CIDR = "192.168.100.7/24" }, "spec.networkAttachments[0].cidr", "host bits"},
-		{"cidr overlaps pod CIDR", func(a *berthv1alpha1.NetworkAttachment) { a.CIDR, a.Gateway = "10.244.3.0/24", "" }, "spec.networkAttachments[0].cidr", "overlaps the cluster's network 10.244.0.0/16"},
-		{"cidr contains service CIDR", func(a *berthv1alpha1.NetworkAttachment) { a.CIDR, a.Gateway = "10.0.0.0/8", "" }, "spec.networkAttachments[0].cidr", "overlaps"},
-		{"v6 cidr overlaps", func(a *berthv1alpha1.NetworkAttachment) { a.CIDR, a.Gateway = "fd00:10::/64", "" }, "spec.networkAttachments[0].cidr", "overlaps"},
-		{"gateway outside cidr", func(a *berthv1alpha1.NetworkAttachment) { a.Gateway = "192.168.101.1" }, "spec.networkAttachments[0].gateway", "inside cidr"},
-		{"gateway is network address", func(a *berthv1alpha1.NetworkAttachment) { a.Gateway = "192.168.100.0" }, "spec.networkAttachments[0].gateway", "network address"},
-		{"gateway is broadcast", func(a *berthv1alpha1.NetworkAttachment) { a.Gateway = "192.168.100.255" }, "spec.networkAttachments[0].gateway", "broadcast"},
-		{"gateway not an IP", func(a *berthv1alpha1.NetworkAttachment) { a.Gateway = "gw" }, "spec.networkAttachments[0].gateway", "IP address"},
-		{"gateway of another family", func(a *berthv1alpha1.NetworkAttachment) { a.Gateway = "fd00::1" }, "spec.networkAttachments[0].gateway", "inside cidr"},
-		{"route via outside cidr", func(a *berthv1alpha1.NetworkAttachment) {
-			a.Routes = []berthv1alpha1.Route{{Destination: "172.16.0.0/16", Via: "172.16.0.1"}}
-		}, "spec.networkAttachments[0].routes[0].via", "inside cidr"},
-		{"route of another family", func(a *berthv1alpha1.NetworkAttachment) {
-			a.Routes = []berthv1alpha1.Route{{Destination: "fd00:5::/64"}}
-		}, "spec.networkAttachments[0].routes[0].destination", "family"},
-		{"mtu too small", func(a *berthv1alpha1.NetworkAttachment) { a.MTU = ptr.To[int32](67) }, "spec.networkAttachments[0].mtu", "68"},
+		{"accepted v6", cidr("fd00:1::/120", "fd00:1::1"), "", ""},
+		{"accepted without gateway", cidr("192.168.100.0/24", ""), "", ""},
+		{"accepted vlan on allowed parent", func(s *berthv1alpha1.PodNetworkSpec) { s.VLAN = &berthv1alpha1.PodNetworkVLAN{ID: 100, Parent: "ens9"} }, "", ""},
+		{"accepted route", routes(berthv1alpha1.Route{Destination: "192.168.200.0/24"}), "", ""},
+		{"CNI bridge cni0", func(s *berthv1alpha1.PodNetworkSpec) { s.Bridge = "cni0" }, "spec.bridge", "host or CNI"},
+		{"host eth0", func(s *berthv1alpha1.PodNetworkSpec) { s.Bridge = "eth0" }, "spec.bridge", "host or CNI"},
+		{"bridge outside prefix", func(s *berthv1alpha1.PodNetworkSpec) { s.Bridge = "br-tenant" }, "spec.bridge", "does not start with"},
+		{"bridge charset", func(s *berthv1alpha1.PodNetworkSpec) { s.Bridge = "berth.0" }, "spec.bridge", "must match"},
+		{"parent not allow-listed", func(s *berthv1alpha1.PodNetworkSpec) { s.VLAN = &berthv1alpha1.PodNetworkVLAN{ID: 100, Parent: "eth0"} }, "spec.vlan.parent", "allowed parents"},
+		{"vlan id out of range", func(s *berthv1alpha1.PodNetworkSpec) { s.VLAN = &berthv1alpha1.PodNetworkVLAN{ID: 4095, Parent: "ens9"} }, "spec.vlan.id", "1..4094"},
+		{"cidr does not parse", cidr("192.168.100.0/33", ""), "spec.cidr", "must be a CIDR"},
+		{"cidr host bits", cidr("192.168.100.7/24", ""), "spec.cidr", "host bits"},
+		{"metadata service", cidr("169.254.169.0/24", "169.254.169.254"), "spec.cidr", "169.254.169.254"},
+		{"loopback", cidr("127.0.0.0/8", ""), "spec.cidr", "loopback"},
+		{"inside loopback", cidr("127.1.0.0/16", ""), "spec.cidr", "loopback"},
+		{"multicast", cidr("239.1.0.0/16", ""), "spec.cidr", "multicast"},
+		{"v6 link-local", cidr("fe80::/64", ""), "spec.cidr", "link-local"},
+		{"v6 loopback", cidr("::1/128", ""), "spec.cidr", "loopback"},
+		{"v6 multicast", cidr("ff02::/16", ""), "spec.cidr", "multicast"},
+		{"v4 default", cidr("0.0.0.0/0", ""), "spec.cidr", "wider than a /8"},
+		{"v6 default", cidr("::/0", ""), "spec.cidr", "wider than a /8"},
+		{"unspecified /8", cidr("0.0.0.0/8", ""), "spec.cidr", "unspecified"},
+		{"pod CIDR", cidr("10.244.3.0/24", ""), "spec.cidr", "overlaps the cluster's network 10.244.0.0/16"},
+		{"inside the discovered service CIDR", cidr("10.96.5.0/24", ""), "spec.cidr", "ServiceCIDR kubernetes"},
+		{"node network", cidr("172.18.5.0/24", ""), "spec.cidr", "the node network"},
+		{"v6 pod CIDR", cidr("fd00:10::/64", ""), "spec.cidr", "overlaps"},
+		{"gateway outside cidr", cidr("192.168.100.0/24", "192.168.101.1"), "spec.gateway", "inside cidr"},
+		{"gateway is network address", cidr("192.168.100.0/24", "192.168.100.0"), "spec.gateway", "network address"},
+		{"gateway is broadcast", cidr("192.168.100.0/24", "192.168.100.255"), "spec.gateway", "broadcast"},
+		{"gateway not an IP", cidr("192.168.100.0/24", "gw"), "spec.gateway", "IP address"},
+		{"default route", routes(berthv1alpha1.Route{Destination: "0.0.0.0/0"}), "spec.routes[0].destination", "default route"},
+		{"route to the metadata address", routes(berthv1alpha1.Route{Destination: "169.254.169.254/32"}), "spec.routes[0].destination", "169.254.169.254"},
+		{"route to the pod CIDR", routes(berthv1alpha1.Route{Destination: "10.244.0.0/16"}), "spec.routes[0].destination", "the cluster's network"},
+		{"route to the service range", routes(berthv1alpha1.Route{Destination: "10.96.0.0/16"}), "spec.routes[0].destination", "ServiceCIDR"},
+		{"route to multicast", routes(berthv1alpha1.Route{Destination: "239.0.0.0/8"}), "spec.routes[0].destination", "multicast"},
+		{"route via outside cidr", routes(berthv1alpha1.Route{Destination: "172.16.0.0/16", Via: "172.16.0.1"}), "spec.routes[0].via", "inside cidr"},
+		{"route of another family", routes(berthv1alpha1.Route{Destination: "fd00:5::/64"}), "spec.routes[0].destination", "family"},
+		{"mtu too small", func(s *berthv1alpha1.PodNetworkSpec) { s.MTU = ptr.To[int32](67) }, "spec.mtu", "68"},
+		{"bad namespace selector", func(s *berthv1alpha1.PodNetworkSpec) {
+			s.NamespaceSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: "Near"}}}
+		}, "spec.namespaceSelector.matchExpressions[0].operator", "Near"},
 	}
+	reserved := testPolicy.Reserved(discovered)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			errs := testPolicy.Validate(pcWith(tc.mutate))
+			errs := testPolicy.ValidateNetwork(networkWith(tc.mutate), reserved)
 			if tc.wantField == "" {
 				if len(errs) != 0 {
 					t.Fatalf("refused: %v", errs)
 				}
 				return
 			}
-			for _, e := range errs {
-				if e.Field == tc.wantField && strings.Contains(e.Error(), tc.wantMsg) {
-					return
-				}
+			if !hasError(errs, tc.wantField, tc.wantMsg) {
+				t.Fatalf("want an error on %s containing %q, got %v", tc.wantField, tc.wantMsg, errs)
 			}
-			t.Fatalf("want an error on %s containing %q, got %v", tc.wantField, tc.wantMsg, errs)
 		})
 	}
 }
 
-func TestValidateSpecDuplicates(t *testing.T) {
-	pc := pcWith(nil)
-	b := goodAttachment()
-	pc.Spec.NetworkAttachments = append(pc.Spec.NetworkAttachments, b)
-	errs := testPolicy.Validate(pc)
-	var name, cidr bool
-	for _, e := range errs {
-		name = name || e.Field == "spec.networkAttachments[1].name"
-		cidr = cidr || e.Field == "spec.networkAttachments[1].cidr"
+func TestValidateSpec(t *testing.T) {
+	cases := []struct {
+		name      string
+		atts      []berthv1alpha1.NetworkAttachment
+		wantField string
+		wantMsg   string
+	}{
+		{"accepted", []berthv1alpha1.NetworkAttachment{{Name: "net1", Network: "blue"}}, "", ""},
+		{"16-character name", []berthv1alpha1.NetworkAttachment{{Name: "abcdefghijklmnop", Network: "blue"}}, "spec.networkAttachments[0].name", "15"},
+		{"unsafe charset", []berthv1alpha1.NetworkAttachment{{Name: "net/1", Network: "blue"}}, "spec.networkAttachments[0].name", "must match"},
+		{"eth0 reserved", []berthv1alpha1.NetworkAttachment{{Name: "eth0", Network: "blue"}}, "spec.networkAttachments[0].name", "pod's own"},
+		{"no network", []berthv1alpha1.NetworkAttachment{{Name: "net1"}}, "spec.networkAttachments[0].network", "PodNetwork"},
+		{"duplicate name", []berthv1alpha1.NetworkAttachment{{Name: "net1", Network: "blue"}, {Name: "net1", Network: "red"}}, "spec.networkAttachments[1].name", "Duplicate"},
+		{"same network twice", []berthv1alpha1.NetworkAttachment{{Name: "net1", Network: "blue"}, {Name: "net2", Network: "blue"}}, "spec.networkAttachments[1].network", "one address per network"},
+		{"none", nil, "spec.networkAttachments", "Required"},
 	}
-	if !name || !cidr {
-		t.Fatalf("want duplicate name and same-network errors on [1], got %v", errs)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := ValidateSpec(&berthv1alpha1.PodConfigSpec{NetworkAttachments: tc.atts}, field.NewPath("spec"))
+			if tc.wantField == "" {
+				if len(errs) != 0 {
+					t.Fatalf("refused: %v", errs)
+				}
+				return
+			}
+			if !hasError(errs, tc.wantField, tc.wantMsg) {
+				t.Fatalf("want an error on %s containing %q, got %v", tc.wantField, tc.wantMsg, errs)
+			}
+		})
 	}
 }
 
@@ -133,9 +165,9 @@ func TestPolicyCheck(t *testing.T) {
 		{"default", Policy{BridgePrefix: "berth"}, true},
 		{"empty prefix", Policy{}, false},
 		{"prefix matching a CNI bridge", Policy{BridgePrefix: "cni"}, false},
-		{"cni0 allow-listed as bridge", Policy{BridgePrefix: "berth", AllowedBridges: []string{"cni0"}}, false},
-		{"eth0 allow-listed as parent", Policy{BridgePrefix: "berth", AllowedParents: []string{"eth0"}}, false},
-		{"lo allow-listed", Policy{BridgePrefix: "berth", AllowedBridges: []string{"lo"}}, false},
+		{"prefix matching eth0", Policy{BridgePrefix: "eth"}, false},
+		{"prefix not an interface name", Policy{BridgePrefix: "Berth_"}, false},
+		{"bad parent", Policy{BridgePrefix: "berth", AllowedParents: []string{"a/b"}}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -146,75 +178,94 @@ func TestPolicyCheck(t *testing.T) {
 	}
 }
 
-func TestValidateAgainst(t *testing.T) {
-	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	t1 := metav1.NewTime(t0.Add(time.Minute))
-	mk := func(ns, name string, uid types.UID, ts metav1.Time, a berthv1alpha1.NetworkAttachment) berthv1alpha1.PodConfig {
-		return berthv1alpha1.PodConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: uid, CreationTimestamp: ts},
-			Spec: berthv1alpha1.PodConfigSpec{NetworkAttachments: []berthv1alpha1.NetworkAttachment{a}}}
+// Networks are decided oldest first against the accepted older ones only: an older network
+// keeps its bridge, range and VLAN, and a refused network claims nothing (the squatting attack:
+// an invalid object must not block a bridge name).
+func TestAcceptNetworks(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	mk := func(name string, age int, spec berthv1alpha1.PodNetworkSpec) berthv1alpha1.PodNetwork {
+		return berthv1alpha1.PodNetwork{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(age) * time.Minute))}, Spec: spec}
 	}
-	base := goodAttachment()
-	otherCIDR := base
-	otherCIDR.CIDR, otherCIDR.Gateway = "192.168.7.0/24", ""
-	otherGW := base
-	otherGW.Gateway = "192.168.100.254"
-	otherBridge := otherCIDR
-	otherBridge.Master = "berth1"
+	spec := func(bridge, cidr string) berthv1alpha1.PodNetworkSpec {
+		return berthv1alpha1.PodNetworkSpec{Bridge: bridge, CIDR: cidr}
+	}
+	vlan := func(s berthv1alpha1.PodNetworkSpec, id int32) berthv1alpha1.PodNetworkSpec {
+		s.VLAN = &berthv1alpha1.PodNetworkVLAN{ID: id, Parent: "ens9"}
+		return s
+	}
 	cases := []struct {
-		name      string
-		older     berthv1alpha1.NetworkAttachment
-		newer     berthv1alpha1.NetworkAttachment
-		wantField string
+		name    string
+		nets    []berthv1alpha1.PodNetwork
+		refused map[string]string // name -> field; missing: accepted
 	}{
-		{"same network shared", base, base, ""},
-		{"same bridge different cidr", base, otherCIDR, "spec.networkAttachments[0].cidr"},
-		{"same network different gateway", base, otherGW, "spec.networkAttachments[0].gateway"},
-		{"other bridge other cidr", base, otherBridge, ""},
+		{"independent", []berthv1alpha1.PodNetwork{mk("a", 0, spec("berth1", "192.168.1.0/24")), mk("b", 1, spec("berth2", "192.168.2.0/24"))}, nil},
+		{"same bridge: newer refused", []berthv1alpha1.PodNetwork{mk("b", 1, spec("berth1", "192.168.2.0/24")), mk("a", 0, spec("berth1", "192.168.1.0/24"))},
+			map[string]string{"b": "spec.bridge"}},
+		{"overlapping range: newer refused", []berthv1alpha1.PodNetwork{mk("a", 0, spec("berth1", "192.168.0.0/16")), mk("b", 1, spec("berth2", "192.168.2.0/24"))},
+			map[string]string{"b": "spec.cidr"}},
+		{"same VLAN: newer refused", []berthv1alpha1.PodNetwork{mk("a", 0, vlan(spec("berth1", "192.168.1.0/24"), 7)), mk("b", 1, vlan(spec("berth2", "192.168.2.0/24"), 7))},
+			map[string]string{"b": "spec.vlan"}},
+		{"refused older squats nothing", []berthv1alpha1.PodNetwork{mk("squat", 0, spec("berth1", "0.0.0.0/0")), mk("b", 1, spec("berth1", "192.168.2.0/24"))},
+			map[string]string{"squat": "spec.cidr"}},
+		{"same age: name orders", []berthv1alpha1.PodNetwork{mk("z", 0, spec("berth1", "192.168.2.0/24")), mk("a", 0, spec("berth1", "192.168.1.0/24"))},
+			map[string]string{"z": "spec.bridge"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			old := mk("a", "old", "u-old", t0, tc.older)
-			nw := mk("b", "new", "u-new", t1, tc.newer)
-			all := []berthv1alpha1.PodConfig{old, nw}
-			errs := ValidateAgainst(&nw, all)
-			if tc.wantField == "" {
-				if len(errs) > 0 {
-					t.Fatalf("refused: %v", errs)
+			got := testPolicy.AcceptNetworks(tc.nets, nil)
+			for _, n := range tc.nets {
+				errs := got[n.Name]
+				want, refuse := tc.refused[n.Name]
+				switch {
+				case !refuse && len(errs) > 0:
+					t.Errorf("%s refused: %v", n.Name, errs)
+				case refuse && (len(errs) == 0 || errs[0].Field != want):
+					t.Errorf("%s: want a refusal on %s, got %v", n.Name, want, errs)
 				}
-			} else if len(errs) != 1 || errs[0].Field != tc.wantField || !strings.Contains(errs[0].Error(), "a/old") {
-				t.Fatalf("want one error on %s naming a/old, got %v", tc.wantField, errs)
-			}
-			// The older one is never refused because of the newer one.
-			if errs := ValidateAgainst(&old, all); len(errs) > 0 {
-				t.Fatalf("older refused: %v", errs)
 			}
 		})
 	}
 }
 
-func TestNetworkName(t *testing.T) {
-	p := netip.MustParsePrefix
+// Bind is the tenant's only path to a network: it must exist, be accepted, not be going, and
+// grant the PodConfig's namespace.
+func TestBind(t *testing.T) {
+	accepted := func(pn *berthv1alpha1.PodNetwork) *berthv1alpha1.PodNetwork {
+		pn.Status.Conditions = []metav1.Condition{{Type: berthv1alpha1.ConditionAccepted, Status: metav1.ConditionTrue}}
+		return pn
+	}
+	refused := goodNetwork()
+	refused.Status.Conditions = []metav1.Condition{{Type: berthv1alpha1.ConditionAccepted, Status: metav1.ConditionFalse, Message: "spec.cidr: overlaps"}}
+	deleting := accepted(goodNetwork())
+	deleting.DeletionTimestamp = ptr.To(metav1.Now())
+	all := accepted(networkWith(func(s *berthv1alpha1.PodNetworkSpec) { s.NamespaceSelector = metav1.LabelSelector{} }))
 	cases := []struct {
-		name       string
-		a, b       string
-		pa, pb     netip.Prefix
-		wantSame   bool
-		wantPrefix string
+		name     string
+		network  *berthv1alpha1.PodNetwork
+		nsLabels map[string]string
+		wantMsg  string // empty: bound
 	}{
-		{"deterministic", "berth0", "berth0", p("192.168.1.0/24"), p("192.168.1.0/24"), true, "berth0-"},
-		{"non-canonical cidr is the same network", "berth0", "berth0", p("192.168.1.9/24"), p("192.168.1.0/24"), true, "berth0-"},
-		{"other cidr", "berth0", "berth0", p("192.168.1.0/24"), p("192.168.2.0/24"), false, "berth0-"},
-		{"case differs", "Berth_A", "berth-a", p("10.1.0.0/24"), p("10.1.0.0/24"), false, "berth-a-"},
-		{"v6", "berth6", "berth6", p("fd00::/64"), p("fd00:0::/64"), true, "berth6-"},
+		{"granted", accepted(goodNetwork()), map[string]string{"team": "blue"}, ""},
+		{"empty selector grants every namespace", all, nil, ""},
+		{"another tenant's network", accepted(goodNetwork()), map[string]string{"team": "red"}, "does not grant namespace t"},
+		{"missing", nil, map[string]string{"team": "blue"}, "no PodNetwork of that name"},
+		{"refused", refused, map[string]string{"team": "blue"}, "not accepted: spec.cidr: overlaps"},
+		{"undecided", goodNetwork(), map[string]string{"team": "blue"}, "not decided"},
+		{"deleting", deleting, map[string]string{"team": "blue"}, "being deleted"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			x, y := NetworkName(tc.a, tc.pa), NetworkName(tc.b, tc.pb)
-			if (x == y) != tc.wantSame {
-				t.Fatalf("%s vs %s: same=%v, want %v", x, y, x == y, tc.wantSame)
+			pc := &berthv1alpha1.PodConfig{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "pc"},
+				Spec: berthv1alpha1.PodConfigSpec{NetworkAttachments: []berthv1alpha1.NetworkAttachment{{Name: "net1", Network: "blue"}}}}
+			bound, errs := Bind(pc, func(string) *berthv1alpha1.PodNetwork { return tc.network }, tc.nsLabels)
+			if tc.wantMsg == "" {
+				if len(errs) > 0 || bound["net1"].Bridge != "berth-blue" || bound["net1"].Gateway.String() != "192.168.100.1" {
+					t.Fatalf("want net1 bound to berth-blue, got %v, %v", bound, errs)
+				}
+				return
 			}
-			if !strings.HasPrefix(x, tc.wantPrefix) || len(x) > 63 {
-				t.Fatalf("name %q: want prefix %q and a DNS label", x, tc.wantPrefix)
+			if bound != nil || !hasError(errs, "spec.networkAttachments[0].network", tc.wantMsg) {
+				t.Fatalf("want nothing bound and an error on spec.networkAttachments[0].network containing %q, got %v, %v", tc.wantMsg, bound, errs)
 			}
 		})
 	}

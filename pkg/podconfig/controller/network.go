@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -22,6 +23,7 @@ import (
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/pkg/podconfig"
+	"github.com/berth-sched/berth/pkg/podconfig/ipam"
 )
 
 // PodNetwork condition reasons.
@@ -107,8 +109,15 @@ func (r *NetworkReconciler) Reconcile(ctx context.Context, req reconcile.Request
 			return conflictRequeue(r.writeStatus(ctx, pn, r.deletingStatus(pn, used)))
 		}
 		if pool != nil {
-			if err := r.Client.Delete(ctx, pool, client.Preconditions{ResourceVersion: &pool.ResourceVersion}); err != nil && !apierrors.IsNotFound(err) {
-				return conflictRequeue(err)
+			// Deleted only if still empty on the API server (a resourceVersion precondition),
+			// and confirmed gone before the finalizer goes: a pool left behind would hand its
+			// addresses to a network re-created under the same name.
+			alloc := &ipam.Allocator{Client: r.Client, Reader: r.APIReader}
+			if err := alloc.DeleteIfEmpty(ctx, pn.Name); err != nil {
+				return reconcile.Result{}, err
+			}
+			if err := r.APIReader.Get(ctx, client.ObjectKey{Name: pn.Name}, &berthv1alpha1.IPAllocation{}); !apierrors.IsNotFound(err) {
+				return reconcile.Result{RequeueAfter: time.Second}, client.IgnoreNotFound(err)
 			}
 		}
 		controllerutil.RemoveFinalizer(pn, berthv1alpha1.PodNetworkFinalizer)

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,7 +30,10 @@ func newClient(t *testing.T) client.Client {
 
 func network(t *testing.T, master, cidr, gw string) podconfig.Network {
 	t.Helper()
-	n, err := podconfig.NetworkOf(&berthv1alpha1.NetworkAttachment{Master: master, CIDR: cidr, Gateway: gw})
+	// One PodNetwork per (bridge, range) in these tests; the name is the pool's.
+	name := master + "-" + strings.NewReplacer(".", "-", ":", "-", "/", "-").Replace(cidr)
+	n, err := podconfig.NetworkOf(&berthv1alpha1.PodNetwork{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: berthv1alpha1.PodNetworkSpec{Bridge: master, CIDR: cidr, Gateway: gw}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,38 +102,38 @@ func TestReleaseIdempotenceRestart(t *testing.T) {
 	if got, _ := restarted.Allocate(ctx, n, owner(1)); got != first {
 		t.Fatalf("after restart owner 1 got %v, want its old %v", got, first)
 	}
-	if err := restarted.Release(ctx, n.Name(), owner(1).PodUID, "net1"); err != nil {
+	if err := restarted.Release(ctx, n.Name, owner(1).PodUID, "net1"); err != nil {
 		t.Fatal(err)
 	}
-	if err := restarted.Release(ctx, n.Name(), owner(1).PodUID, "net1"); err != nil {
+	if err := restarted.Release(ctx, n.Name, owner(1).PodUID, "net1"); err != nil {
 		t.Fatalf("releasing twice: %v", err)
 	}
 	if got, _ := restarted.Allocate(ctx, n, owner(4)); got != first {
 		t.Fatalf("freed %v should be reused first, got %v", first, got)
 	}
 	obj := &berthv1alpha1.IPAllocation{}
-	if err := c.Get(ctx, client.ObjectKey{Name: n.Name()}, obj); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Name: n.Name}, obj); err != nil {
 		t.Fatal(err)
 	}
 	if obj.Status.Used != 3 || obj.Status.Free != "2" || obj.Spec.Gateway != "10.9.0.1" || obj.Spec.CIDR != "10.9.0.0/29" {
 		t.Fatalf("summary/spec wrong: %+v %+v", obj.Spec, obj.Status)
 	}
 	// Empty pools are deleted only when empty.
-	if err := a.DeleteIfEmpty(ctx, n.Name()); err != nil {
+	if err := a.DeleteIfEmpty(ctx, n.Name); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Get(ctx, client.ObjectKey{Name: n.Name()}, obj); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Name: n.Name}, obj); err != nil {
 		t.Fatalf("non-empty pool deleted: %v", err)
 	}
 	for _, o := range []Owner{owner(2), owner(3), owner(4)} {
-		if err := a.Release(ctx, n.Name(), o.PodUID, ""); err != nil {
+		if err := a.Release(ctx, n.Name, o.PodUID, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := a.DeleteIfEmpty(ctx, n.Name()); err != nil {
+	if err := a.DeleteIfEmpty(ctx, n.Name); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Get(ctx, client.ObjectKey{Name: n.Name()}, obj); err == nil {
+	if err := c.Get(ctx, client.ObjectKey{Name: n.Name}, obj); err == nil {
 		t.Fatal("empty pool not deleted")
 	}
 }
@@ -173,7 +178,7 @@ func TestConcurrentAllocatorsNeverDuplicate(t *testing.T) {
 		t.Fatal(err)
 	}
 	obj := &berthv1alpha1.IPAllocation{}
-	if err := c.Get(ctx, client.ObjectKey{Name: n.Name()}, obj); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Name: n.Name}, obj); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]string{}
