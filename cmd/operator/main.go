@@ -34,12 +34,21 @@ func main() {
 		"namespace of the leader-election Lease (default: the pod's namespace; required outside a cluster)")
 	flag.DurationVar(&o.GracefulShutdown, "graceful-shutdown-timeout", 30*time.Second, "how long to wait for reconciles to finish on shutdown")
 	cleanupNS := flag.String("cleanup-namespace", "",
-		"instead of operating: stop the operator (--cleanup-operator-deployment), delete every SecondaryScheduler in this namespace "+
+		"instead of operating: (with --cleanup-podconfigs) delete every PodConfig and wait for them, stop the operator "+
+			"(--cleanup-operator-deployment), (with --cleanup-agent-daemonset, --cleanup-nodeimages) stop the agents and delete the NodeImages, "+
+			"delete every SecondaryScheduler in this namespace "+
 			"and their cluster-scoped RBAC, wait for their scheduler pods to go, delete the leader-election Leases "+
 			"(--leader-election-id and the schedulers'), and exit (the chart's pre-delete hook)")
 	cleanupDeployment := flag.String("cleanup-operator-deployment", "",
 		"with --cleanup-namespace: the operator's Deployment in that namespace, scaled to 0 before its Lease is deleted (required)")
 	cleanupTimeout := flag.Duration("cleanup-timeout", 2*time.Minute, "how long --cleanup-namespace may take")
+	cleanupPodConfigs := flag.Bool("cleanup-podconfigs", false,
+		"with --cleanup-namespace: first delete every PodConfig of the cluster while the operator and the agents still run and wait "+
+			"until they are gone (links removed, addresses freed); once the operator is stopped, release the PodNetworks' finalizer "+
+			"and delete the IPAllocations")
+	cleanupAgents := flag.String("cleanup-agent-daemonset", "",
+		"with --cleanup-namespace: the agent DaemonSet in that namespace, deleted (and its pods waited for) before NodeImages are deleted")
+	cleanupNodeImages := flag.Bool("cleanup-nodeimages", false, "with --cleanup-namespace: delete every NodeImages object")
 	flag.BoolVar(&o.PodConfig, "podconfig", false,
 		"run the PodConfig controller (address management for runtime network attachments; needs the PodConfig and IPAllocation CRDs)")
 	podConfigPolicy := podconfig.BindPolicyFlags(flag.CommandLine)
@@ -72,7 +81,8 @@ func main() {
 	}
 	if *cleanupNS != "" {
 		co := operator.CleanupOptions{Namespace: *cleanupNS, OperatorDeployment: *cleanupDeployment,
-			OperatorLease: o.LeaderElectionID, OperatorLeaseNamespace: o.LeaderElectionNamespace}
+			OperatorLease: o.LeaderElectionID, OperatorLeaseNamespace: o.LeaderElectionNamespace,
+			PodConfigs: *cleanupPodConfigs, AgentDaemonSet: *cleanupAgents, NodeImages: *cleanupNodeImages}
 		if co.OperatorDeployment == "" {
 			fmt.Fprintln(os.Stderr, "berth-operator: --cleanup-namespace needs --cleanup-operator-deployment (the operator must stop before its Lease is deleted)")
 			os.Exit(2)

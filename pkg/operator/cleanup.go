@@ -33,6 +33,15 @@ type CleanupOptions struct {
 	// OperatorLeaseNamespace (default Namespace).
 	OperatorLease          string
 	OperatorLeaseNamespace string
+	// PodConfigs: delete every PodConfig of the cluster first, while the operator and the node
+	// agents still run, and wait until they are gone; then, with the operator stopped, release
+	// the PodNetworks' finalizer and delete the IPAllocations (chart: podConfig.enabled).
+	PodConfigs bool
+	// AgentDaemonSet is the agent DaemonSet in Namespace, stopped (deleted) before NodeImages
+	// are deleted, so no agent re-creates them; "" stops none.
+	AgentDaemonSet string
+	// NodeImages: delete every NodeImages object (chart: agent.enabled).
+	NodeImages bool
 	// Interval between polls (default 500ms).
 	Interval time.Duration
 }
@@ -43,15 +52,24 @@ type CleanupOptions struct {
 // stuck on its finalizer and its cluster-scoped RBAC behind; and leader-election Leases are
 // written by client-go, not by the chart, so Helm does not know them.
 //
-// A Lease cannot simply be deleted while its holder runs: client-go's leader election creates
-// a missing Lease again on its next renewal. So the order matters:
+// PodConfigs hold a finalizer that only the running operator removes, once the node agents
+// have taken down every link, and NodeImages are written by the agents, which re-create them
+// while they run; and a Lease cannot simply be deleted while its holder runs: client-go's
+// leader election creates a missing Lease again on its next renewal. So the order matters:
 //
-//  1. stop the operator: scale its Deployment to 0 and wait until none of its pods remains;
-//  2. delete every SecondaryScheduler in the namespace and do the finalizer's work (the
+//  1. (PodConfigs) delete every PodConfig and wait until they are gone, while the operator
+//     and the agents still run; if they do not go in time, stop here with an error naming
+//     each one and its Ready/Degraded message, before anything else is touched;
+//  2. stop the operator: scale its Deployment to 0 and wait until none of its pods remains;
+//  3. (PodConfigs) check that no PodConfig appeared meanwhile, drop the operator's finalizer
+//     from the PodNetworks and delete the IPAllocations;
+//  4. (AgentDaemonSet) delete the agent DaemonSet and wait until its pods are gone;
+//     (NodeImages) then delete every NodeImages object;
+//  5. delete every SecondaryScheduler in the namespace and do the finalizer's work (the
 //     cluster-scoped RBAC and the kube-system RoleBinding) ourselves;
-//  3. wait until the scheduler pods of those resources are gone (the garbage collector
+//  6. wait until the scheduler pods of those resources are gone (the garbage collector
 //     removes their Deployments through owner references);
-//  4. delete the operator's Lease and each scheduler's Lease: nobody holds them any more.
+//  7. delete the operator's Lease and each scheduler's Lease: nobody holds them any more.
 //
 // (A scheduler Lease pre-created by the operator with an owner reference to the resource
 // would be collected together with the Deployment, i.e. possibly while the scheduler still
@@ -72,11 +90,41 @@ func Cleanup(ctx context.Context, c client.Client, o CleanupOptions) error {
 	}
 	logger := log.FromContext(ctx).WithValues("namespace", o.Namespace)
 
+	if o.PodConfigs {
+		logger.Info("deleting every PodConfig while the operator and the node agents still run")
+		if err := deletePodConfigs(ctx, c, o.Interval); err != nil {
+			return err
+		}
+		logger.Info("no PodConfig left: links removed, addresses freed")
+	}
+
 	logger.Info("stopping the operator", "deployment", o.OperatorDeployment)
 	if err := stopOperator(ctx, c, o); err != nil {
 		return err
 	}
 	logger.Info("operator stopped: no operator pod left")
+
+	if o.PodConfigs {
+		if err := checkNoPodConfigs(ctx, c); err != nil {
+			return err
+		}
+		if err := releaseNetworks(ctx, c); err != nil {
+			return err
+		}
+		logger.Info("PodNetworks released, IPAllocations deleted")
+	}
+	if o.AgentDaemonSet != "" {
+		logger.Info("stopping the agents", "daemonSet", o.AgentDaemonSet)
+		if err := stopAgents(ctx, c, o.Interval, o.Namespace, o.AgentDaemonSet); err != nil {
+			return err
+		}
+	}
+	if o.NodeImages {
+		if err := deleteNodeImages(ctx, c); err != nil {
+			return err
+		}
+		logger.Info("NodeImages deleted")
+	}
 
 	logger.Info("deleting SecondarySchedulers")
 	deleted, err := deleteSchedulers(ctx, c, o)
