@@ -1,12 +1,33 @@
 package chart
 
 import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/google/cel-go/cel"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/isolation/webhook"
 )
 
 func renderValues(t *testing.T, values string) (*Rendered, error) {
@@ -79,6 +100,7 @@ func TestIsolationWebhookValues(t *testing.T) {
 		{"Service", "berth-isolation-webhook"}, {"Secret", "berth-isolation-webhook-tls"},
 		{"ValidatingAdmissionPolicy", "berth-instance-isolation"}, {"ValidatingAdmissionPolicyBinding", "berth-instance-isolation"},
 		{"ValidatingAdmissionPolicy", "berth-instance-isolation-fixed-class"}, {"ValidatingAdmissionPolicyBinding", "berth-instance-isolation-fixed-class"},
+		{"ValidatingAdmissionPolicy", "berth-instance-isolation-pool-access"}, {"ValidatingAdmissionPolicyBinding", "berth-instance-isolation-pool-access"},
 	} {
 		if find(objs, want.kind, want.name) == nil {
 			t.Errorf("no %s %s", want.kind, want.name)
@@ -121,12 +143,55 @@ func TestIsolationWebhookValues(t *testing.T) {
 	dep := find(objs, "Deployment", "berth-operator")
 	args, _ := containerField(dep, "args")
 	joined := strings.Join(toStrings(args), " ")
-	for _, want := range []string{"--isolation-webhook ", "--isolation-mode=berth", "--isolation-pool-label=ipp=true", "--isolation-pool-taint=ipp=true:NoSchedule",
+	// DaemonSet pods are judged like any other pod (issue 20 item 5): no policy skips them.
+	for _, o := range objs {
+		if o.GetKind() != "ValidatingAdmissionPolicy" {
+			continue
+		}
+		conds, _, _ := unstructured.NestedSlice(o.Object, "spec", "matchConditions")
+		for _, c := range conds {
+			if e := c.(map[string]any)["expression"].(string); strings.Contains(e, "DaemonSet") {
+				t.Errorf("policy %s skips DaemonSet pods: matchCondition %q", o.GetName(), e)
+			}
+		}
+	}
+	for _, want := range []string{"--isolation-webhook ", "--isolation-mode=berth", "--isolation-exempt-namespaces=berth-system,kube-system", "--isolation-pool-label=ipp=true", "--isolation-pool-taint=ipp=true:NoSchedule",
 		"--isolation-webhook-configuration=berth-instance-isolation", "--isolation-webhook-secret=berth-system/berth-isolation-webhook-tls",
 		"--isolation-webhook-cert-hosts=berth-isolation-webhook.berth-system.svc"} {
 		if !strings.Contains(joined+" ", want) {
 			t.Errorf("operator args lack %q: %s", want, joined)
 		}
+	}
+
+	// isolation.exemptNamespaces: the webhook's selector, every policy's and the webhook's own
+	// list say the same; the release namespace is always in it.
+	r, err = renderValues(t, isoBerth+`
+isolation: {enabled: true, exemptNamespaces: [monitoring, kube-system]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs = objectsOf(t, r)
+	want := []string{"berth-system", "monitoring", "kube-system"}
+	for _, o := range objs {
+		var sel []any
+		switch o.GetKind() {
+		case "MutatingWebhookConfiguration":
+			hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
+			sel, _, _ = unstructured.NestedSlice(hooks[0].(map[string]any), "namespaceSelector", "matchExpressions")
+		case "ValidatingAdmissionPolicy":
+			if !strings.HasPrefix(o.GetName(), "berth-instance-isolation") {
+				continue
+			}
+			sel, _, _ = unstructured.NestedSlice(o.Object, "spec", "matchConstraints", "namespaceSelector", "matchExpressions")
+		default:
+			continue
+		}
+		if len(sel) != 1 || sel[0].(map[string]any)["operator"] != "NotIn" || !slices.Equal(toStrings(sel[0].(map[string]any)["values"]), want) {
+			t.Errorf("%s %s: namespaceSelector %v, want NotIn %v", o.GetKind(), o.GetName(), sel, want)
+		}
+	}
+	if hook := webhookConfigOf(t, objs, "berth"); !slices.Equal(hook.ExemptNamespaces, want) {
+		t.Errorf("the webhook exempts %v, want %v", hook.ExemptNamespaces, want)
 	}
 
 	// cert-manager: no Secret or webhook-configuration RBAC, a Certificate and the injector annotation.
@@ -159,6 +224,8 @@ func TestIsolationWebhookRefusesBadValues(t *testing.T) {
 		{`isolation: {classLabels: ["a b"]}`, "/isolation/classLabels/0"},
 		{`isolation: {certs: {certValidity: 1year}}`, "/isolation/certs/certValidity"},
 		{`isolation: {timeoutSeconds: 60}`, "/isolation/timeoutSeconds"},
+		{`isolation: {exemptNamespaces: [kube-system, Kube_System]}`, "/isolation/exemptNamespaces/1"},
+		{`isolation: {exemptNamespaces: [kube-system, kube-system]}`, "/isolation/exemptNamespaces"},
 		{`isolation: {enabled: true}`, "isolation.mode berth: InstanceIsolation enforces it"},
 		{`isolation: {enabled: true, mode: both}`, "isolation.mode both: InstanceIsolation enforces it"},
 		{`operator: {enabled: false}
@@ -197,4 +264,441 @@ func containerField(dep *unstructured.Unstructured, field string) (any, bool) {
 	}
 	v, ok := cs[0].(map[string]any)[field]
 	return v, ok
+}
+
+// webhookConfigOf is what the operator's webhook runs with: the chart's --isolation-* operator
+// arguments parsed by the operator's own flag code.
+func webhookConfigOf(t *testing.T, objs []*unstructured.Unstructured, release string) webhook.Config {
+	t.Helper()
+	dep := find(objs, "Deployment", release+"-operator")
+	if dep == nil {
+		t.Fatalf("no Deployment %s-operator", release)
+	}
+	args, _ := containerField(dep, "args")
+	var iso []string
+	for _, a := range toStrings(args) {
+		if strings.HasPrefix(a, "--isolation") {
+			iso = append(iso, a)
+		}
+	}
+	fs := flag.NewFlagSet("operator", flag.ContinueOnError)
+	f := webhook.BindFlags(fs)
+	if err := fs.Parse(iso); err != nil {
+		t.Fatalf("the operator would not start with %v: %v", iso, err)
+	}
+	o, err := f.Options()
+	if err != nil {
+		t.Fatalf("the operator would not start with %v: %v", iso, err)
+	}
+	return o.Config
+}
+
+// isoCase is one pod put to the webhook and the policies. ns is "tenant", "release" or
+// "exempt" (the value set's extra exempt namespace), filled in per release. refused says what
+// the test expects of both: "" admitted (after the webhook's patch, for a classed pod), else a
+// part of the refusal.
+type isoCase struct {
+	name, ns string
+	pod      *corev1.Pod
+	refused  string
+}
+
+var (
+	isoPoolTol = corev1.Toleration{Key: "ipp", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	isoDSRef   = metav1.OwnerReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "attack", UID: "2d6f7c1e-3b7a-4d0e-9c5b-8a1f0e2d4c6b", Controller: ptr.To(true)}
+)
+
+func isoPod(labels map[string]string, mod func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Labels: labels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10.1"}}}}
+	if mod != nil {
+		mod(p)
+	}
+	return p
+}
+
+func nodeTerms(terms ...[]corev1.NodeSelectorRequirement) *corev1.Affinity {
+	var ts []corev1.NodeSelectorTerm
+	for _, e := range terms {
+		ts = append(ts, corev1.NodeSelectorTerm{MatchExpressions: e})
+	}
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: ts}}}
+}
+
+// isoCases: the incident of issue 20 item 5 (a tenant's DaemonSet labelled ipp-class: red,
+// tolerating the pool taint, selecting ipp=true), its unclassed variants, what must still pass,
+// and the exemptions.
+func isoCases() []isoCase {
+	red := map[string]string{"ipp-class": "red"}
+	incident := func(p *corev1.Pod) {
+		p.Spec.Tolerations = []corev1.Toleration{isoPoolTol}
+		p.Spec.NodeSelector = map[string]string{"ipp": "true"}
+		p.OwnerReferences = []metav1.OwnerReference{isoDSRef}
+	}
+	gpu := corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	return []isoCase{
+		{name: "the incident: DaemonSet pod of class red on the pool", ns: "tenant", pod: isoPod(red, incident),
+			refused: "metadata.ownerReferences[0]: pod of instance class red is owned by DaemonSet attack; only pods in an exempt namespace"},
+		{name: "classed pod naming a DaemonSet owner as its second reference", ns: "tenant", pod: isoPod(red, func(p *corev1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "1b9d6bcd-bbfd-4b2d-9b5d-ab8dfbbd4bed"}, isoDSRef}
+		}), refused: "metadata.ownerReferences[1]: pod of instance class red is owned by DaemonSet attack"},
+		{name: "unclassed DaemonSet pod tolerating the pool taint", ns: "tenant", pod: isoPod(nil, func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{isoPoolTol}
+			p.OwnerReferences = []metav1.OwnerReference{isoDSRef}
+		}), refused: "spec.tolerations[0]: tolerates the isolation pool taint ipp=true:NoSchedule; only pods of an instance class"},
+		{name: "unclassed pod tolerating every taint", ns: "tenant", pod: isoPod(nil, func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{gpu, {Operator: corev1.TolerationOpExists}}
+		}), refused: "spec.tolerations[1]: tolerates the isolation pool taint"},
+		{name: "empty class with the pool's nodeSelector", ns: "tenant", pod: isoPod(map[string]string{"ipp-class": ""}, func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{"ipp": "true"}
+		}), refused: "spec.nodeSelector[ipp]: selects the isolation pool's nodes ipp=true"},
+		{name: "unclassed, tolerating and requiring the pool in its second term", ns: "tenant", pod: isoPod(nil, func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{{Key: "ipp", Operator: corev1.TolerationOpExists}}
+			p.Spec.Affinity = nodeTerms([]corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"z1"}}},
+				[]corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpExists}, {Key: "ipp", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"false"}}})
+		}), refused: "spec.tolerations[0]: tolerates the isolation pool taint ipp=true:NoSchedule; " +
+			"spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[1].matchExpressions[1]: selects the isolation pool's nodes ipp=true; only pods"},
+		{name: "unclassed pod staying off the pool", ns: "tenant", pod: isoPod(map[string]string{"app": "web"}, func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{gpu, {Key: "ipp", Operator: corev1.TolerationOpEqual, Value: "false"}}
+			p.Spec.NodeSelector = map[string]string{"ipp": "false"}
+			p.Spec.Affinity = nodeTerms([]corev1.NodeSelectorRequirement{{Key: "ipp", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"true"}}},
+				[]corev1.NodeSelectorRequirement{{Key: "ipp", Operator: corev1.NodeSelectorOpDoesNotExist}})
+		})},
+		{name: "classed pod as a user writes it (the webhook adds the constraint)", ns: "tenant", pod: isoPod(red, func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{gpu}
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "1b9d6bcd-bbfd-4b2d-9b5d-ab8dfbbd4bed", Controller: ptr.To(true)}}
+		})},
+		{name: "release namespace: the incident is exempt", ns: "release", pod: isoPod(red, incident)},
+		{name: "exempt namespace: the incident is exempt", ns: "exempt", pod: isoPod(red, incident)},
+		{name: "exempt namespace: unclassed node daemon tolerating every taint", ns: "exempt", pod: isoPod(nil, func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+			p.OwnerReferences = []metav1.OwnerReference{isoDSRef}
+		})},
+	}
+}
+
+// isoRelease renders the chart in mode as release rel in namespace rel+"-system", with
+// rel+"-exempt" added to isolation.exemptNamespaces; the namespaces of isoCase.ns follow.
+func isoRelease(t *testing.T, mode, rel string) (objs []*unstructured.Unstructured, nsOf map[string]string) {
+	t.Helper()
+	r, err := Render(rel, rel+"-system", map[string]any{
+		"scheduler": map[string]any{"plugins": map[string]any{"instanceIsolation": map[string]any{"enabled": true, "isolatedProfileName": "berth-scheduler-isolated"}}},
+		"isolation": map[string]any{"enabled": true, "mode": mode, "exemptNamespaces": []any{"kube-system", rel + "-exempt"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objectsOf(t, r), map[string]string{"tenant": rel + "-tenant", "release": rel + "-system", "exempt": rel + "-exempt"}
+}
+
+// patched is pod after the webhook's answer: the pod itself, or with the patch applied.
+func patched(t *testing.T, pod *corev1.Pod, res webhook.Result) *corev1.Pod {
+	t.Helper()
+	if len(res.Patch) == 0 {
+		return pod
+	}
+	raw, _ := json.Marshal(pod)
+	ops, _ := json.Marshal(res.Patch)
+	p, err := jsonpatch.DecodePatch(ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := p.Apply(raw)
+	if err != nil {
+		t.Fatalf("patch %s: %v", ops, err)
+	}
+	got := &corev1.Pod{}
+	if err := json.Unmarshal(out, got); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// policyVerdict evaluates the chart's CREATE policies for pods as the API server does:
+// matchConstraints' namespace selector, matchConditions, variables in order, validations, the
+// first failed validation's message. It returns that message ("" admitted), the policy that
+// refused and the dearest expression's cost.
+type policyEval struct {
+	env      *cel.Env
+	policies []*admissionv1.ValidatingAdmissionPolicy
+	mwc      string // the webhook's matchCondition
+}
+
+func newPolicyEval(t *testing.T, objs []*unstructured.Unstructured) *policyEval {
+	t.Helper()
+	envSet, err := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).Extend(environment.VersionedOptions{
+		IntroducedVersion: environment.DefaultCompatibilityVersion(),
+		EnvOptions:        []cel.EnvOption{cel.Variable("object", cel.DynType), cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := envSet.Env(environment.NewExpressions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pe := &policyEval{env: env}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ValidatingAdmissionPolicy":
+			var p admissionv1.ValidatingAdmissionPolicy
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &p); err != nil {
+				t.Fatal(err)
+			}
+			if slices.Contains(p.Spec.MatchConstraints.ResourceRules[0].Operations, admissionv1.Create) {
+				pe.policies = append(pe.policies, &p)
+			}
+		case "MutatingWebhookConfiguration":
+			conds, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
+			mc := conds[0].(map[string]any)["matchConditions"].([]any)
+			if len(mc) != 1 {
+				t.Fatalf("webhook matchConditions %v: want one", mc)
+			}
+			pe.mwc = mc[0].(map[string]any)["expression"].(string)
+		}
+	}
+	if len(pe.policies) != 2 || pe.mwc == "" {
+		t.Fatalf("%d CREATE policies, webhook condition %q: want the classed and the pool-access policy and the webhook's condition", len(pe.policies), pe.mwc)
+	}
+	return pe
+}
+
+func (pe *policyEval) eval(t *testing.T, expr string, act map[string]any, maxCost *uint64) any {
+	t.Helper()
+	ast, iss := pe.env.Compile(expr)
+	if iss.Err() != nil {
+		t.Fatalf("compiling %q: %v", expr, iss.Err())
+	}
+	// why: the API server's per-expression limit; exceeding it fails the request.
+	prg, err := pe.env.Program(ast, cel.CostLimit(celconfig.PerCallLimit), cel.EvalOptions(cel.OptTrackCost))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, det, err := prg.Eval(act)
+	if err != nil {
+		t.Fatalf("evaluating %q: %v", expr, err)
+	}
+	*maxCost = max(*maxCost, *det.ActualCost())
+	return out.Value()
+}
+
+func (pe *policyEval) verdict(t *testing.T, ns string, pod *corev1.Pod) (msg, policy string, sentToWebhook bool, maxCost uint64) {
+	t.Helper()
+	if pod.Spec.SchedulerName == "" {
+		// why: the API server defaults it before validating admission; the policy reads it.
+		pod = pod.DeepCopy()
+		pod.Spec.SchedulerName = corev1.DefaultSchedulerName
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]any{}
+	act := map[string]any{"object": obj, "variables": vars}
+	sentToWebhook = pe.eval(t, pe.mwc, act, &maxCost).(bool)
+	nsLabels := labels.Set{"kubernetes.io/metadata.name": ns}
+	for _, p := range pe.policies {
+		sel, err := metav1.LabelSelectorAsSelector(p.Spec.MatchConstraints.NamespaceSelector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sel.Matches(nsLabels) {
+			continue
+		}
+		matched := true
+		for _, c := range p.Spec.MatchConditions {
+			matched = matched && pe.eval(t, c.Expression, act, &maxCost).(bool)
+		}
+		if !matched {
+			continue
+		}
+		clear(vars)
+		for _, v := range p.Spec.Variables {
+			vars[v.Name] = pe.eval(t, v.Expression, act, &maxCost)
+		}
+		for _, v := range p.Spec.Validations {
+			if !pe.eval(t, v.Expression, act, &maxCost).(bool) {
+				return pe.eval(t, v.MessageExpression, act, &maxCost).(string), p.Name, sentToWebhook, maxCost
+			}
+		}
+	}
+	return "", "", sentToWebhook, maxCost
+}
+
+// TestIsolationPolicyAgreesWithWebhook: in every mode, for each case, the webhook (configured
+// by the chart's operator arguments) and the chart's policies (evaluated with the API server's
+// CEL environment and cost limit) decide alike: a pod the webhook refuses for reaching the pool
+// is refused by the policy with the same words; a pod it admits is admitted by the policy
+// (after its patch); and the webhook's matchCondition sends it exactly the pods it would
+// refuse or patch. The real API server runs the same cases in TestIsolationPolicyOnAPIServer.
+func TestIsolationPolicyAgreesWithWebhook(t *testing.T) {
+	for _, mode := range []string{"ipp", "berth", "both"} {
+		rel := "iso-" + mode
+		objs, nsOf := isoRelease(t, mode, rel)
+		hook := webhookConfigOf(t, objs, rel)
+		if want := []string{rel + "-system", "kube-system", rel + "-exempt"}; !slices.Equal(hook.ExemptNamespaces, want) {
+			t.Fatalf("%s: webhook exempts %v, want %v", mode, hook.ExemptNamespaces, want)
+		}
+		pe := newPolicyEval(t, objs)
+		mirror := isoPod(map[string]string{"ipp-class": "red"}, func(p *corev1.Pod) {
+			p.Annotations = map[string]string{webhook.MirrorPodAnnotation: "x"}
+			p.Spec.NodeName = "n1"
+			p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		})
+		cases := append(isoCases(),
+			isoCase{name: "kube-system: the incident", ns: "kube-system", pod: isoCases()[0].pod},
+			isoCase{name: "mirror pod", ns: "tenant", pod: mirror},
+			isoCase{name: "conflicting classes", ns: "tenant", pod: isoPod(map[string]string{"ipp-class": "a", "berth.dev/instance-class": "b"}, nil),
+				refused: "conflicting instance classes: ipp-class=a, berth.dev/instance-class=b"})
+		for _, tc := range cases {
+			t.Run(mode+"/"+tc.name, func(t *testing.T) {
+				ns := tc.ns
+				if n, ok := nsOf[ns]; ok {
+					ns = n
+				}
+				p := tc.pod.DeepCopy()
+				p.Namespace = ns
+				res, herr := hook.Mutate(p)
+				if tc.refused == "" && herr != nil || tc.refused != "" && (herr == nil || !strings.Contains(herr.Error(), tc.refused)) {
+					t.Fatalf("webhook: %v, want refused containing %q", herr, tc.refused)
+				}
+				after := p
+				if herr == nil {
+					after = patched(t, p, res)
+				}
+				msg, policy, sent, cost := pe.verdict(t, ns, after)
+				if cost >= celconfig.PerCallLimit {
+					t.Errorf("dearest expression costs %d, over the API server's per-call limit", cost)
+				}
+				switch {
+				case herr == nil && msg != "":
+					t.Fatalf("webhook admits, policy %s refuses: %s", policy, msg)
+				case herr != nil && msg == "":
+					t.Fatalf("webhook refuses (%v), the policy admits", herr)
+				case herr != nil && !strings.Contains(msg, tc.refused):
+					t.Fatalf("policy %s: %q, want it to contain %q", policy, msg, tc.refused)
+				case herr != nil && !strings.Contains(tc.refused, "conflicting") && msg != "instance isolation: "+herr.Error():
+					t.Fatalf("the policy and the webhook word the refusal differently:\npolicy  %q\nwebhook %q", msg, "instance isolation: "+herr.Error())
+				}
+				if acts := herr != nil || len(res.Patch) > 0; acts && !sent {
+					t.Fatalf("the webhook would refuse or patch the pod, but its matchCondition does not send it (refusal %v)", herr)
+				} else if !acts && res.Exempt == "" && sent {
+					t.Fatalf("the webhook's matchCondition sends a pod it leaves alone")
+				}
+			})
+		}
+	}
+}
+
+// TestIsolationPolicyOnAPIServer: the chart's policies of every mode, created on a real API
+// server, refuse the cases of isoCases with the webhook's words and admit the rest. Each
+// mode's bindings are narrowed to its own namespaces so the three releases do not judge each
+// other's pods; every exemption still comes from the policy's own namespaceSelector (the
+// narrowed binding includes the release and the extra exempt namespace). Pods are created as
+// dry runs: nothing is stored.
+func TestIsolationPolicyOnAPIServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// The controller manager stays: namespaces get their default ServiceAccount from it.
+	c, err := cluster.Start(ctx, cluster.Config{Logf: t.Logf, WithoutKWOK: true, WithoutDefaultScheduler: true, WithoutBerthCRDs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	adm := c.Client.AdmissionregistrationV1()
+	for _, mode := range []string{"ipp", "berth", "both"} {
+		rel := "iso-" + mode
+		objs, nsOf := isoRelease(t, mode, rel)
+		hook := webhookConfigOf(t, objs, rel)
+		var names []string
+		for _, ns := range nsOf {
+			if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, ns)
+		}
+		var policies []string
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "ValidatingAdmissionPolicy":
+				var p admissionv1.ValidatingAdmissionPolicy
+				toTypedOrFail(t, o, &p)
+				if _, err := adm.ValidatingAdmissionPolicies().Create(ctx, &p, metav1.CreateOptions{}); err != nil {
+					t.Fatalf("%s: %v", p.Name, err)
+				}
+				policies = append(policies, p.Name)
+				t.Cleanup(func() {
+					_ = adm.ValidatingAdmissionPolicies().Delete(context.Background(), p.Name, metav1.DeleteOptions{})
+				})
+			case "ValidatingAdmissionPolicyBinding":
+				var b admissionv1.ValidatingAdmissionPolicyBinding
+				toTypedOrFail(t, o, &b)
+				b.Spec.MatchResources = &admissionv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+					Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpIn, Values: names}}}}
+				if _, err := adm.ValidatingAdmissionPolicyBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil {
+					t.Fatalf("%s: %v", b.Name, err)
+				}
+				t.Cleanup(func() {
+					_ = adm.ValidatingAdmissionPolicyBindings().Delete(context.Background(), b.Name, metav1.DeleteOptions{})
+				})
+			}
+		}
+		// The API server type-checks each policy against the Pod schema; a warning means an
+		// expression it could not check (and may fail at admission).
+		for _, name := range policies {
+			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				p, err := adm.ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
+				if err != nil || p.Status.ObservedGeneration != p.Generation || p.Status.TypeChecking == nil {
+					return false, nil
+				}
+				if w := p.Status.TypeChecking.ExpressionWarnings; len(w) > 0 {
+					return false, fmt.Errorf("%s: type-checking warnings: %+v", name, w)
+				}
+				return true, nil
+			})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		for i, tc := range isoCases() {
+			t.Run(mode+"/"+tc.name, func(t *testing.T) {
+				p := tc.pod.DeepCopy()
+				p.Namespace, p.Name = nsOf[tc.ns], fmt.Sprintf("case-%d", i)
+				res, herr := hook.Mutate(p)
+				if tc.refused == "" && herr != nil || tc.refused != "" && herr == nil {
+					t.Fatalf("webhook: %v, want refused %v", herr, tc.refused != "")
+				}
+				if herr == nil {
+					p = patched(t, p, res)
+				}
+				var err error
+				// why: a new binding takes effect a moment after it is created; until then a pod
+				// the policy must refuse is admitted.
+				_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+					_, err = c.Client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+					return (err != nil) == (tc.refused != ""), nil
+				})
+				if tc.refused == "" {
+					if err != nil {
+						t.Fatalf("refused: %v", err)
+					}
+					return
+				}
+				if err == nil || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+rel+"-instance-isolation") {
+					t.Fatalf("want the policy's refusal, got %v", err)
+				}
+				if want := "instance isolation: " + herr.Error(); !strings.HasSuffix(err.Error(), want) {
+					t.Fatalf("the API server's refusal does not end with the webhook's words:\n got %s\nwant …%s", err, want)
+				}
+				t.Logf("refused: %v", err)
+			})
+		}
+	}
+}
+
+func toTypedOrFail(t *testing.T, o *unstructured.Unstructured, into any) {
+	t.Helper()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, into); err != nil {
+		t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+	}
 }

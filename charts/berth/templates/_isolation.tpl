@@ -15,13 +15,49 @@
 has(object.metadata.labels) && {{ include "berth.isolation.classLabels" . }}.exists(k, k in object.metadata.labels && object.metadata.labels[k] != '')
 {{- end -}}
 
-{{/* Namespaces neither the webhook nor the policy looks at: the release's (the operator must
-always be able to come back) and kube-system. */}}
+{{/* Namespaces neither the webhook nor the policies look at, as a JSON list: the release's
+(the operator must always be able to come back) and isolation.exemptNamespaces (default
+kube-system, the control plane's node daemons). */}}
+{{- define "berth.isolation.exemptNamespaces" -}}
+{{ toJson (uniq (prepend (.Values.isolation.exemptNamespaces | default (list)) .Release.Namespace)) }}
+{{- end -}}
+
 {{- define "berth.isolation.namespaceSelector" -}}
 matchExpressions:
   - key: kubernetes.io/metadata.name
     operator: NotIn
-    values: {{ toJson (uniq (list .Release.Namespace "kube-system")) }}
+    values: {{ include "berth.isolation.exemptNamespaces" . }}
+{{- end -}}
+
+{{/* CEL, over toleration t: t tolerates the pool taint, or may (Lt/Gt on its key count, as in
+the webhook's mayTolerate). */}}
+{{- define "berth.isolation.tolerates" -}}
+{{- $t := .Values.isolation.pool.taint -}}
+(!has(t.key) || t.key == '' || t.key == {{ $t.key | toJson }}) && (!has(t.effect) || t.effect == '' || t.effect == {{ $t.effect | toJson }}) &&
+((has(t.operator) && t.operator in ['Exists', 'Gt', 'Lt']) || ((!has(t.operator) || t.operator == '' || t.operator == 'Equal') && (has(t.value) ? t.value : '') == {{ $t.value | toJson }}))
+{{- end -}}
+
+{{/* CEL, over node selector requirement e: a pool node satisfies it (the webhook's selectsPool). */}}
+{{- define "berth.isolation.selects" -}}
+{{- $l := .Values.isolation.pool.label -}}
+e.key == {{ $l.key | toJson }} && ((e.operator == 'In' && has(e.values) && {{ $l.value | toJson }} in e.values) ||
+(e.operator == 'NotIn' && !(has(e.values) && {{ $l.value | toJson }} in e.values)) || e.operator in ['Exists', 'Gt', 'Lt'])
+{{- end -}}
+
+{{/* CEL: the required node selector terms exist. */}}
+{{- define "berth.isolation.hasTerms" -}}
+has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) &&
+has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms)
+{{- end -}}
+
+{{/* CEL: the pod tolerates the pool taint or selects the pool's nodes (nodeSelector, or a
+requirement of a required node affinity term). */}}
+{{- define "berth.isolation.poolAccess" -}}
+{{- $l := .Values.isolation.pool.label -}}
+(has(object.spec.tolerations) && object.spec.tolerations.exists(t, {{ include "berth.isolation.tolerates" . }})) ||
+(has(object.spec.nodeSelector) && {{ $l.key | toJson }} in object.spec.nodeSelector && object.spec.nodeSelector[{{ $l.key | toJson }}] == {{ $l.value | toJson }}) ||
+({{ include "berth.isolation.hasTerms" . }} &&
+object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.exists(t, has(t.matchExpressions) && t.matchExpressions.exists(e, {{ include "berth.isolation.selects" . }})))
 {{- end -}}
 
 {{/* Checks values that the schema cannot relate to each other. */}}
@@ -53,6 +89,7 @@ matchExpressions:
 - --isolation-isolated-scheduler-name={{ $ii.isolatedProfileName }}
 {{- end }}
 - --isolation-spread-replicas={{ $iso.spreadReplicas }}
+- --isolation-exempt-namespaces={{ join "," (fromJsonArray (include "berth.isolation.exemptNamespaces" .)) }}
 - --isolation-webhook-bind-address=:9443
 - --isolation-webhook-secret={{ .Release.Namespace }}/{{ include "berth.isolation.secret" . }}
 {{- if $iso.certs.certManager.enabled }}
