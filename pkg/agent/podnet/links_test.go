@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,8 +151,8 @@ func TestLinks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if br.Type() != "bridge" || br.Attrs().Alias != BridgeAlias || br.Attrs().Flags&net.FlagUp == 0 {
-			t.Errorf("bridge %s alias %q flags %v", br.Type(), br.Attrs().Alias, br.Attrs().Flags)
+		if br.Type() != "bridge" || br.Attrs().Alias != BridgeAlias || !Marked(br) || br.Attrs().Flags&net.FlagUp == 0 {
+			t.Errorf("bridge %s alias %q group %d flags %v", br.Type(), br.Attrs().Alias, br.Attrs().Group, br.Attrs().Flags)
 		}
 		if got := addrsOf(t, host, "berth-t0"); !slices.Equal(got, []string{"192.168.77.1/24"}) {
 			t.Errorf("bridge addresses %v", got)
@@ -160,8 +161,8 @@ func TestLinks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if peer.Attrs().MasterIndex != br.Attrs().Index || peer.Attrs().MTU != 1400 || peer.Attrs().Alias != PeerAliasPref+a.Alias {
-			t.Errorf("host peer master %d (bridge %d) mtu %d alias %q", peer.Attrs().MasterIndex, br.Attrs().Index, peer.Attrs().MTU, peer.Attrs().Alias)
+		if peer.Attrs().MasterIndex != br.Attrs().Index || peer.Attrs().MTU != 1400 || peer.Attrs().Alias != PeerAliasPref+a.Alias || !Marked(peer) {
+			t.Errorf("host peer master %d (bridge %d) mtu %d alias %q group %d", peer.Attrs().MasterIndex, br.Attrs().Index, peer.Attrs().MTU, peer.Attrs().Alias, peer.Attrs().Group)
 		}
 		in, err := ha.LinkByName("net1")
 		if err != nil {
@@ -246,7 +247,7 @@ func TestLinks(t *testing.T) {
 		// why: a host peer of that name whose other end lives elsewhere, as after a sandbox
 		// was recreated while the old namespace is still held open.
 		elsewhere, _ := newNS(t)
-		if err := host.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: c.HostPeer}, PeerName: "x", PeerNamespace: netlink.NsFd(int(elsewhere))}); err != nil {
+		if err := host.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: c.HostPeer, Group: LinkGroup}, PeerName: "x", PeerNamespace: netlink.NsFd(int(elsewhere))}); err != nil {
 			t.Fatal(err)
 		}
 		if err := l.Apply(c); err != nil {
@@ -257,6 +258,96 @@ func TestLinks(t *testing.T) {
 		}
 		if err := l.Remove(c.HostPeer); err != nil {
 			t.Fatal(err)
+		}
+	})
+
+	t.Run("a host link under a peer's name without Berth's mark is refused, never deleted", func(t *testing.T) {
+		_, pathG := newNS(t)
+		g := attachment(pathG, "uid-g", "net1", "192.168.77.8/24")
+		elsewhere, _ := newNS(t)
+		if err := host.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: g.HostPeer}, PeerName: "x", PeerNamespace: netlink.NsFd(int(elsewhere))}); err != nil {
+			t.Fatal(err)
+		}
+		var ce *ConflictError
+		if err := l.Apply(g); !errors.As(err, &ce) || !strings.Contains(err.Error(), "not created by Berth") {
+			t.Fatalf("err %v, want a ConflictError saying it is not Berth's", err)
+		}
+		if err := l.Remove(g.HostPeer); err == nil {
+			t.Error("Remove deleted an unmarked link")
+		}
+		if peers, _ := l.HostPeers(); slices.Contains(peers, g.HostPeer) {
+			t.Error("the sweep would see an unmarked link as a host peer")
+		}
+		if _, err := host.LinkByName(g.HostPeer); err != nil {
+			t.Fatalf("the unmarked link is gone: %v", err)
+		}
+		if err := host.LinkDel(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: g.HostPeer}}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// The attacks on the node's own bridges: a network named after a bridge the agent did not
+	// make (the CNI's), or a Berth bridge someone else has put an address or a port on.
+	t.Run("bridges the agent did not make, or that carry what it did not put there, are refused untouched", func(t *testing.T) {
+		if err := host.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "berth-cni"}}); err != nil {
+			t.Fatal(err)
+		}
+		cni, _ := host.LinkByName("berth-cni")
+		if err := host.AddrAdd(cni, &netlink.Addr{IPNet: ipNet(netip.MustParsePrefix("10.244.0.1/24"))}); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name    string
+			bridge  string
+			prepare func()
+			wantErr string
+		}{
+			{"the CNI's bridge by its name", "berth-cni", func() {}, "bridge berth-cni: a bridge of that name exists on the node and was not created by Berth"},
+			{"a Berth bridge with a foreign address", "berth-t0", func() {
+				br, _ := host.LinkByName("berth-t0")
+				if err := host.AddrAdd(br, &netlink.Addr{IPNet: ipNet(netip.MustParsePrefix("10.9.9.9/32"))}); err != nil {
+					t.Fatal(err)
+				}
+			}, "bridge berth-t0 carries address 10.9.9.9/32, which Berth did not put there"},
+			{"a Berth bridge with a foreign port", "berth-t0", func() {
+				br, _ := host.LinkByName("berth-t0")
+				_ = host.AddrDel(br, &netlink.Addr{IPNet: ipNet(netip.MustParsePrefix("10.9.9.9/32"))})
+				elsewhere, _ := newNS(t)
+				if err := host.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "intruder0", MasterIndex: br.Attrs().Index}, PeerName: "x", PeerNamespace: netlink.NsFd(int(elsewhere))}); err != nil {
+					t.Fatal(err)
+				}
+			}, "bridge berth-t0 has port intruder0, which Berth did not add"},
+		} {
+			tc.prepare()
+			_, pathH := newNS(t)
+			at := attachment(pathH, "uid-"+tc.name, "net1", "192.168.77.9/24")
+			at.Bridge = tc.bridge
+			var ce *ConflictError
+			if err := l.Apply(at); !errors.As(err, &ce) || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: err %v, want a ConflictError containing %q", tc.name, err, tc.wantErr)
+			}
+			if _, err := host.LinkByName(at.HostPeer); err == nil {
+				t.Errorf("%s: a host peer was made", tc.name)
+			}
+		}
+		if got := addrsOf(t, host, "berth-cni"); !slices.Equal(got, []string{"10.244.0.1/24"}) {
+			t.Errorf("the CNI bridge's addresses changed: %v", got)
+		}
+		ranges, err := l.HostRanges()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, r := range ranges {
+			names = append(names, r.String())
+		}
+		if !slices.Contains(names, "the node's network on berth-cni 10.244.0.0/24") || slices.ContainsFunc(names, func(n string) bool { return strings.Contains(n, "192.168.77") }) {
+			t.Errorf("host ranges %v: want the CNI bridge's and none of Berth's own bridges", names)
+		}
+		for _, n := range []string{"intruder0", "berth-cni"} {
+			if k, err := host.LinkByName(n); err == nil {
+				_ = host.LinkDel(k)
+			}
 		}
 	})
 
@@ -346,7 +437,7 @@ func TestLinks(t *testing.T) {
 			t.Errorf("kept bridge removed: %v %v", removed, err)
 		}
 		// why: a crash between creating a bridge and naming it leaves the temporary name.
-		if err := host.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: TempBridgeName("berth-x")}}); err != nil {
+		if err := host.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: TempBridgeName("berth-x"), Group: LinkGroup}}); err != nil {
 			t.Fatal(err)
 		}
 		removed, err := l.RemoveUnusedBridges(nil)

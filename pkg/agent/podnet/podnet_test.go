@@ -42,7 +42,8 @@ func (f *fakeResolver) Sandbox(_ context.Context, uid string) (Sandbox, error) {
 }
 
 type fakeDataplane struct {
-	applied   []Attachment
+	hostRanges []podconfig.NamedPrefix
+	applied    []Attachment
 	removed   []string
 	peers     []string
 	applyErr  error
@@ -60,6 +61,9 @@ func (f *fakeDataplane) Apply(a Attachment) error {
 }
 func (f *fakeDataplane) Remove(hp string) error       { f.removed = append(f.removed, hp); return nil }
 func (f *fakeDataplane) HostPeers() ([]string, error) { return f.peers, nil }
+func (f *fakeDataplane) HostRanges() ([]podconfig.NamedPrefix, error) {
+	return f.hostRanges, nil
+}
 func (f *fakeDataplane) RemoveUnusedBridges(keep map[string]bool) ([]string, error) {
 	f.keptBr = keep
 	f.gcOrder = append(f.gcOrder, "bridges")
@@ -86,16 +90,28 @@ func pcOf(entries ...berthv1alpha1.PodAttachmentStatus) *berthv1alpha1.PodConfig
 	return &berthv1alpha1.PodConfig{
 		ObjectMeta: metav1.ObjectMeta{Name: "cnf", Namespace: "ns"},
 		Spec: berthv1alpha1.PodConfigSpec{NetworkAttachments: []berthv1alpha1.NetworkAttachment{
-			{Name: "net1", LinkType: berthv1alpha1.LinkVeth, Master: "berth0", CIDR: "192.168.100.0/24", Gateway: "192.168.100.1", MTU: ptr.To[int32](1400),
-				Routes: []berthv1alpha1.Route{{Destination: "10.50.0.0/16"}}},
+			{Name: "net1", Network: "blue"},
 		}},
 		Status: berthv1alpha1.PodConfigStatus{Pods: entries},
 	}
 }
 
+// blueNetwork is the accepted PodNetwork pcOf's attachment names; it grants namespaces
+// labelled team=blue (namespace ns is).
+func blueNetwork(mut ...func(*berthv1alpha1.PodNetworkSpec)) *berthv1alpha1.PodNetwork {
+	pn := &berthv1alpha1.PodNetwork{ObjectMeta: metav1.ObjectMeta{Name: "blue"},
+		Spec: berthv1alpha1.PodNetworkSpec{Bridge: "berth0", CIDR: "192.168.100.0/24", Gateway: "192.168.100.1", MTU: ptr.To[int32](1400),
+			Routes:            []berthv1alpha1.Route{{Destination: "10.50.0.0/16"}},
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"team": "blue"}}},
+		Status: berthv1alpha1.PodNetworkStatus{Conditions: []metav1.Condition{{Type: berthv1alpha1.ConditionAccepted, Status: metav1.ConditionTrue}}}}
+	for _, m := range mut {
+		m(&pn.Spec)
+	}
+	return pn
+}
+
 func allocOf(entries ...berthv1alpha1.Allocation) *berthv1alpha1.IPAllocation {
-	n := podconfig.Network{Master: "berth0", Prefix: netip.MustParsePrefix("192.168.100.0/24")}
-	return &berthv1alpha1.IPAllocation{ObjectMeta: metav1.ObjectMeta{Name: n.Name()},
+	return &berthv1alpha1.IPAllocation{ObjectMeta: metav1.ObjectMeta{Name: "blue"},
 		Spec: berthv1alpha1.IPAllocationSpec{Master: "berth0", CIDR: "192.168.100.0/24", Gateway: "192.168.100.1", Allocations: entries}}
 }
 
@@ -116,13 +132,19 @@ type harness struct {
 	e  *Executor
 	dp *fakeDataplane
 	st *fakeStatus
+	// networks and namespaces are the executor's caches, for tests that change them.
+	networks, namespaces cache.Indexer
 }
 
 func newHarness(t *testing.T, res *fakeResolver, dp *fakeDataplane, pcs []*berthv1alpha1.PodConfig, allocs []*berthv1alpha1.IPAllocation, pods []*corev1.Pod) harness {
 	t.Helper()
 	pci := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	ali := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	pni := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	nsi := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	podi := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	_ = pni.Add(blueNetwork())
+	_ = nsi.Add(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: map[string]string{"team": "blue"}}})
 	for _, o := range pcs {
 		_ = pci.Add(o)
 	}
@@ -134,11 +156,11 @@ func newHarness(t *testing.T, res *fakeResolver, dp *fakeDataplane, pcs []*berth
 	}
 	st := &fakeStatus{}
 	e, err := New(Config{NodeName: node, Resolver: res, Dataplane: dp, Status: st,
-		Now: func() time.Time { return time.Unix(1000, 0) }}, pci, ali, corelisters.NewPodLister(podi))
+		Now: func() time.Time { return time.Unix(1000, 0) }}, pci, ali, pni, corelisters.NewNamespaceLister(nsi), corelisters.NewPodLister(podi))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return harness{e: e, dp: dp, st: st}
+	return harness{e: e, dp: dp, st: st, networks: pni, namespaces: nsi}
 }
 
 func TestSync(t *testing.T) {
@@ -152,6 +174,9 @@ func TestSync(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		pc        *berthv1alpha1.PodConfig
+		network   *berthv1alpha1.PodNetwork // nil: blueNetwork()
+		nsLabels  map[string]string         // nil: team=blue
+		hostNets  []podconfig.NamedPrefix
 		pods      []*corev1.Pod
 		allocs    []*berthv1alpha1.IPAllocation
 		res       *fakeResolver
@@ -209,18 +234,33 @@ func TestSync(t *testing.T) {
 			p.DeletionTimestamp = &metav1.Time{Time: time.Unix(999, 0)}
 			return p
 		}(), res: &fakeResolver{}, wantState: berthv1alpha1.AttachmentRemoved, wantRm: true},
-		{name: "spec the agent refuses (written around the CRD): Failed naming the field", pc: func() *berthv1alpha1.PodConfig {
-			p := pcOf(allocated)
-			p.Spec.NetworkAttachments[0].Gateway = "192.168.100.255"
-			return p
-		}(), pods: []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA},
-			wantState: berthv1alpha1.AttachmentFailed, wantErr: "spec.networkAttachments[0].gateway"},
+		{name: "network the agent refuses (written around the CRD): Failed naming the field, link removed", pc: pcOf(allocated),
+			network: blueNetwork(func(s *berthv1alpha1.PodNetworkSpec) { s.Gateway = "192.168.100.255" }),
+			pods:    []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA},
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "spec.networkAttachments[0].network: Invalid value: \"blue\": PodNetwork blue: spec.gateway", wantRm: true},
+		{name: "network overlapping the node's own range: Failed naming it, link removed", pc: pcOf(allocated),
+			hostNets: []podconfig.NamedPrefix{{Prefix: netip.MustParsePrefix("192.168.0.0/16"), Name: "the node's network on eth0"}},
+			pods:     []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA},
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "overlaps the node's network on eth0 192.168.0.0/16", wantRm: true},
+		{name: "a route to the metadata address: Failed naming it, link removed", pc: pcOf(allocated),
+			network: blueNetwork(func(s *berthv1alpha1.PodNetworkSpec) { s.Routes = []berthv1alpha1.Route{{Destination: "169.254.169.254/32"}} }),
+			pods:    []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA},
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "spec.routes[0].destination: Forbidden: 169.254.169.254/32 overlaps link-local", wantRm: true},
+		{name: "grant revoked (the operator has not caught up): Failed, link removed", pc: pcOf(allocated), nsLabels: map[string]string{"team": "red"},
+			pods: []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA},
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "spec.networkAttachments[0].network: Forbidden: PodNetwork blue does not grant namespace ns", wantRm: true},
 		{name: "another node's entry: neither acted on nor sent", pc: pcOf(entryOf("b", "uid-b", "node-2", berthv1alpha1.AttachmentAllocated, "192.168.100.3/24")),
 			res: &fakeResolver{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dp := &fakeDataplane{applyErr: tc.applyErr}
+			dp := &fakeDataplane{applyErr: tc.applyErr, hostRanges: tc.hostNets}
 			h := newHarness(t, tc.res, dp, []*berthv1alpha1.PodConfig{tc.pc}, tc.allocs, tc.pods)
+			if tc.network != nil {
+				_ = h.networks.Update(tc.network)
+			}
+			if tc.nsLabels != nil {
+				_ = h.namespaces.Update(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: tc.nsLabels}})
+			}
 			requeue, err := h.e.Sync(context.Background(), "ns/cnf")
 			if err != nil {
 				t.Fatal(err)
@@ -253,16 +293,17 @@ func TestSync(t *testing.T) {
 			if got.Pod != "a" || got.Attachment != "net1" || got.PodUID != "uid-a" || got.Node != node {
 				t.Errorf("keys changed: %+v", got)
 			}
-			if tc.wantState != berthv1alpha1.AttachmentRemoved && got.Address != "192.168.100.2/24" && tc.wantErr != "host network" && !strings.Contains(tc.wantErr, "spec") {
+			refused := strings.Contains(tc.wantErr, "spec") || strings.Contains(tc.wantErr, "overlaps")
+			if tc.wantState != berthv1alpha1.AttachmentRemoved && got.Address != "192.168.100.2/24" && tc.wantErr != "host network" && !refused {
 				t.Errorf("address %q, want the allocation's 192.168.100.2/24 (kept on failure)", got.Address)
 			}
-			if got.HostPeer != hpA && tc.wantErr != "host network" && !strings.Contains(tc.wantErr, "spec") {
+			if got.HostPeer != hpA && tc.wantErr != "host network" && !refused {
 				t.Errorf("hostPeer %q, want %s", got.HostPeer, hpA)
 			}
 		})
 	}
 
-	t.Run("the attachment made is the spec's and the allocation's", func(t *testing.T) {
+	t.Run("the attachment made is the network's and the allocation's", func(t *testing.T) {
 		dp := &fakeDataplane{}
 		h := newHarness(t, &fakeResolver{sandboxes: sbA}, dp, []*berthv1alpha1.PodConfig{pcOf(allocated)}, []*berthv1alpha1.IPAllocation{allocA}, []*corev1.Pod{running})
 		if _, err := h.e.Sync(context.Background(), "ns/cnf"); err != nil {
@@ -323,12 +364,9 @@ func TestSweep(t *testing.T) {
 	}
 }
 
-// vlanPC is pcOf with its attachment made linkType vlan on parent, VLAN 10.
-func vlanPC(parent string, entries ...berthv1alpha1.PodAttachmentStatus) *berthv1alpha1.PodConfig {
-	p := pcOf(entries...)
-	a := &p.Spec.NetworkAttachments[0]
-	a.LinkType, a.Parent, a.VLANID = berthv1alpha1.LinkVLAN, parent, ptr.To[int32](10)
-	return p
+// vlanNetwork is blueNetwork with VLAN 10 of parent.
+func vlanNetwork(parent string) *berthv1alpha1.PodNetwork {
+	return blueNetwork(func(s *berthv1alpha1.PodNetworkSpec) { s.VLAN = &berthv1alpha1.PodNetworkVLAN{ID: 10, Parent: parent} })
 }
 
 func TestSyncVLAN(t *testing.T) {
@@ -341,6 +379,7 @@ func TestSyncVLAN(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		pc        *berthv1alpha1.PodConfig
+		network   *berthv1alpha1.PodNetwork
 		policy    podconfig.Policy
 		applyErr  error
 		wantVLAN  *VLANSpec
@@ -348,27 +387,28 @@ func TestSyncVLAN(t *testing.T) {
 		wantErr   string
 		requeue   bool
 	}{
-		{name: "allowed parent: the veth and VLAN 10 of the parent on the bridge", pc: vlanPC("trunk0", allocated), policy: policy,
+		{name: "allowed parent: the veth and VLAN 10 of the parent on the bridge", pc: pcOf(allocated), network: vlanNetwork("trunk0"), policy: policy,
 			wantVLAN: &VLANSpec{Parent: "trunk0", ID: 10}, wantState: berthv1alpha1.AttachmentConfigured},
-		{name: "parent not allowed on this node: Failed naming the field, nothing made", pc: vlanPC("eth9", allocated), policy: policy,
-			wantState: berthv1alpha1.AttachmentFailed, wantErr: "spec.networkAttachments[0].parent: Forbidden: eth9 is not in the operator's allowed parents"},
-		{name: "no parent allowed at all (the default): Failed, nothing made", pc: vlanPC("trunk0", allocated),
-			wantState: berthv1alpha1.AttachmentFailed, wantErr: "spec.networkAttachments[0].parent: Forbidden"},
-		{name: "a host interface as parent: Failed naming it", pc: vlanPC("eth0", allocated), policy: podconfig.Policy{AllowedParents: []string{"trunk0"}},
-			wantState: berthv1alpha1.AttachmentFailed, wantErr: "spec.networkAttachments[0].parent: Forbidden: eth0 is a host interface"},
-		{name: "kernel without 802.1Q: Failed saying so, no fast retry", pc: vlanPC("trunk0", allocated), policy: policy,
+		{name: "parent not allowed on this node: Failed naming the field, nothing made", pc: pcOf(allocated), network: vlanNetwork("eth9"), policy: policy,
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "PodNetwork blue: spec.vlan.parent: Forbidden: eth9 is not in the allowed parents"},
+		{name: "no parent allowed at all (the default): Failed, nothing made", pc: pcOf(allocated), network: vlanNetwork("trunk0"),
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "spec.vlan.parent: Forbidden"},
+		{name: "a host interface as parent: Failed naming it", pc: pcOf(allocated), network: vlanNetwork("eth0"), policy: podconfig.Policy{AllowedParents: []string{"trunk0"}},
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "spec.vlan.parent: Forbidden: eth0 is not in the allowed parents"},
+		{name: "kernel without 802.1Q: Failed saying so, no fast retry", pc: pcOf(allocated), network: vlanNetwork("trunk0"), policy: policy,
 			applyErr:  &UnsupportedError{Msg: "cannot create VLAN 10 of trunk0: the node's kernel has no 802.1Q VLAN support"},
 			wantState: berthv1alpha1.AttachmentFailed, wantErr: "no 802.1Q VLAN support"},
-		{name: "an administrator's VLAN 10 on the parent: Failed with the conflict", pc: vlanPC("trunk0", allocated), policy: policy,
+		{name: "an administrator's VLAN 10 on the parent: Failed with the conflict", pc: pcOf(allocated), network: vlanNetwork("trunk0"), policy: policy,
 			applyErr:  &ConflictError{Msg: "VLAN 10 of trunk0 already exists as trunk0.10, which Berth did not create (it is left alone)"},
 			wantState: berthv1alpha1.AttachmentFailed, wantErr: "which Berth did not create"},
-		{name: "parent missing on the node: Failed, retried", pc: vlanPC("trunk0", allocated), policy: policy,
+		{name: "parent missing on the node: Failed, retried", pc: pcOf(allocated), network: vlanNetwork("trunk0"), policy: policy,
 			applyErr:  errors.New("parent trunk0 of VLAN 10 does not exist on the node"),
 			wantState: berthv1alpha1.AttachmentFailed, wantErr: "parent trunk0 of VLAN 10 does not exist", requeue: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dp := &fakeDataplane{applyErr: tc.applyErr}
 			h := newHarness(t, &fakeResolver{sandboxes: sbA}, dp, []*berthv1alpha1.PodConfig{tc.pc}, []*berthv1alpha1.IPAllocation{allocA}, []*corev1.Pod{running})
+			_ = h.networks.Update(tc.network)
 			h.e.cfg.Policy = tc.policy
 			h.e.cfg.Policy.BridgePrefix = podconfig.DefaultBridgePrefix
 			requeue, err := h.e.Sync(context.Background(), "ns/cnf")
@@ -400,19 +440,28 @@ func TestSyncVLAN(t *testing.T) {
 // before the bridges (it is a bridge port, so its bridge can only go after it).
 func TestGCShared(t *testing.T) {
 	policy := podconfig.Policy{BridgePrefix: "berth", AllowedParents: []string{"trunk0", "trunk1"}}
-	live := vlanPC("trunk0", entryOf("a", "uid-a", node, berthv1alpha1.AttachmentConfigured, "192.168.100.2/24"))
-	gone := vlanPC("trunk1", entryOf("b", "uid-b", node, berthv1alpha1.AttachmentRemoving, "192.168.101.2/24"))
-	gone.Name, gone.Spec.NetworkAttachments[0].Master, gone.Spec.NetworkAttachments[0].CIDR = "old", "berth1", "192.168.101.0/24"
-	gone.Spec.NetworkAttachments[0].Gateway, gone.Spec.NetworkAttachments[0].Routes = "", nil
-	elsewhere := vlanPC("trunk1", entryOf("c", "uid-c", "node-2", berthv1alpha1.AttachmentConfigured, "192.168.101.3/24"))
-	elsewhere.Name, elsewhere.Spec.NetworkAttachments[0].Master, elsewhere.Spec.NetworkAttachments[0].CIDR = "other", "berth1", "192.168.101.0/24"
-	elsewhere.Spec.NetworkAttachments[0].Gateway, elsewhere.Spec.NetworkAttachments[0].Routes = "", nil
-	deleting := vlanPC("trunk1", entryOf("d", "uid-d", node, berthv1alpha1.AttachmentConfigured, "192.168.101.4/24"))
-	deleting.Name, deleting.Spec.NetworkAttachments[0].Master, deleting.Spec.NetworkAttachments[0].CIDR = "deleting", "berth1", "192.168.101.0/24"
-	deleting.Spec.NetworkAttachments[0].Gateway, deleting.Spec.NetworkAttachments[0].Routes = "", nil
+	live := pcOf(entryOf("a", "uid-a", node, berthv1alpha1.AttachmentConfigured, "192.168.100.2/24"))
+	onOld := func(name string, e berthv1alpha1.PodAttachmentStatus) *berthv1alpha1.PodConfig {
+		p := pcOf(e)
+		p.Name, p.Spec.NetworkAttachments[0].Network = name, "old"
+		return p
+	}
+	removing := entryOf("b", "uid-b", node, berthv1alpha1.AttachmentRemoving, "192.168.101.2/24")
+	removing.Bridge = "berth1"
+	gone := onOld("gone", removing)
+	other := entryOf("c", "uid-c", "node-2", berthv1alpha1.AttachmentConfigured, "192.168.101.3/24")
+	other.Bridge = "berth1"
+	elsewhere := onOld("other", other)
+	del := entryOf("d", "uid-d", node, berthv1alpha1.AttachmentConfigured, "192.168.101.4/24")
+	del.Bridge = "berth1"
+	deleting := onOld("deleting", del)
 	deleting.DeletionTimestamp = &metav1.Time{Time: time.Unix(999, 0)}
 	dp := &fakeDataplane{}
 	h := newHarness(t, &fakeResolver{}, dp, []*berthv1alpha1.PodConfig{live, gone, elsewhere, deleting}, nil, nil)
+	_ = h.networks.Update(vlanNetwork("trunk0"))
+	old := vlanNetwork("trunk1")
+	old.Name, old.Spec.Bridge, old.Spec.CIDR, old.Spec.Gateway, old.Spec.Routes = "old", "berth1", "192.168.101.0/24", "", nil
+	_ = h.networks.Add(old)
 	h.e.cfg.Policy = policy
 	if err := h.e.Sweep(context.Background()); err != nil {
 		t.Fatal(err)
@@ -451,7 +500,7 @@ func TestReady(t *testing.T) {
 		pings   []error
 		wantErr string // "" = ready
 	}{
-		{name: "informers not synced", synced: false, pings: []error{nil}, wantErr: "informers (podconfigs, ipallocations, pods) not synced"},
+		{name: "informers not synced", synced: false, pings: []error{nil}, wantErr: "informers (podconfigs, podnetworks, ipallocations, namespaces, pods) not synced"},
 		{name: "synced, runtime answers", synced: true, pings: []error{nil}},
 		{name: "synced, runtime down: not ready, the reason given", synced: true,
 			pings: []error{&RuntimeError{Err: errors.New("CRI socket /run/cri.sock: no such file or directory")}}, wantErr: "container runtime not reached yet: container runtime unreachable: CRI socket /run/cri.sock"},

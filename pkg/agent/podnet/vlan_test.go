@@ -47,7 +47,7 @@ func TestVLANLinkName(t *testing.T) {
 func snapshot() (parent netlink.Link, ours, admins *netlink.Vlan, links []netlink.Link) {
 	parent = &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Index: 2, Name: "trunk0"}}
 	other := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Index: 3, Name: "trunk1"}}
-	ours = &netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Index: 10, Name: VLANLinkName("trunk0", 10), ParentIndex: 2, MasterIndex: 20,
+	ours = &netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Index: 10, Name: VLANLinkName("trunk0", 10), ParentIndex: 2, MasterIndex: 20, Group: LinkGroup,
 		Alias: VLANAliasPref + "trunk0.10"}, VlanId: 10}
 	admins = &netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Index: 11, Name: "trunk0.30", ParentIndex: 2}, VlanId: 30}
 	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Index: 20, Name: "berth-v10", Alias: BridgeAlias}}
@@ -58,7 +58,7 @@ func snapshot() (parent netlink.Link, ours, admins *netlink.Vlan, links []netlin
 func TestFindVLAN(t *testing.T) {
 	parent, ours, _, links := snapshot()
 	vlan := func(name string, parentIdx, id int, alias string) *netlink.Vlan {
-		return &netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Index: 50, Name: name, ParentIndex: parentIdx, Alias: alias}, VlanId: id}
+		return &netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Index: 50, Name: name, ParentIndex: parentIdx, Alias: alias, Group: LinkGroup}, VlanId: id}
 	}
 	for _, tc := range []struct {
 		name     string
@@ -67,17 +67,24 @@ func TestFindVLAN(t *testing.T) {
 		wantLink string
 		wantErr  string
 	}{
-		{name: "the agent's own link is reused", links: links, spec: VLANSpec{"trunk0", 10}, wantLink: ours.Name},
-		{name: "none yet: create", links: links, spec: VLANSpec{"trunk0", 20}},
-		{name: "an administrator's VLAN with that ID on the parent: conflict, named", links: links, spec: VLANSpec{"trunk0", 30},
+		{name: "the agent's own link is reused", links: links, spec: VLANSpec{Parent: "trunk0", ID: 10}, wantLink: ours.Name},
+		{name: "none yet: create", links: links, spec: VLANSpec{Parent: "trunk0", ID: 20}},
+		{name: "an administrator's VLAN with that ID on the parent: conflict, named", links: links, spec: VLANSpec{Parent: "trunk0", ID: 30},
 			wantErr: "VLAN 30 of trunk0 already exists as trunk0.30, which Berth did not create"},
-		{name: "another link under the agent's name: conflict", spec: VLANSpec{"trunk0", 40},
+		{name: "another link under the agent's name: conflict", spec: VLANSpec{Parent: "trunk0", ID: 40},
 			links:   append(slices.Clone(links), &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Index: 51, Name: VLANLinkName("trunk0", 40)}}),
 			wantErr: "a bridge named " + VLANLinkName("trunk0", 40) + " exists on the node and is not Berth's VLAN 40 of trunk0"},
-		{name: "the agent's name with someone else's alias: not ours", spec: VLANSpec{"trunk0", 40},
+		{name: "the agent's name with someone else's alias: not ours", spec: VLANSpec{Parent: "trunk0", ID: 40},
 			links:   append(slices.Clone(links), vlan(VLANLinkName("trunk0", 40), 2, 40, "lab uplink")),
 			wantErr: "which Berth did not create"},
-		{name: "a crash between creation and alias: still ours", spec: VLANSpec{"trunk0", 40},
+		{name: "the agent's name and alias without the group: not ours", spec: VLANSpec{Parent: "trunk0", ID: 40},
+			links: append(slices.Clone(links), func() netlink.Link {
+				v := vlan(VLANLinkName("trunk0", 40), 2, 40, VLANAliasPref+"trunk0.40")
+				v.Group = 0
+				return v
+			}()),
+			wantErr: "which Berth did not create"},
+		{name: "a crash between creation and alias: still ours", spec: VLANSpec{Parent: "trunk0", ID: 40},
 			links:    append(slices.Clone(links), vlan(VLANLinkName("trunk0", 40), 2, 40, "")),
 			wantLink: VLANLinkName("trunk0", 40)},
 	} {
@@ -105,7 +112,7 @@ func TestFindVLAN(t *testing.T) {
 
 func TestUnusedVLANs(t *testing.T) {
 	_, ours, admins, links := snapshot()
-	renamed := &netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Index: 12, Name: VLANLinkName("trunk9", 12), ParentIndex: 2, Alias: VLANAliasPref + "trunk9.12"}, VlanId: 12}
+	renamed := &netlink.Vlan{LinkAttrs: netlink.LinkAttrs{Index: 12, Name: VLANLinkName("trunk9", 12), ParentIndex: 2, Group: LinkGroup, Alias: VLANAliasPref + "trunk9.12"}, VlanId: 12}
 	links = append(links, renamed)
 	names := func(ls []netlink.Link) []string {
 		var out []string
