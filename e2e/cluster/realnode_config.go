@@ -11,8 +11,10 @@ import (
 const (
 	RealNodeIP     = "10.244.0.1"
 	RealNodeSubnet = "10.244.0.0/24"
-	// RealNodeBridge is the pod bridge inside the cluster's namespace; the node IP is on it.
-	RealNodeBridge = "berth0"
+	// RealNodeBridge is the pod (CNI) bridge inside the cluster's namespace; the node IP is on
+	// it. Its name is outside Berth's bridge prefix ("berth"), so no PodNetwork can name it;
+	// the agent would refuse it anyway (it carries no Berth mark).
+	RealNodeBridge = "cnibr0"
 	// ServiceCIDR is the cluster's Service range (the API server's --service-cluster-ip-range).
 	ServiceCIDR = "10.96.0.0/16"
 	// ClusterDNSIP is what pods get as nameserver (nothing serves it unless a test deploys DNS).
