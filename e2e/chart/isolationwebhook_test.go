@@ -327,7 +327,9 @@ func nodeTerms(terms ...[]corev1.NodeSelectorRequirement) *corev1.Affinity {
 
 // isoCases: the incident of issue 20 item 5 (a tenant's DaemonSet labelled ipp-class: red,
 // tolerating the pool taint, selecting ipp=true), its unclassed variants, what must still pass,
-// and the exemptions.
+// and the exemptions. Refusals by either policy come first: on the API server they are retried
+// until the new bindings take effect, so no admitted case after them passes only because a
+// policy was not in force yet.
 func isoCases() []isoCase {
 	red := map[string]string{"ipp-class": "red"}
 	incident := func(p *corev1.Pod) {
