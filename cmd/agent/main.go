@@ -75,8 +75,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if *criSocket != "" {
-		// Optional signal: CRI failures show on the NodeImages object, events and metrics,
-		// never on /readyz or /healthz.
+		// CRI failures show on the NodeImages object, events and metrics, and on /readyz (a
+		// wrong socket must fail the DaemonSet's rollout); never on /healthz, and the load
+		// reports go on regardless.
 		imgCfg.NodeName = cfg.NodeName
 		imgCfg.Registerer = a.Registry()
 		lister := images.NewCRILister(*criSocket, 10*time.Second)
@@ -86,6 +87,7 @@ func main() {
 			klog.ErrorS(err, "Invalid image inventory configuration")
 			os.Exit(2)
 		}
+		a.AddReadyCheck("images", pub.Ready)
 		done := make(chan struct{})
 		go func() { defer close(done); pub.Run(ctx) }()
 		defer func() { <-done; lister.Close(context.Background()); stopEvents() }()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	berthv1 "github.com/berth-sched/berth/api/v1alpha1"
@@ -75,6 +76,12 @@ type Publisher struct {
 	ownerRef  metav1.OwnerReference
 	ownerRead time.Time
 
+	// readyMu guards listErr, which Ready reads from the HTTP server's goroutines.
+	readyMu sync.Mutex
+	// listErr is why the last listing through the CRI failed, nil once one succeeded; before
+	// the first listing it is errNotListed.
+	listErr error
+
 	images     prometheus.Gauge
 	listErrors *prometheus.CounterVec
 	lastList   prometheus.Gauge
@@ -109,7 +116,7 @@ func New(cfg Config) (*Publisher, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	p := &Publisher{cfg: cfg}
+	p := &Publisher{cfg: cfg, listErr: errNotListed}
 	p.images = prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_agent_images",
 		Help: "Images in the runtime's last successful listing."})
 	p.listErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_agent_image_list_errors_total",
@@ -151,6 +158,28 @@ func (p *Publisher) Run(ctx context.Context) {
 	}
 }
 
+var errNotListed = errors.New("no image listing through the CRI yet")
+
+// Ready is the agent's readiness for the image inventory: nil while the last listing through
+// the CRI succeeded, else why it failed (the socket missing or not readable, nothing answering,
+// not a CRI v1 runtime), or that none ran yet. Why readiness and not only the NodeImages
+// condition: a wrong agent.criSocket must make the DaemonSet's rollout (and `helm install
+// --wait`) fail where it is set, not only leave a condition on an object that may never be
+// created. Only the runtime counts: an inventory over the limits or a failed write is the
+// node's or the API server's state, shown on the object and in events, and the agent's
+// listing still works. Readiness takes nothing else down: the load reports are pushed.
+func (p *Publisher) Ready() error {
+	p.readyMu.Lock()
+	defer p.readyMu.Unlock()
+	return p.listErr
+}
+
+func (p *Publisher) setListErr(err error) {
+	p.readyMu.Lock()
+	defer p.readyMu.Unlock()
+	p.listErr = err
+}
+
 // Sync does one listing and publishes its outcome. It returns an error when the inventory
 // could not be listed or written; the published object then keeps its previous images.
 func (p *Publisher) Sync(ctx context.Context) error {
@@ -158,6 +187,7 @@ func (p *Publisher) Sync(ctx context.Context) error {
 	lctx, cancel := context.WithTimeout(ctx, max(p.cfg.Interval, 5*time.Second))
 	raw, err := p.cfg.Lister.List(lctx)
 	cancel()
+	p.setListErr(err)
 	if err != nil {
 		reason := ReasonOf(err)
 		p.listErrors.WithLabelValues(reason).Inc()

@@ -452,3 +452,56 @@ func TestPublisherRestartWithRuntimeDown(t *testing.T) {
 		t.Fatalf("after restart with the runtime down: %d images, Stale %+v", len(obj.Spec.Images), cond(obj, "Stale"))
 	}
 }
+
+// The agent's readiness follows the runtime: not ready before the first listing or while a
+// listing through the CRI fails (naming why), ready while listings succeed, even when the
+// listing is not published (too many images, a failed write: the runtime is fine).
+func TestPublisherReady(t *testing.T) {
+	svc := &fakeImageService{}
+	svc.set(img("sha256:a", 100, []string{"nginx:1.16"}, nil))
+	rt := startFakeRuntime(t, svc)
+	lister := NewCRILister(rt.socket, 2*time.Second)
+	defer lister.Close(context.Background())
+	failWrites := false
+	h := newHarness(t, lister, func(c *Config) { c.MaxImages = 2 })
+	h.dyn.PrependReactor("*", "nodeimages", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failWrites {
+			return true, nil, errors.New("etcdserver: request timed out")
+		}
+		return false, nil, nil
+	})
+	if err := h.pub.Ready(); err == nil || !strings.Contains(err.Error(), "no image listing through the CRI yet") {
+		t.Fatalf("before the first listing: Ready() = %v, want not ready", err)
+	}
+	for _, step := range []struct {
+		name     string
+		do       func()
+		wantSync bool   // Sync succeeds
+		wantErr  string // "" = ready
+	}{
+		{name: "runtime answers", do: func() {}, wantSync: true},
+		{name: "runtime stopped: socket gone", do: rt.stop, wantErr: ReasonSocketMissing + ": CRI socket " + rt.socket},
+		{name: "runtime back", do: rt.start, wantSync: true},
+		{name: "more images than the limit: not published, runtime fine", do: func() {
+			svc.set(img("sha256:a", 1, []string{"a:1"}, nil), img("sha256:b", 1, []string{"b:1"}, nil), img("sha256:c", 1, []string{"c:1"}, nil))
+		}},
+		{name: "writes fail: not published, runtime fine", do: func() {
+			svc.set(img("sha256:d", 1, []string{"d:1"}, nil))
+			failWrites = true
+		}},
+		{name: "writes work again", do: func() { failWrites = false }, wantSync: true},
+	} {
+		step.do()
+		err := h.sync()
+		if (err == nil) != step.wantSync {
+			t.Errorf("%s: Sync() = %v, want success %v", step.name, err, step.wantSync)
+		}
+		got := h.pub.Ready()
+		switch {
+		case step.wantErr == "" && got != nil:
+			t.Errorf("%s: Ready() = %v, want ready", step.name, got)
+		case step.wantErr != "" && (got == nil || !strings.Contains(got.Error(), step.wantErr)):
+			t.Errorf("%s: Ready() = %v, want an error containing %q", step.name, got, step.wantErr)
+		}
+	}
+}
