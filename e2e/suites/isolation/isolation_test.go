@@ -43,6 +43,8 @@ type env struct {
 	c     *cluster.Cluster
 	added int // nodes the simulated autoscaler added
 	mu    sync.Mutex
+	// stopWebhook stops the in-process isolation webhook (nil: not started).
+	stopWebhook func()
 }
 
 // poolNode is a node of IPP's pool: label ipp=true, taint ipp=true:NoSchedule.
@@ -72,7 +74,7 @@ func classedPod(ns, name, pool, class, scheduler string, term bool) *corev1.Pod 
 // three profiles: berth-scheduler (InstanceIsolation, packing weight 10) and its isolated
 // profile, both rendered by the operator's code, plus berth-strict (strict: true).
 func TestInstanceIsolation(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	c, err := cluster.Start(ctx, cluster.Config{})
 	if err != nil {
@@ -212,6 +214,12 @@ func TestInstanceIsolation(t *testing.T) {
 		if err != nil || got.Spec.NodeName != "" {
 			t.Fatalf("unclassed pod bound to %q in strict mode (err %v)", got.Spec.NodeName, err)
 		}
+	})
+
+	// Last: it installs the chart's admission objects, which would refuse the unclassed pods
+	// tolerating the pool taint that the steps above create.
+	t.Run("a tenant with the edit role gets no DaemonSet pod onto the pool: the policy, then the webhook, refuse them", func(t *testing.T) {
+		e.tenantDaemonSets(ctx, t)
 	})
 }
 
