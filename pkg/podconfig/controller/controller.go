@@ -8,7 +8,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -149,6 +148,7 @@ type held struct {
 	network string
 	prefix  netip.Prefix
 	addr    netip.Addr
+	podName string
 }
 
 // Reconcile brings one PodConfig's allocations and status up to date.
@@ -169,135 +169,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 
-	var all berthv1alpha1.PodConfigList
-	if err := r.Client.List(ctx, &all, client.InNamespace(pc.Namespace)); err != nil {
-		return reconcile.Result{}, err
-	}
-	bound, refused, err := r.bind(ctx, pc)
+	s, err := r.load(ctx, pc)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-
-	wants, podCount, err := r.desired(ctx, pc, bound, all.Items, deleting || len(refused) > 0)
+	p := decide(s)
+	results, err := r.apply(ctx, s, p)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	holdings, err := r.holdings(ctx, pc)
-	if err != nil {
-		return reconcile.Result{}, err
+	entries, failures, events := entriesOf(s, p, results)
+	for _, ev := range events {
+		r.event(pc, corev1.EventTypeWarning, ev.reason, ev.action, "%s", ev.note)
 	}
-
-	now := r.now()
-	existing := map[entryKey]berthv1alpha1.PodAttachmentStatus{}
-	for _, e := range pc.Status.Pods {
-		existing[entryKey{e.Pod, e.Attachment}] = e
-	}
-	var entries []berthv1alpha1.PodAttachmentStatus
-	var failures, timedOut []string
-	var requeue time.Duration
-
-	for _, k := range sortedKeys(wants) {
-		w := wants[k]
-		old, had := existing[k]
-		if had && old.PodUID != "" && old.PodUID != string(w.pod.UID) {
-			// The pod was re-created under the same name: the old one's address goes with it.
-			if err := r.releasePod(ctx, holdings, types.UID(old.PodUID), k.attachment, ""); err != nil {
-				return reconcile.Result{}, err
-			}
-			had = false
-		}
-		e := berthv1alpha1.PodAttachmentStatus{
-			Pod: k.pod, Attachment: k.attachment, PodUID: string(w.pod.UID), Node: w.pod.Spec.NodeName,
-			Network: w.network.Name, Interface: w.att.Name, Bridge: w.network.Bridge,
-		}
-		switch {
-		case w.conflict != "":
-			e.State, e.LastError = berthv1alpha1.AttachmentFailed, w.conflict
-			if !had || old.LastError != e.LastError {
-				r.event(pc, corev1.EventTypeWarning, EventInterfaceConflict, "Allocate", "pod %s: %s", k.pod, w.conflict)
-			}
-		default:
-			addr, err := r.allocate(ctx, pc, w, holdings)
-			switch {
-			case errors.Is(err, ipam.ErrExhausted):
-				e.State, e.LastError = berthv1alpha1.AttachmentFailed, fmt.Sprintf("network %s exhausted", w.network)
-				if !had || old.LastError != e.LastError {
-					r.event(pc, corev1.EventTypeWarning, EventNetworkExhausted, "Allocate",
-						"pod %s attachment %s: network %s exhausted", k.pod, k.attachment, w.network)
-				}
-			case errors.Is(err, ipam.ErrNetworkMismatch):
-				e.State, e.LastError = berthv1alpha1.AttachmentFailed, err.Error()
-			case err != nil:
-				return reconcile.Result{}, err
-			default:
-				e.Address = podconfig.AddressCIDR(addr, w.network.Prefix)
-				e.State = berthv1alpha1.AttachmentAllocated
-				if had && old.Address == e.Address && (old.State == berthv1alpha1.AttachmentConfigured || old.State == berthv1alpha1.AttachmentFailed) {
-					e = old // the agent's report stands
-				}
-			}
-		}
-		if e.State == berthv1alpha1.AttachmentFailed {
-			failures = append(failures, fmt.Sprintf("%s/%s: %s", k.pod, k.attachment, e.LastError))
-		}
-		stamp(&e, old, had, now)
-		entries = append(entries, e)
-	}
-
-	// Entries no longer wanted: the pod is gone, stopped matching, or the attachment or the
-	// whole PodConfig is going.
-	for _, k := range sortedKeys(existing) {
-		if _, ok := wants[k]; ok {
-			continue
-		}
-		old := existing[k]
-		gone, err := r.podGone(ctx, pc.Namespace, old.Pod, types.UID(old.PodUID))
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		finished := gone || old.Address == "" || old.State == berthv1alpha1.AttachmentRemoved
-		if !finished && old.State == berthv1alpha1.AttachmentRemoving && old.LastTransitionTime != nil {
-			waited := now.Sub(old.LastTransitionTime.Time)
-			if waited >= r.removalTimeout() {
-				dead, why, err := r.nodeDead(ctx, old.Node)
-				if err != nil {
-					return reconcile.Result{}, err
-				}
-				if dead {
-					finished = true
-					timedOut = append(timedOut, fmt.Sprintf("%s/%s on node %s (%s)", old.Pod, old.Attachment, old.Node, why))
-				}
-			} else {
-				requeue = minPositive(requeue, r.removalTimeout()-waited)
-			}
-		}
-		if finished {
-			if err := r.releasePod(ctx, holdings, types.UID(old.PodUID), old.Attachment, ""); err != nil {
-				return reconcile.Result{}, err
-			}
-			continue
-		}
-		e := old
-		if e.State != berthv1alpha1.AttachmentRemoving {
-			e.State = berthv1alpha1.AttachmentRemoving
-			e.LastError = ""
-			e.LastTransitionTime = &metav1.Time{Time: now}
-			requeue = minPositive(requeue, r.removalTimeout())
-		}
-		entries = append(entries, e)
-	}
-	// Addresses this PodConfig holds with no entry (a status write lost to a crash between
-	// allocation and status, or entries removed by hand) whose pod is gone or no longer wanted.
-	if err := r.releaseStray(ctx, pc, holdings, wants, entries); err != nil {
-		return reconcile.Result{}, err
-	}
-
-	status := r.status(pc, refused, entries, podCount, failures, timedOut, deleting)
-	if len(timedOut) > 0 {
+	status := r.status(pc, s.refused, entries, s.podCount, failures, p.timedOut, deleting)
+	if len(p.timedOut) > 0 {
 		r.event(pc, corev1.EventTypeWarning, ReasonRemovalTimedOut, "Release",
-			"freed addresses without the agent's confirmation after %s: %s", r.removalTimeout(), strings.Join(timedOut, "; "))
+			"freed addresses without the agent's confirmation after %s: %s", s.timeout, strings.Join(p.timedOut, "; "))
 	}
-	if len(refused) > 0 && conditionMessage(pc.Status, berthv1alpha1.ConditionDegraded) != conditionMessage(status, berthv1alpha1.ConditionDegraded) {
+	if len(s.refused) > 0 && conditionMessage(pc.Status, berthv1alpha1.ConditionDegraded) != conditionMessage(status, berthv1alpha1.ConditionDegraded) {
 		r.event(pc, corev1.EventTypeWarning, EventRefused, "Validate", "%s", conditionMessage(status, berthv1alpha1.ConditionDegraded))
 	}
 	if !equality.Semantic.DeepEqual(status, pc.Status) {
@@ -313,7 +203,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return reconcile.Result{}, nil
 	}
-	return reconcile.Result{RequeueAfter: requeue}, nil
+	return reconcile.Result{RequeueAfter: p.requeue}, nil
 }
 
 // desired lists, for every selected pod that is scheduled, not terminal and not being deleted,
@@ -403,98 +293,10 @@ func (r *Reconciler) holdings(ctx context.Context, pc *berthv1alpha1.PodConfig) 
 				continue
 			}
 			k := entryKey{e.PodUID, e.Attachment}
-			out[k] = append(out[k], held{network: obj.Name, prefix: prefix.Masked(), addr: addr})
+			out[k] = append(out[k], held{network: obj.Name, prefix: prefix.Masked(), addr: addr, podName: e.PodName})
 		}
 	}
 	return out, nil
-}
-
-// allocate returns w's address: the one the cache shows it holding in w's network, or a new
-// one from the allocator (which re-reads the API). Addresses it holds in other networks (the
-// attachment's cidr or master changed) are freed.
-func (r *Reconciler) allocate(ctx context.Context, pc *berthv1alpha1.PodConfig, w want, holdings map[entryKey][]held) (netip.Addr, error) {
-	name := w.network.Name
-	var found netip.Addr
-	for _, h := range holdings[entryKey{string(w.pod.UID), w.att.Name}] {
-		if h.network == name {
-			found = h.addr
-			continue
-		}
-		if err := r.Allocator.Release(ctx, h.network, w.pod.UID, w.att.Name); err != nil {
-			return netip.Addr{}, err
-		}
-	}
-	if found.IsValid() {
-		return found, nil
-	}
-	return r.Allocator.Allocate(ctx, w.network, ipam.Owner{
-		PodNamespace: pc.Namespace, PodName: w.pod.Name, PodUID: w.pod.UID, PodConfig: pc.Name,
-		Attachment: w.att.Name, Node: w.pod.Spec.NodeName,
-	})
-}
-
-// releasePod frees what pc holds for (uid, attachment) in every network except keep.
-func (r *Reconciler) releasePod(ctx context.Context, holdings map[entryKey][]held, uid types.UID, attachment, keep string) error {
-	k := entryKey{string(uid), attachment}
-	for _, h := range holdings[k] {
-		if h.network == keep {
-			continue
-		}
-		if err := r.Allocator.Release(ctx, h.network, uid, attachment); err != nil {
-			return err
-		}
-	}
-	delete(holdings, k)
-	return nil
-}
-
-func (r *Reconciler) releaseStray(ctx context.Context, pc *berthv1alpha1.PodConfig, holdings map[entryKey][]held, wants map[entryKey]want, entries []berthv1alpha1.PodAttachmentStatus) error {
-	inUse := map[entryKey]bool{}
-	for _, w := range wants {
-		inUse[entryKey{string(w.pod.UID), w.att.Name}] = true
-	}
-	for _, e := range entries {
-		inUse[entryKey{e.PodUID, e.Attachment}] = true
-	}
-	var list berthv1alpha1.IPAllocationList
-	for k := range holdings {
-		if inUse[k] {
-			continue
-		}
-		if list.Items == nil {
-			if err := r.Client.List(ctx, &list); err != nil {
-				return err
-			}
-		}
-		name := podNameOf(&list, pc, k)
-		gone, err := r.podGone(ctx, pc.Namespace, name, types.UID(k.pod))
-		if err != nil {
-			return err
-		}
-		if !gone && !pc.DeletionTimestamp.IsZero() {
-			// The pod still runs and may carry the link: without an entry no agent is asked
-			// to remove it, so keep the address rather than hand it out twice.
-			continue
-		}
-		if !gone {
-			continue
-		}
-		if err := r.releasePod(ctx, holdings, types.UID(k.pod), k.attachment, ""); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func podNameOf(list *berthv1alpha1.IPAllocationList, pc *berthv1alpha1.PodConfig, k entryKey) string {
-	for i := range list.Items {
-		for _, e := range list.Items[i].Spec.Allocations {
-			if e.PodUID == k.pod && e.Attachment == k.attachment && e.PodNamespace == pc.Namespace {
-				return e.PodName
-			}
-		}
-	}
-	return ""
 }
 
 // podGone reports whether the pod (name, uid) no longer exists, asking the API server when the
