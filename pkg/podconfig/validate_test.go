@@ -74,7 +74,9 @@ func TestValidateNetwork(t *testing.T) {
 		{"bridge outside prefix", func(s *berthv1alpha1.PodNetworkSpec) { s.Bridge = "br-tenant" }, "spec.bridge", "does not start with"},
 		{"bridge charset", func(s *berthv1alpha1.PodNetworkSpec) { s.Bridge = "berth.0" }, "spec.bridge", "must match"},
 		{"parent not allow-listed", func(s *berthv1alpha1.PodNetworkSpec) { s.VLAN = &berthv1alpha1.PodNetworkVLAN{ID: 100, Parent: "eth0"} }, "spec.vlan.parent", "allowed parents"},
-		{"vlan id out of range", func(s *berthv1alpha1.PodNetworkSpec) { s.VLAN = &berthv1alpha1.PodNetworkVLAN{ID: 4095, Parent: "ens9"} }, "spec.vlan.id", "1..4094"},
+		{"vlan id out of range", func(s *berthv1alpha1.PodNetworkSpec) {
+			s.VLAN = &berthv1alpha1.PodNetworkVLAN{ID: 4095, Parent: "ens9"}
+		}, "spec.vlan.id", "1..4094"},
 		{"cidr does not parse", cidr("192.168.100.0/33", ""), "spec.cidr", "must be a CIDR"},
 		{"cidr host bits", cidr("192.168.100.7/24", ""), "spec.cidr", "host bits"},
 		{"metadata service", cidr("169.254.169.0/24", "169.254.169.254"), "spec.cidr", "169.254.169.254"},

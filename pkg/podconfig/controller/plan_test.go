@@ -59,7 +59,7 @@ func TestDecide(t *testing.T) {
 		{name: "an interface claimed by an older PodConfig takes nothing",
 			s: snapshot{wants: map[entryKey]want{{"p1", "net1"}: {pod: p1, att: att, network: blue, conflict: "claimed"}}}},
 		{name: "unwanted, pod alive: Removing, address kept, looked at again at the timeout",
-			s: snapshot{existing: existing(entry("p1", "uid-p1", berthv1alpha1.AttachmentConfigured, 0)), holdings: holds("uid-p1", "blue", "192.168.1.1", "p1")},
+			s:            snapshot{existing: existing(entry("p1", "uid-p1", berthv1alpha1.AttachmentConfigured, 0)), holdings: holds("uid-p1", "blue", "192.168.1.1", "p1")},
 			wantRemoving: []string{"p1"}, wantRequeue: time.Minute},
 		{name: "unwanted, pod gone: freed, no entry",
 			s: snapshot{existing: existing(entry("p1", "uid-p1", berthv1alpha1.AttachmentConfigured, 0)), holdings: holds("uid-p1", "blue", "192.168.1.1", "p1"),
