@@ -181,27 +181,29 @@ func NewForCluster(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface)
 		UpdateFunc: func(_, o any) { e.enqueueObj(o) },
 		DeleteFunc: func(any) { e.queue.Add(sweepKey) },
 	})
-	onAlloc := func(any) { e.enqueueAll(); e.queue.Add(sweepKey) }
-	_, _ = alInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onAlloc, UpdateFunc: func(_, o any) { onAlloc(o) }, DeleteFunc: onAlloc})
-	_, _ = pnInf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onAlloc, UpdateFunc: func(_, o any) { onAlloc(o) }, DeleteFunc: onAlloc})
-	onNamespace := func(o any) {
-		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
-			o = d.Obj
-		}
+	on := func(inf cache.SharedIndexInformer, f func(o any)) {
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: f, UpdateFunc: func(_, o any) { f(o) }, DeleteFunc: func(o any) {
+			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			f(o)
+		}})
+	}
+	// An allocation or a network change may concern any PodConfig and any link.
+	all := func(any) { e.enqueueAll(); e.queue.Add(sweepKey) }
+	on(alInf, all)
+	on(pnInf, all)
+	// A namespace's labels decide its grants; a pod concerns the PodConfigs of its namespace.
+	on(nsInf.Informer(), func(o any) {
 		if ns, ok := o.(*corev1.Namespace); ok {
 			e.enqueueNamespace(ns.Name)
 		}
-	}
-	_, _ = nsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onNamespace, UpdateFunc: func(_, o any) { onNamespace(o) }, DeleteFunc: onNamespace})
-	onPod := func(o any) {
-		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
-			o = d.Obj
-		}
+	})
+	on(podInf.Informer(), func(o any) {
 		if p, ok := o.(*corev1.Pod); ok {
 			e.enqueueNamespace(p.Namespace)
 		}
-	}
-	_, _ = podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onPod, UpdateFunc: func(_, o any) { onPod(o) }, DeleteFunc: onPod})
+	})
 	start := func(stop <-chan struct{}) { df.Start(stop); kf.Start(stop); nsf.Start(stop) }
 	return e, start, nil
 }
