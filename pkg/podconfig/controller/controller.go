@@ -223,10 +223,14 @@ func (r *Reconciler) desired(ctx context.Context, pc *berthv1alpha1.PodConfig, b
 	if err := r.Client.List(ctx, &pods, client.InNamespace(pc.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return nil, 0, err
 	}
-	// Older PodConfigs of the namespace: the first to claim an interface name on a pod keeps it.
+	// Older PodConfigs of the namespace: the first to claim an interface name on a pod keeps
+	// it. A refused one claims nothing (its refusal is this controller's own condition).
 	var older []*berthv1alpha1.PodConfig
 	for i := range all {
 		o := &all[i]
+		if d := meta.FindStatusCondition(o.Status.Conditions, berthv1alpha1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue && d.Reason == ReasonInvalidSpec {
+			continue
+		}
 		if o.Namespace == pc.Namespace && o.UID != pc.UID && podconfig.Older(o, pc) {
 			older = append(older, o)
 		}

@@ -254,3 +254,19 @@ func TestNotGrantedAllocatesNothing(t *testing.T) {
 		t.Fatal("a pool was created for a network that does not grant the namespace")
 	}
 }
+
+// A refused PodConfig claims no interface name: a newer valid one on the same pods gets it.
+func TestRefusedClaimsNoInterface(t *testing.T) {
+	refused := pcAt("first", t0, "missing")
+	newer := pcAt("second", t0.Add(time.Minute), "one")
+	r, c := newReconciler(t, t0.Add(time.Hour), refused, newer, pod("p", "n1", map[string]string{"app": "cnf"}),
+		acceptedNetwork("one", "berth1", "192.168.1.0/24"))
+	reconcileAll(t, r, "first", "second")
+	if got := get(t, c, "first"); got.Status.Phase != berthv1alpha1.PodConfigFailed {
+		t.Fatalf("first: want refused, got %+v", got.Status)
+	}
+	got := get(t, c, "second")
+	if len(got.Status.Pods) != 1 || got.Status.Pods[0].State != berthv1alpha1.AttachmentAllocated {
+		t.Fatalf("second: want its attachment allocated, got %+v", got.Status.Pods)
+	}
+}
