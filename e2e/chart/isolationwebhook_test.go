@@ -150,7 +150,7 @@ func TestIsolationWebhookValues(t *testing.T) {
 		}
 		conds, _, _ := unstructured.NestedSlice(o.Object, "spec", "matchConditions")
 		for _, c := range conds {
-			if e := c.(map[string]any)["expression"].(string); strings.Contains(e, "DaemonSet") {
+			if e := c.(map[string]any)["expression"].(string); strings.Contains(e, "!object.metadata.ownerReferences.exists(o, o.kind == 'DaemonSet')") {
 				t.Errorf("policy %s skips DaemonSet pods: matchCondition %q", o.GetName(), e)
 			}
 		}
@@ -379,6 +379,47 @@ func isoCases() []isoCase {
 	}
 }
 
+// isoUpdate is an update of a pod the webhook and the policies admitted (before, created in
+// ns; the webhook's patch applied to a classed one): change makes the new pod. refused as in
+// isoCase (without toleration indices: the API server adds tolerations at creation); a
+// refused update is worded exactly as the webhook words creating the new pod.
+// existing marks a before that only a pod created before the policies (or in a namespace
+// exempt at the time) can be: it is evaluated offline only.
+type isoUpdate struct {
+	name, ns string
+	before   *corev1.Pod
+	change   func(*corev1.Pod)
+	refused  string
+	existing bool
+}
+
+func isoUpdates() []isoUpdate {
+	gpu := corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	plain := isoPod(map[string]string{"app": "web"}, func(p *corev1.Pod) { p.Spec.Tolerations = []corev1.Toleration{gpu} })
+	classed := isoPod(map[string]string{"berth.dev/instance-class": "blue"}, nil)
+	addTol := func(tol corev1.Toleration) func(*corev1.Pod) {
+		return func(p *corev1.Pod) { p.Spec.Tolerations = append(p.Spec.Tolerations, tol) }
+	}
+	relabel := func(p *corev1.Pod) { p.Labels["tier"] = "front" }
+	return []isoUpdate{
+		// why: tolerations may be added to any existing pod; a pending unclassed pod would then
+		// be scheduled onto the pool.
+		{name: "unclassed pod adds the pool toleration", ns: "tenant", before: plain, change: addTol(isoPoolTol),
+			refused: "]: tolerates the isolation pool taint ipp=true:NoSchedule; only pods of an instance class"},
+		{name: "unclassed pod adds a toleration of every taint", ns: "tenant", before: plain, change: addTol(corev1.Toleration{Operator: corev1.TolerationOpExists}),
+			refused: "]: tolerates the isolation pool taint"},
+		{name: "classed pod adds a DaemonSet owner", ns: "tenant", before: classed, change: func(p *corev1.Pod) { p.OwnerReferences = append(p.OwnerReferences, isoDSRef) },
+			refused: "metadata.ownerReferences[0]: pod of instance class blue is owned by DaemonSet attack; only pods in an exempt namespace"},
+		{name: "unclassed pod adds another toleration", ns: "tenant", before: plain, change: addTol(corev1.Toleration{Key: "ssd", Operator: corev1.TolerationOpExists})},
+		{name: "classed pod is relabelled outside its class", ns: "tenant", before: classed, change: relabel},
+		{name: "unclassed pod that already reached the pool is relabelled", ns: "tenant", before: isoPod(map[string]string{"app": "old"}, func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{isoPoolTol}
+		}), change: relabel, existing: true},
+		{name: "exempt namespace: unclassed pod adds the pool toleration", ns: "exempt", before: plain, change: addTol(isoPoolTol)},
+		{name: "exempt namespace: classed pod adds a DaemonSet owner", ns: "exempt", before: classed, change: func(p *corev1.Pod) { p.OwnerReferences = append(p.OwnerReferences, isoDSRef) }},
+	}
+}
+
 // isoRelease renders the chart in mode as release rel in namespace rel+"-system", with
 // rel+"-exempt" added to isolation.exemptNamespaces; the namespaces of isoCase.ns follow.
 func isoRelease(t *testing.T, mode, rel string) (objs []*unstructured.Unstructured, nsOf map[string]string) {
@@ -430,7 +471,8 @@ func newPolicyEval(t *testing.T, objs []*unstructured.Unstructured) *policyEval 
 	t.Helper()
 	envSet, err := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).Extend(environment.VersionedOptions{
 		IntroducedVersion: environment.DefaultCompatibilityVersion(),
-		EnvOptions:        []cel.EnvOption{cel.Variable("object", cel.DynType), cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType))},
+		EnvOptions: []cel.EnvOption{cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType), cel.Variable("request", cel.DynType),
+			cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType))},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -447,7 +489,7 @@ func newPolicyEval(t *testing.T, objs []*unstructured.Unstructured) *policyEval 
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &p); err != nil {
 				t.Fatal(err)
 			}
-			if slices.Contains(p.Spec.MatchConstraints.ResourceRules[0].Operations, admissionv1.Create) {
+			if strings.Contains(p.Name, "-instance-isolation") {
 				pe.policies = append(pe.policies, &p)
 			}
 		case "MutatingWebhookConfiguration":
@@ -459,8 +501,8 @@ func newPolicyEval(t *testing.T, objs []*unstructured.Unstructured) *policyEval 
 			pe.mwc = mc[0].(map[string]any)["expression"].(string)
 		}
 	}
-	if len(pe.policies) != 2 || pe.mwc == "" {
-		t.Fatalf("%d CREATE policies, webhook condition %q: want the classed and the pool-access policy and the webhook's condition", len(pe.policies), pe.mwc)
+	if len(pe.policies) != 3 || pe.mwc == "" {
+		t.Fatalf("%d policies, webhook condition %q: want the classed, pool-access and fixed-class policies and the webhook's condition", len(pe.policies), pe.mwc)
 	}
 	return pe
 }
@@ -484,22 +526,39 @@ func (pe *policyEval) eval(t *testing.T, expr string, act map[string]any, maxCos
 	return out.Value()
 }
 
-func (pe *policyEval) verdict(t *testing.T, ns string, pod *corev1.Pod) (msg, policy string, sentToWebhook bool, maxCost uint64) {
+// verdict decides a CREATE of pod (old nil) or an UPDATE of old to pod in namespace ns.
+// sentToWebhook is the webhook's matchCondition (CREATE only: the webhook sees no update).
+func (pe *policyEval) verdict(t *testing.T, ns string, old, pod *corev1.Pod) (msg, policy string, sentToWebhook bool, maxCost uint64) {
 	t.Helper()
-	if pod.Spec.SchedulerName == "" {
-		// why: the API server defaults it before validating admission; the policy reads it.
-		pod = pod.DeepCopy()
-		pod.Spec.SchedulerName = corev1.DefaultSchedulerName
+	asObject := func(p *corev1.Pod) map[string]any {
+		if p == nil {
+			return nil
+		}
+		if p.Spec.SchedulerName == "" {
+			// why: the API server defaults it before validating admission; the policy reads it.
+			p = p.DeepCopy()
+			p.Spec.SchedulerName = corev1.DefaultSchedulerName
+		}
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return obj
 	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
-	if err != nil {
-		t.Fatal(err)
+	op := admissionv1.Create
+	if old != nil {
+		op = admissionv1.Update
 	}
 	vars := map[string]any{}
-	act := map[string]any{"object": obj, "variables": vars}
-	sentToWebhook = pe.eval(t, pe.mwc, act, &maxCost).(bool)
+	act := map[string]any{"object": asObject(pod), "oldObject": asObject(old), "variables": vars, "request": map[string]any{"operation": string(op)}}
+	if op == admissionv1.Create {
+		sentToWebhook = pe.eval(t, pe.mwc, act, &maxCost).(bool)
+	}
 	nsLabels := labels.Set{"kubernetes.io/metadata.name": ns}
 	for _, p := range pe.policies {
+		if r := p.Spec.MatchConstraints.ResourceRules[0]; !slices.Contains(r.Operations, op) || !slices.Contains(r.Resources, "pods") {
+			continue
+		}
 		sel, err := metav1.LabelSelectorAsSelector(p.Spec.MatchConstraints.NamespaceSelector)
 		if err != nil {
 			t.Fatal(err)
@@ -568,7 +627,7 @@ func TestIsolationPolicyAgreesWithWebhook(t *testing.T) {
 				if herr == nil {
 					after = patched(t, p, res)
 				}
-				msg, policy, sent, cost := pe.verdict(t, ns, after)
+				msg, policy, sent, cost := pe.verdict(t, ns, nil, after)
 				if cost >= celconfig.PerCallLimit {
 					t.Errorf("dearest expression costs %d, over the API server's per-call limit", cost)
 				}
@@ -589,7 +648,54 @@ func TestIsolationPolicyAgreesWithWebhook(t *testing.T) {
 				}
 			})
 		}
+		for _, tc := range isoUpdates() {
+			t.Run(mode+"/update/"+tc.name, func(t *testing.T) {
+				ns := nsOf[tc.ns]
+				before, after := isoUpdatePods(t, hook, ns, tc)
+				msg, policy, _, cost := pe.verdict(t, ns, before, after)
+				if cost >= celconfig.PerCallLimit {
+					t.Errorf("dearest expression costs %d, over the API server's per-call limit", cost)
+				}
+				if tc.refused == "" {
+					if msg != "" {
+						t.Fatalf("policy %s refuses: %s", policy, msg)
+					}
+					return
+				}
+				if want := isoCreateRefusal(t, hook, after, tc.refused); msg != want {
+					t.Fatalf("policy %s: %q\nwant the webhook's words for creating the new pod: %q", policy, msg, want)
+				}
+			})
+		}
 	}
+}
+
+// isoUpdatePods is tc's pod before (as admitted, in ns) and after its change.
+func isoUpdatePods(t *testing.T, hook webhook.Config, ns string, tc isoUpdate) (before, after *corev1.Pod) {
+	t.Helper()
+	before = tc.before.DeepCopy()
+	before.Namespace, before.Name = ns, "u"
+	if !tc.existing {
+		res, err := hook.Mutate(before)
+		if err != nil {
+			t.Fatalf("the webhook refuses the pod before the update: %v", err)
+		}
+		before = patched(t, before, res)
+	}
+	after = before.DeepCopy()
+	tc.change(after)
+	return before, after
+}
+
+// isoCreateRefusal is how the webhook refuses creating p, which must contain part, with the
+// policies' prefix.
+func isoCreateRefusal(t *testing.T, hook webhook.Config, p *corev1.Pod, part string) string {
+	t.Helper()
+	_, err := hook.Mutate(p)
+	if err == nil || !strings.Contains(err.Error(), part) {
+		t.Fatalf("the webhook, creating the new pod: %v, want a refusal containing %q", err, part)
+	}
+	return "instance isolation: " + err.Error()
 }
 
 // TestIsolationPolicyOnAPIServer: the chart's policies of every mode, created on a real API
@@ -691,6 +797,40 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 				}
 				if want := "instance isolation: " + herr.Error(); !strings.HasSuffix(err.Error(), want) {
 					t.Fatalf("the API server's refusal does not end with the webhook's words:\n got %s\nwant …%s", err, want)
+				}
+				t.Logf("refused: %v", err)
+			})
+		}
+		// Updates of pods created here (and deleted at the end), answered as dry runs.
+		for i, tc := range isoUpdates() {
+			if tc.existing {
+				continue
+			}
+			t.Run(mode+"/update/"+tc.name, func(t *testing.T) {
+				before, _ := isoUpdatePods(t, hook, nsOf[tc.ns], tc)
+				before.Name = fmt.Sprintf("update-%d", i)
+				pods := c.Client.CoreV1().Pods(before.Namespace)
+				got, err := pods.Create(ctx, before, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatalf("creating the pod to update: %v", err)
+				}
+				t.Cleanup(func() {
+					_ = pods.Delete(context.Background(), got.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
+				})
+				upd := got.DeepCopy()
+				tc.change(upd)
+				_, err = pods.Update(ctx, upd, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+				if tc.refused == "" {
+					if err != nil {
+						t.Fatalf("update refused: %v", err)
+					}
+					return
+				}
+				// why: the API server added tolerations of its own at creation
+				// (DefaultTolerationSeconds), so the index is the stored pod's.
+				want := isoCreateRefusal(t, hook, upd, tc.refused)
+				if err == nil || !apierrors.IsForbidden(err) || !strings.HasSuffix(err.Error(), want) {
+					t.Fatalf("update: %v\nwant the policy's refusal ending with %q", err, want)
 				}
 				t.Logf("refused: %v", err)
 			})

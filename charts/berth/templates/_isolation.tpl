@@ -44,20 +44,28 @@ e.key == {{ $l.key | toJson }} && ((e.operator == 'In' && has(e.values) && {{ $l
 (e.operator == 'NotIn' && !(has(e.values) && {{ $l.value | toJson }} in e.values)) || e.operator in ['Exists', 'Gt', 'Lt'])
 {{- end -}}
 
-{{/* CEL: the required node selector terms exist. */}}
+{{/* CEL: the required node selector terms of .obj ("object" or "oldObject") exist. */}}
 {{- define "berth.isolation.hasTerms" -}}
-has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) &&
-has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms)
+{{- $o := .obj -}}
+has({{ $o }}.spec.affinity) && has({{ $o }}.spec.affinity.nodeAffinity) && has({{ $o }}.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution) &&
+has({{ $o }}.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms)
 {{- end -}}
 
-{{/* CEL: the pod tolerates the pool taint or selects the pool's nodes (nodeSelector, or a
-requirement of a required node affinity term). */}}
+{{/* CEL: pod .obj ("object" or "oldObject"; .root is the chart's context) tolerates the pool
+taint or selects the pool's nodes (nodeSelector, or a requirement of a required node affinity
+term). */}}
 {{- define "berth.isolation.poolAccess" -}}
-{{- $l := .Values.isolation.pool.label -}}
-(has(object.spec.tolerations) && object.spec.tolerations.exists(t, {{ include "berth.isolation.tolerates" . }})) ||
-(has(object.spec.nodeSelector) && {{ $l.key | toJson }} in object.spec.nodeSelector && object.spec.nodeSelector[{{ $l.key | toJson }}] == {{ $l.value | toJson }}) ||
+{{- $l := .root.Values.isolation.pool.label -}}
+{{- $o := .obj -}}
+(has({{ $o }}.spec.tolerations) && {{ $o }}.spec.tolerations.exists(t, {{ include "berth.isolation.tolerates" .root }})) ||
+(has({{ $o }}.spec.nodeSelector) && {{ $l.key | toJson }} in {{ $o }}.spec.nodeSelector && {{ $o }}.spec.nodeSelector[{{ $l.key | toJson }}] == {{ $l.value | toJson }}) ||
 ({{ include "berth.isolation.hasTerms" . }} &&
-object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.exists(t, has(t.matchExpressions) && t.matchExpressions.exists(e, {{ include "berth.isolation.selects" . }})))
+{{ $o }}.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.exists(t, has(t.matchExpressions) && t.matchExpressions.exists(e, {{ include "berth.isolation.selects" .root }})))
+{{- end -}}
+
+{{/* CEL: pod .obj has an owner reference of kind DaemonSet. */}}
+{{- define "berth.isolation.daemonSetOwned" -}}
+has({{ .obj }}.metadata.ownerReferences) && {{ .obj }}.metadata.ownerReferences.exists(o, o.kind == 'DaemonSet')
 {{- end -}}
 
 {{/* Checks values that the schema cannot relate to each other. */}}
