@@ -49,6 +49,13 @@ func main() {
 	cleanupAgents := flag.String("cleanup-agent-daemonset", "",
 		"with --cleanup-namespace: the agent DaemonSet in that namespace, deleted (and its pods waited for) before NodeImages are deleted")
 	cleanupNodeImages := flag.Bool("cleanup-nodeimages", false, "with --cleanup-namespace: delete every NodeImages object")
+	var agents operator.AgentReadyOptions
+	flag.StringVar(&agents.DaemonSet, "wait-agents-daemonset", "",
+		"instead of operating: wait until this agent DaemonSet (in --wait-agents-namespace) is rolled out and every agent on a Ready node "+
+			"is Ready, else fail naming each agent that is not and why (the chart's post-install/post-upgrade hook with agent.criSocket)")
+	flag.StringVar(&agents.Namespace, "wait-agents-namespace", "", "with --wait-agents-daemonset: its namespace")
+	flag.IntVar(&agents.Port, "wait-agents-port", 9101, "with --wait-agents-daemonset: the agents' /readyz port")
+	agentsTimeout := flag.Duration("wait-agents-timeout", 5*time.Minute, "how long --wait-agents-daemonset may wait")
 	flag.BoolVar(&o.PodConfig, "podconfig", false,
 		"run the PodConfig controller (address management for runtime network attachments; needs the PodConfig and IPAllocation CRDs)")
 	podConfigPolicy := podconfig.BindPolicyFlags(flag.CommandLine)
@@ -78,6 +85,13 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "berth-operator: no API server configuration (use --kubeconfig or run in a pod):", err)
 		os.Exit(1)
+	}
+	if agents.DaemonSet != "" {
+		if err := waitAgents(cfg, agents, *agentsTimeout); err != nil {
+			fmt.Fprintln(os.Stderr, "berth-operator:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if *cleanupNS != "" {
 		co := operator.CleanupOptions{Namespace: *cleanupNS, OperatorDeployment: *cleanupDeployment,
@@ -125,4 +139,18 @@ func cleanup(cfg *rest.Config, o operator.CleanupOptions, timeout time.Duration)
 	defer cancel()
 	ctx = ctrl.LoggerInto(ctx, ctrl.Log.WithName("cleanup"))
 	return operator.Cleanup(ctx, c, o)
+}
+
+func waitAgents(cfg *rest.Config, o operator.AgentReadyOptions, timeout time.Duration) error {
+	scheme, err := operator.Scheme()
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctrl.SetupSignalHandler(), timeout)
+	defer cancel()
+	return operator.WaitAgentsReady(ctrl.LoggerInto(ctx, ctrl.Log.WithName("wait-agents")), c, o)
 }

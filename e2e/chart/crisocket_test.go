@@ -108,7 +108,8 @@ func TestNotesAgentReadinessAndUninstall(t *testing.T) {
 		name:   "CRI socket set",
 		values: map[string]any{"agent": map[string]any{"criSocket": "/work/main/.cache/local-cluster/cluster/node/containerd/containerd.sock"}},
 		want: []string{"CRI socket /work/main/.cache/local-cluster/cluster/node/containerd/containerd.sock",
-			"helm install --wait` time out", "hostPath type check failed", "Image inventory not published",
+			"with a wrong agent.criSocket they fail, and Helm prints the hook's log naming each agent", "Job berth-agent-ready",
+			"hostPath type check failed", "Image inventory not published",
 			`kubectl get --raw "/api/v1/namespaces/berth-system/pods/<agent pod>:9101/proxy/readyz"`},
 	}, {
 		name: "PodConfig enabled",
@@ -298,4 +299,66 @@ func renderNotes(t *testing.T, values map[string]any) string {
 		t.Fatal(err)
 	}
 	return rel.Info.Notes
+}
+
+// With a CRI socket, install and upgrade wait for the agents through a hook (Helm's own --wait
+// passes a DaemonSet with one unready pod), whose ServiceAccount only reads what it reports.
+func TestAgentReadyHook(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values map[string]any
+		want   bool
+	}{
+		{"no CRI socket: no hook", map[string]any{}, false},
+		{"CRI socket", map[string]any{"agent": map[string]any{"criSocket": "/run/containerd/containerd.sock"}}, true},
+		{"agent disabled", map[string]any{"agent": map[string]any{"enabled": false, "criSocket": "/run/containerd/containerd.sock"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Render("berth", "berth-system", tc.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var job string
+			for _, h := range r.Hooks {
+				if h.Kind == "Job" && h.Name == "berth-agent-ready" {
+					job = h.Manifest
+				}
+			}
+			if (job != "") != tc.want {
+				t.Fatalf("hook rendered %v, want %v", job != "", tc.want)
+			}
+			if !tc.want {
+				return
+			}
+			for _, w := range []string{"helm.sh/hook: post-install,post-upgrade", "helm.sh/hook-output-log-policy: hook-failed",
+				"serviceAccountName: berth-agent-ready", "--wait-agents-daemonset=berth-agent", "--wait-agents-namespace=berth-system",
+				"--wait-agents-port=9101", "--wait-agents-timeout=300s"} {
+				if !strings.Contains(job, w) {
+					t.Errorf("hook lacks %q:\n%s", w, job)
+				}
+			}
+			objs, err := Objects(r.Manifest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rules []string
+			for _, o := range objs {
+				if (o.GetKind() != "Role" && o.GetKind() != "ClusterRole") || o.GetName() != "berth-agent-ready" {
+					continue
+				}
+				var role rbacv1.ClusterRole
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range role.Rules {
+					rules = append(rules, fmt.Sprintf("%s %v %v %v", o.GetKind(), r.Resources, r.Verbs, r.ResourceNames))
+				}
+			}
+			want := []string{"ClusterRole [nodes] [get] []", "Role [daemonsets] [get] [berth-agent]", "Role [pods events] [list] []"}
+			sort.Strings(rules)
+			if strings.Join(rules, "; ") != strings.Join(want, "; ") {
+				t.Errorf("rules %v, want %v", rules, want)
+			}
+		})
+	}
 }
