@@ -174,7 +174,7 @@ func TestAdmission(t *testing.T) {
 	e.startOperator(ctx, t, objs)
 
 	t.Run("policy type-checks on the API server", func(t *testing.T) {
-		for _, name := range []string{mwcName, fixedClass} {
+		for _, name := range []string{mwcName, fixedClass, mwcName + "-pool-access"} {
 			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 				p, err := c.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
 				if err != nil || p.Status.ObservedGeneration != p.Generation || p.Status.TypeChecking == nil {
@@ -579,17 +579,19 @@ isolation: {enabled: true, mode: both}`, &v); err != nil {
 			t.Fatal(err)
 		}
 		// A real DaemonSet (the controller-manager makes its pods), unclassed like kube-proxy,
-		// scheduled by berth-scheduler (no default scheduler here).
+		// scheduled by berth-scheduler (no default scheduler here). It tolerates every taint, so
+		// it lives where kube-proxy does: outside an exempt namespace the policy refuses such
+		// pods (issue 20 item 5).
 		spec := framework.PodSpec("berth-scheduler", "10m", "16Mi")
 		spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
-		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "node-daemon", Namespace: nsD},
+		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "node-daemon", Namespace: metav1.NamespaceSystem},
 			Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "node-daemon"}},
 				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "node-daemon"}}, Spec: spec}}}
-		if _, err := c.Client.AppsV1().DaemonSets(nsD).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		if _, err := c.Client.AppsV1().DaemonSets(ds.Namespace).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			pods, err := c.Client.CoreV1().Pods(nsD).List(ctx, metav1.ListOptions{LabelSelector: "app=node-daemon", FieldSelector: "spec.nodeName=pool-3"})
+			pods, err := c.Client.CoreV1().Pods(ds.Namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=node-daemon", FieldSelector: "spec.nodeName=pool-3"})
 			return err == nil && len(pods.Items) == 1, nil
 		})
 		if err != nil {
