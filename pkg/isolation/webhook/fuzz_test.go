@@ -27,6 +27,9 @@ func FuzzAdmit(f *testing.F) {
 	}
 	f.Add([]byte(`{"metadata":{"labels":{"ipp-class":"x"}},"spec":{"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[]}}}}}`), byte(1))
 	f.Add([]byte(`{"metadata":{"labels":{"ipp-class":"x"}},"spec":{"tolerations":[],"affinity":{"podAntiAffinity":{}}}}`), byte(2))
+	// Shapes reaching for the pool: unclassed with tolerations and node affinity, a classed DaemonSet pod.
+	f.Add([]byte(`{"spec":{"tolerations":[{"operator":"Exists"},{"key":"ipp","operator":"Gt","value":"1"}],"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{},{"matchExpressions":[{"key":"ipp","operator":"NotIn"}]}]}}}}}`), byte(0))
+	f.Add([]byte(`{"metadata":{"labels":{"ipp-class":"x"},"ownerReferences":[{"kind":"DaemonSet","name":"d"}]},"spec":{"nodeSelector":{"ipp":"true"}}}`), byte(1))
 	handlers := []*Handler{}
 	for _, m := range []Mode{ModeIPP, ModeBerth, ModeBoth} {
 		handlers = append(handlers, &Handler{Config: cfg(m), Log: logr.Discard()})
