@@ -194,6 +194,28 @@ isolation: {enabled: true, exemptNamespaces: [monitoring, kube-system]}`)
 		t.Errorf("the webhook exempts %v, want %v", hook.ExemptNamespaces, want)
 	}
 
+	// The plugin's strict mode changes what the scheduler does with unclassed pods, not who may
+	// reach the pool: the admission objects are the same, so the rules above hold in it too.
+	for _, mode := range []string{"ipp", "berth", "both"} {
+		admission := func(strict bool) string {
+			r, err := renderValues(t, fmt.Sprintf("scheduler: {plugins: {instanceIsolation: {enabled: true, strict: %v}}}\nisolation: {enabled: true, mode: %s}", strict, mode))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, o := range objectsOf(t, r) {
+				if k := o.GetKind(); k == "MutatingWebhookConfiguration" || strings.HasPrefix(k, "ValidatingAdmissionPolicy") {
+					b, _ := json.Marshal(o.Object)
+					out = append(out, string(b))
+				}
+			}
+			return strings.Join(out, "\n")
+		}
+		if plain, strict := admission(false), admission(true); plain != strict || !strings.Contains(strict, "-pool-access") {
+			t.Errorf("mode %s: the admission objects differ with the plugin's strict mode, or lack the pool-access policy", mode)
+		}
+	}
+
 	// cert-manager: no Secret or webhook-configuration RBAC, a Certificate and the injector annotation.
 	r, err = renderValues(t, isoBerth+`
 isolation: {enabled: true, certs: {certManager: {enabled: true}}}`)
