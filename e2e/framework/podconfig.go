@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,17 +19,24 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/berth-sched/berth/api/crds"
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/images"
 )
 
-// PodConfig helpers shared by e2e/suites/podconfig and the demo: the real berth-operator and
-// berth-agent as processes of the cluster, the netecho workload, and views of the real node's
-// network namespace.
+// PodConfig helpers shared by e2e/suites/podconfig, e2e/suites/podconfig-api and the demo: the
+// CRDs, the administrator's PodNetworks (created and waited on until the operator decides
+// them), the real berth-operator and berth-agent as processes of the cluster, the netecho
+// workload, and views of the real node's network namespace.
 
 // PodConfigClusterCIDRs are the harness's pod and service CIDRs, given to the operator as the
 // chart's podConfig.clusterCIDRs would.
@@ -37,6 +45,93 @@ const PodConfigClusterCIDRs = "10.244.0.0/16,10.96.0.0/16"
 // PodConfigAgentUser is the identity the agent process runs as; it gets exactly the chart's
 // agent ClusterRole (PodConfigAgentRBAC), so the suite proves that role is enough.
 const PodConfigAgentUser = "berth-agent-e2e"
+
+// InstallPodConfigCRDs installs the PodConfig, PodNetwork and IPAllocation CRDs the chart
+// ships and waits until they are served.
+func InstallPodConfigCRDs(ctx context.Context, rc *rest.Config) error {
+	for _, f := range []string{crds.PodConfigFile, crds.PodNetworkFile, crds.IPAllocationFile} {
+		crd, err := crds.Load(f)
+		if err != nil {
+			return err
+		}
+		if err := cluster.InstallCRDs(ctx, rc, crd); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+	}
+	return nil
+}
+
+// NewPodNetwork is a PodNetwork on bridge with cidr and gateway (empty: layer 2 only) granted
+// to the namespaces whose labels include grant (empty: every namespace, written out as {} as
+// the CRD requires).
+func NewPodNetwork(name, bridge, cidr, gateway string, grant map[string]string) *berthv1alpha1.PodNetwork {
+	return &berthv1alpha1.PodNetwork{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: berthv1alpha1.PodNetworkSpec{Bridge: bridge, CIDR: cidr, Gateway: gateway,
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: grant}}}
+}
+
+// WaitPodNetworkDecided waits until the operator has decided the PodNetwork's current
+// generation (its Accepted condition observed that generation) and returns the network and
+// that condition.
+func WaitPodNetworkDecided(ctx context.Context, cl client.Client, name string, timeout time.Duration) (*berthv1alpha1.PodNetwork, *metav1.Condition, error) {
+	pn := &berthv1alpha1.PodNetwork{}
+	var cond *metav1.Condition
+	var lastErr error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if lastErr = cl.Get(ctx, client.ObjectKey{Name: name}, pn); lastErr != nil {
+			return false, nil
+		}
+		cond = meta.FindStatusCondition(pn.Status.Conditions, berthv1alpha1.ConditionAccepted)
+		// why: a condition of an older generation is the decision about another spec.
+		return cond != nil && cond.ObservedGeneration == pn.Generation, nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("PodNetwork %s not decided by the operator within %s (last error %v, status %+v)", name, timeout, lastErr, pn.Status)
+	}
+	return pn, cond, nil
+}
+
+// CreatePodNetwork creates pn as a cluster administrator would and waits until the operator
+// accepted it (Accepted=True) and holds it with its finalizer; a refusal is an error carrying
+// the condition's message (the refused field and rule).
+func CreatePodNetwork(ctx context.Context, cl client.Client, pn *berthv1alpha1.PodNetwork, timeout time.Duration) (*berthv1alpha1.PodNetwork, error) {
+	if err := cl.Create(ctx, pn.DeepCopy()); err != nil {
+		return nil, fmt.Errorf("creating PodNetwork %s: %w", pn.Name, err)
+	}
+	got, cond, err := WaitPodNetworkDecided(ctx, cl, pn.Name, timeout)
+	if err != nil {
+		return nil, err
+	}
+	if cond.Status != metav1.ConditionTrue {
+		return got, fmt.Errorf("PodNetwork %s refused by the operator: %s: %s", pn.Name, cond.Reason, cond.Message)
+	}
+	// why: the finalizer is added before the first decision; a network without it could go
+	// while addresses of it are still allocated.
+	if !slices.Contains(got.Finalizers, berthv1alpha1.PodNetworkFinalizer) {
+		return got, fmt.Errorf("PodNetwork %s accepted without the finalizer %s: %v", pn.Name, berthv1alpha1.PodNetworkFinalizer, got.Finalizers)
+	}
+	return got, nil
+}
+
+// DeletePodNetwork deletes the PodNetwork (nothing if it does not exist) and waits until it and
+// its IPAllocation (same name) are gone: the operator's finalizer holds it while any of its
+// addresses is allocated.
+func DeletePodNetwork(ctx context.Context, cl client.Client, name string, timeout time.Duration) error {
+	pn := &berthv1alpha1.PodNetwork{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := cl.Delete(ctx, pn); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	var pnErr, poolErr error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		pnErr = cl.Get(ctx, client.ObjectKey{Name: name}, &berthv1alpha1.PodNetwork{})
+		poolErr = cl.Get(ctx, client.ObjectKey{Name: name}, &berthv1alpha1.IPAllocation{})
+		return apierrors.IsNotFound(pnErr) && apierrors.IsNotFound(poolErr), nil
+	})
+	if err != nil {
+		return fmt.Errorf("PodNetwork %s or its IPAllocation not gone within %s (network: %v, pool: %v)", name, timeout, pnErr, poolErr)
+	}
+	return nil
+}
 
 // StartPodConfigOperator runs bin/berth-operator with the PodConfig controller (no leader
 // election) and waits until it is ready; extra are more flags (e.g. --podconfig-allowed-parents).
