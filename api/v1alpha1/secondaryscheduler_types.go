@@ -265,6 +265,15 @@ type SySchedArgs struct {
 	// Name of the SeccompProfile whose syscalls stand for unconfined pods (default all-syscalls).
 	// +optional
 	DefaultProfileName string `json:"defaultProfileName,omitempty"`
+	// DaemonSetPods: Exclude (default) leaves pods a DaemonSet owns out of every node's
+	// syscall union and pod count (they run everywhere and would flatten every score); Count
+	// counts them like any pod.
+	// +kubebuilder:validation:Enum=Exclude;Count
+	// +optional
+	DaemonSetPods string `json:"daemonSetPods,omitempty"`
+	// ExcludedPodSelector leaves other pods that run on every node out likewise, by label.
+	// +optional
+	ExcludedPodSelector *metav1.LabelSelector `json:"excludedPodSelector,omitempty"`
 }
 
 // NodeImageLocalityPlugin enables NodeImageLocality.

@@ -35,7 +35,7 @@ func TestRender(t *testing.T) {
 	all := tlp("http://berth-loadwatcher:2020", 60)
 	all.LoadVariationRiskBalancing = &berthv1alpha1.LoadVariationRiskBalancingPlugin{Args: berthv1alpha1.LoadVariationRiskBalancingArgs{
 		LoadAwareArgs: berthv1alpha1.LoadAwareArgs{WatcherAddress: "http://berth-loadwatcher:2020"}, SafeVarianceMargin: "1.5"}}
-	all.SySched = &berthv1alpha1.SySchedPlugin{}
+	all.SySched = &berthv1alpha1.SySchedPlugin{Args: berthv1alpha1.SySchedArgs{DaemonSetPods: "Count"}}
 	all.DisableDefaultScore = true
 	badLVRB := tlp("http://w:1", 50)
 	badLVRB.LoadVariationRiskBalancing = &berthv1alpha1.LoadVariationRiskBalancingPlugin{Args: berthv1alpha1.LoadVariationRiskBalancingArgs{
@@ -54,7 +54,7 @@ func TestRender(t *testing.T) {
 	}{
 		{name: "good structured plugins", ss: cr(all, nil),
 			wantYAML: []string{"schedulerName: berth-scheduler", "name: TargetLoadPacking", "weight: 3",
-				"targetUtilization: 60", "safeVarianceMargin: 1.5", "name: SySched", "resourceName: berth-scheduler",
+				"targetUtilization: 60", "safeVarianceMargin: 1.5", "name: SySched", "daemonSetPods: Count", "resourceName: berth-scheduler",
 				"resourceNamespace: berth-system", "name: NodeResourcesBalancedAllocation"}},
 		// The CRD cannot check URL shape; the plugin's ParseArgs does, and the error names the
 		// CR field the user edits.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -30,7 +31,22 @@ type Args struct {
 	// Deprecated aliases of the two fields above.
 	SyschedCRDNamespace string `json:"syschedCRDNamespace,omitempty"`
 	SyschedFullCRDName  string `json:"syschedFullCRDName,omitempty"`
+
+	// DaemonSetPods is Exclude (default) or Count. Excluded, pods a DaemonSet owns are left out
+	// of every node's syscall union and pod count: they run on every node, so they say nothing
+	// about which node suits a pod, and one RuntimeDefault or unconfined DaemonSet (a CNI, a
+	// log shipper, Berth's own agent) would fill every node's union and flatten every score.
+	DaemonSetPods string `json:"daemonSetPods,omitempty"`
+	// ExcludedPodSelector leaves out, likewise, other pods that run everywhere (static pods
+	// of a kubelet, a per-node Deployment) by label.
+	ExcludedPodSelector *metav1.LabelSelector `json:"excludedPodSelector,omitempty"`
 }
+
+// DaemonSetPods values.
+const (
+	DaemonSetPodsExclude = "Exclude"
+	DaemonSetPodsCount   = "Count"
+)
 
 // DeepCopyObject lets *Args travel as a runtime.Object (e.g. from the operator) into ParseArgs.
 func (a *Args) DeepCopyObject() runtime.Object {
@@ -38,6 +54,7 @@ func (a *Args) DeepCopyObject() runtime.Object {
 		return nil
 	}
 	c := *a
+	c.ExcludedPodSelector = a.ExcludedPodSelector.DeepCopy()
 	return &c
 }
 
@@ -48,7 +65,7 @@ func ParseArgs(obj runtime.Object) (*Args, error) {
 	return pluginargs.Parse(obj, Name, decodeStrict, func(*Args) {}, setDefaultsAndValidate)
 }
 
-var argFields = []string{"defaultProfileNamespace", "defaultProfileName", "syschedCRDNamespace", "syschedFullCRDName"}
+var argFields = []string{"defaultProfileNamespace", "defaultProfileName", "syschedCRDNamespace", "syschedFullCRDName", "daemonSetPods", "excludedPodSelector"}
 
 func decodeStrict(u *runtime.Unknown, into *Args) error {
 	_, err := pluginargs.Decode(u, into, argFields)
@@ -80,6 +97,17 @@ func setDefaultsAndValidate(a *Args) field.ErrorList {
 	}
 	for _, msg := range validation.IsDNS1123Subdomain(a.DefaultProfileName) {
 		errs = append(errs, field.Invalid(field.NewPath("defaultProfileName"), a.DefaultProfileName, msg))
+	}
+	switch a.DaemonSetPods {
+	case "":
+		a.DaemonSetPods = DaemonSetPodsExclude
+	case DaemonSetPodsExclude, DaemonSetPodsCount:
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("daemonSetPods"), a.DaemonSetPods, []string{DaemonSetPodsExclude, DaemonSetPodsCount}))
+	}
+	if a.ExcludedPodSelector != nil {
+		errs = append(errs, metav1validation.ValidateLabelSelector(a.ExcludedPodSelector,
+			metav1validation.LabelSelectorValidationOptions{}, field.NewPath("excludedPodSelector"))...)
 	}
 	return errs
 }

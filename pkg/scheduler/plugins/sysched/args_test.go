@@ -15,6 +15,7 @@ func TestParseArgs(t *testing.T) {
 		wantNS    string
 		wantName  string
 		wantErrIn []string // every substring must appear in the error
+		wantDS    string   // empty: the default, Exclude
 	}{
 		{name: "nil gives defaults", obj: nil, wantNS: "default", wantName: "all-syscalls"},
 		{name: "empty raw gives defaults", obj: &runtime.Unknown{}, wantNS: "default", wantName: "all-syscalls"},
@@ -44,6 +45,12 @@ func TestParseArgs(t *testing.T) {
 		{name: "unsupported content type", obj: &runtime.Unknown{ContentType: "application/xml", Raw: []byte(`<a/>`)},
 			wantErrIn: []string{"content type"}},
 		{name: "foreign object", obj: &runtime.Unknown{Raw: []byte(`[]`)}, wantErrIn: []string{"decoding"}},
+		{name: "daemonSetPods Count and a selector", obj: &runtime.Unknown{Raw: []byte(`{"daemonSetPods":"Count","excludedPodSelector":{"matchLabels":{"every":"node"}}}`)},
+			wantNS: "default", wantName: "all-syscalls", wantDS: DaemonSetPodsCount},
+		{name: "daemonSetPods unknown", obj: &runtime.Unknown{Raw: []byte(`{"daemonSetPods":"Baseline"}`)},
+			wantErrIn: []string{"daemonSetPods", "Baseline", "Exclude", "Count"}},
+		{name: "excludedPodSelector invalid", obj: &runtime.Unknown{Raw: []byte(`{"excludedPodSelector":{"matchExpressions":[{"key":"a","operator":"Near"}]}}`)},
+			wantErrIn: []string{"excludedPodSelector.matchExpressions[0].operator", "Near"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,6 +71,9 @@ func TestParseArgs(t *testing.T) {
 			}
 			if got.DefaultProfileNamespace != tc.wantNS || got.DefaultProfileName != tc.wantName {
 				t.Fatalf("got %s/%s, want %s/%s", got.DefaultProfileNamespace, got.DefaultProfileName, tc.wantNS, tc.wantName)
+			}
+			if want := tc.wantDS; got.DaemonSetPods != want && !(want == "" && got.DaemonSetPods == DaemonSetPodsExclude) {
+				t.Fatalf("daemonSetPods %q, want %q (empty: Exclude)", got.DaemonSetPods, want)
 			}
 		})
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -129,10 +131,27 @@ type state struct {
 	nodes    map[string]*nodeState
 	refPods  map[profiles.Key]map[types.UID]struct{}
 	fullPods map[types.UID]struct{}
+
+	// excluded says which pods say nothing about a node (DaemonSet pods, excludedPodSelector):
+	// they are never counted on one.
+	excluded func(*v1.Pod) bool
 }
 
 func newState(logger klog.Logger, args *Args) *state {
+	var sel labels.Selector
+	if args.ExcludedPodSelector != nil {
+		// Validated by ParseArgs; an error here leaves the selector out rather than
+		// excluding every pod.
+		sel, _ = metav1.LabelSelectorAsSelector(args.ExcludedPodSelector)
+	}
+	excludeDS := args.DaemonSetPods != DaemonSetPodsCount
 	return &state{
+		excluded: func(p *v1.Pod) bool {
+			if excludeDS && ownedByDaemonSet(p) {
+				return true
+			}
+			return sel != nil && !sel.Empty() && sel.Matches(labels.Set(p.Labels))
+		},
 		logger: logger,
 		fullKeys: []profiles.Key{
 			{Namespace: args.DefaultProfileNamespace, Name: args.DefaultProfileName},
@@ -380,6 +399,9 @@ func (s *state) unindexPodLocked(pe *podEntry) {
 func (s *state) addPod(pod *v1.Pod, node string, assumed bool, ps *podSet) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.excluded(pod) {
+		return
+	}
 	if pe := s.pods[pod.UID]; pe != nil {
 		if pe.node == node {
 			// Seccomp fields and annotations are immutable after creation, so the set is
@@ -633,4 +655,14 @@ func (s *state) computePodSetLocked(pod *v1.Pod) podSet {
 	ps.size = set.count()
 	ps.gen = s.gen
 	return ps
+}
+
+// ownedByDaemonSet reports whether a DaemonSet controls pod.
+func ownedByDaemonSet(pod *v1.Pod) bool {
+	for _, o := range pod.OwnerReferences {
+		if o.Kind == "DaemonSet" && o.Controller != nil && *o.Controller {
+			return true
+		}
+	}
+	return false
 }

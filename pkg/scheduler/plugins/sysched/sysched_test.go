@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -571,3 +572,57 @@ func TestConcurrentUse(t *testing.T) {
 
 var _ = types.UID("")
 var _ runtime.Object = &Args{}
+
+// Pods on every node say nothing about a node (issue 22): a RuntimeDefault DaemonSet pod on
+// each node fills every node's union when counted, so a web pod ties between the node running
+// its twin and the node running a database; excluded (the default), the twin wins.
+func TestDaemonSetPodsExcluded(t *testing.T) {
+	web := []string{"read", "write", "accept", "epoll_wait", "sendfile"}
+	webB := []string{"read", "write", "accept", "epoll_wait", "writev"}
+	db := []string{"read", "write", "fsync", "pread64", "pwrite64"}
+	full := append(append(append([]string{}, web...), db...), "writev", "ptrace", "mount", "bpf")
+	objs := []*unstructured.Unstructured{
+		seccompProfile("default", "web-a", "", web...), seccompProfile("default", "web-b", "", webB...),
+		seccompProfile("default", "db-a", "", db...), seccompProfile("default", DefaultProfileName, "", full...),
+	}
+	daemon := func(e *env, node string) *v1.Pod {
+		return e.newPod("agent-"+node, func(p *v1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "ds", Controller: ptr(true)}}
+			p.Spec.SecurityContext = &v1.PodSecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault}}
+		})
+	}
+	for _, tc := range []struct {
+		name     string
+		args     *Args
+		wantNorm []int64 // n1 (web-a), n2 (db-a); the lowest ExS gets 100 − 100·raw/max
+	}{
+		{"excluded by default: the twin's node wins", nil, []int64{67, 0}},
+		{"counted: every union is full and the nodes tie", &Args{DaemonSetPods: DaemonSetPodsCount}, []int64{0, 0}},
+		{"excluded by selector too", &Args{DaemonSetPods: DaemonSetPodsCount, ExcludedPodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"every": "node"}}}, []int64{67, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if args != nil {
+				parsed, err := ParseArgs(args)
+				if err != nil {
+					t.Fatal(err)
+				}
+				args = parsed
+			}
+			e := newEnv(t, shapeCluster, args, objs...)
+			for _, n := range []string{"n1", "n2"} {
+				d := daemon(e, n)
+				d.Labels = map[string]string{"every": "node"}
+				e.pl.st.addPod(d, n, false, nil)
+			}
+			e.pl.st.addPod(e.newPod("web-a", withPodProfile(e.path("default", "web-a"))), "n1", false, nil)
+			e.pl.st.addPod(e.newPod("db-a", withPodProfile(e.path("default", "db-a"))), "n2", false, nil)
+			_, norm, _ := e.scoreAll(e.newPod("web-b", withPodProfile(e.path("default", "web-b"))), []string{"n1", "n2"})
+			if fmt.Sprint(norm) != fmt.Sprint(tc.wantNorm) {
+				t.Fatalf("normalised scores %v, want %v", norm, tc.wantNorm)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
