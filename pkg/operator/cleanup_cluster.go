@@ -38,11 +38,21 @@ var (
 // and the operator has dropped its finalizer. On ctx's end the error names each PodConfig
 // still there and what its status says.
 func deletePodConfigs(ctx context.Context, c client.Client, interval time.Duration) error {
+	var last []unstructured.Unstructured
+	stuck := func(err error) error {
+		return fmt.Errorf("PodConfigs still present, their network links and addresses not removed (the operator and the node "+
+			"agents remove them before the operator drops the %s finalizer; see pkg/podconfig/README.md, "+
+			"\"When the operator is gone\"): %s: %w", berthv1alpha1.PodConfigFinalizer, describePodConfigs(last), err)
+	}
 	for {
 		list, served, err := listPodConfigs(ctx, c)
+		if err != nil && ctx.Err() != nil && len(last) > 0 {
+			return stuck(ctx.Err()) // the deadline hit the listing: name what the last one saw
+		}
 		if err != nil || !served {
 			return err
 		}
+		last = list
 		if len(list) == 0 {
 			return nil
 		}
@@ -57,9 +67,7 @@ func deletePodConfigs(ctx context.Context, c client.Client, interval time.Durati
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("PodConfigs still present, their network links and addresses not removed (the operator and the node "+
-				"agents remove them before the operator drops the %s finalizer; see pkg/podconfig/README.md, "+
-				"\"When the operator is gone\"): %s: %w", berthv1alpha1.PodConfigFinalizer, describePodConfigs(list), ctx.Err())
+			return stuck(ctx.Err())
 		case <-time.After(interval):
 		}
 	}
