@@ -8,20 +8,16 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/portforward"
-	"k8s.io/client-go/transport"
-	"k8s.io/client-go/transport/spdy"
+
+	"github.com/berth-sched/berth/pkg/berthctl/reach"
 )
 
 // Defaults of `kubectl berth explain`.
@@ -142,22 +138,14 @@ func (e *NoRecordError) Error() string {
 // info.
 func Explain(ctx context.Context, o CLIOptions, name string, info io.Writer) (Record, []byte, error) {
 	var rec Record
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.Kubeconfig
-	kc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.Context})
-	cfg, err := kc.ClientConfig()
-	if err != nil {
-		return rec, nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	ns := o.Namespace
-	if ns == "" {
-		if ns, _, err = kc.Namespace(); err != nil {
-			return rec, nil, err
-		}
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	kube, err := reach.Connect(o.Kubeconfig, o.Context)
 	if err != nil {
 		return rec, nil, err
+	}
+	cfg, client := kube.Config, kube.Client
+	ns := o.Namespace
+	if ns == "" {
+		ns = kube.Namespace
 	}
 	// The pod's UID makes the scheduler refuse a record of an earlier pod with the same name.
 	var uid string
@@ -234,22 +222,15 @@ func (o CLIOptions) scheduler(ctx context.Context, cfg *rest.Config, client kube
 	if err != nil {
 		return "", "", nil, err
 	}
-	podName, _, _ := strings.Cut(holder, "_")
-	pod, err := client.CoreV1().Pods(leaseNS).Get(ctx, podName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return "", "", nil, fmt.Errorf("the leader %q of Lease %s/%s is not a pod in %s (a scheduler running outside the cluster?): pass --scheduler-url https://HOST:PORT", holder, leaseNS, o.Lease, leaseNS)
-	}
-	if err != nil {
-		return "", "", nil, fmt.Errorf("reading the leader pod %s/%s: %w", leaseNS, podName, err)
-	}
-	if pod.Status.Phase != corev1.PodRunning {
-		return "", "", nil, fmt.Errorf("the leader pod %s/%s is %s, not Running", leaseNS, podName, pod.Status.Phase)
-	}
-	local, stop, err := o.portForward(ctx, cfg, client, pod)
+	pod, err := reach.LeaderPod(ctx, client, leaseNS, o.Lease, holder)
 	if err != nil {
 		return "", "", nil, err
 	}
-	return fmt.Sprintf("https://127.0.0.1:%d", local), fmt.Sprintf("leader pod %s/%s", leaseNS, podName), stop, nil
+	local, stop, err := reach.PortForward(ctx, cfg, client, pod, o.Port)
+	if err != nil {
+		return "", "", nil, err
+	}
+	return fmt.Sprintf("https://127.0.0.1:%d", local), fmt.Sprintf("leader pod %s/%s", leaseNS, pod.Name), stop, nil
 }
 
 // leader reads the Lease and returns its namespace and holder identity.
@@ -258,84 +239,22 @@ func (o CLIOptions) leader(ctx context.Context, client kubernetes.Interface) (st
 	if o.SchedulerNamespace != "" {
 		namespaces = []string{o.SchedulerNamespace}
 	}
-	for _, ns := range namespaces {
-		l, err := client.CoordinationV1().Leases(ns).Get(ctx, o.Lease, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return "", "", fmt.Errorf("reading Lease %s/%s: %w", ns, o.Lease, err)
-		}
-		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
-			return "", "", fmt.Errorf("Lease %s/%s has no holder: no scheduler is leading (is berth-scheduler running?)", ns, o.Lease)
-		}
-		if l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil &&
-			time.Since(l.Spec.RenewTime.Time) > time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second {
-			return "", "", fmt.Errorf("Lease %s/%s of %q expired at %s: no scheduler is leading now, and records live only in the running leader's memory",
-				ns, o.Lease, *l.Spec.HolderIdentity, l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second).UTC().Format(time.RFC3339))
-		}
-		return ns, *l.Spec.HolderIdentity, nil
+	l, err := reach.FindLease(ctx, client, namespaces, o.Lease)
+	if err != nil {
+		return "", "", err
 	}
-	return "", "", fmt.Errorf("no Lease %q in %s: is berth-scheduler running with leader election? (--lease, --scheduler-namespace, or --scheduler-url)", o.Lease, strings.Join(namespaces, " or "))
+	holder, err := reach.Holder(l, time.Now())
+	var expired *reach.ExpiredLeaseError
+	if errors.As(err, &expired) {
+		return "", "", fmt.Errorf("%w, and records live only in the running leader's memory", err)
+	}
+	if err != nil {
+		return "", "", err
+	}
+	return l.Namespace, holder, nil
 }
 
-// portForward opens a tunnel through the API server to the pod's secure port and returns the
-// local port.
-func (o CLIOptions) portForward(ctx context.Context, cfg *rest.Config, client kubernetes.Interface, pod *corev1.Pod) (int, func(), error) {
-	rt, upgrader, err := spdy.RoundTripperFor(cfg)
-	if err != nil {
-		return 0, nil, err
-	}
-	u := client.CoreV1().RESTClient().Post().Resource("pods").Namespace(pod.Namespace).Name(pod.Name).SubResource("portforward").URL()
-	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: rt}, http.MethodPost, u)
-	stopCh, ready := make(chan struct{}), make(chan struct{})
-	var errOut strings.Builder
-	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", o.Port)}, stopCh, ready, io.Discard, &errOut)
-	if err != nil {
-		return 0, nil, err
-	}
-	failed := make(chan error, 1)
-	go func() { failed <- fw.ForwardPorts() }()
-	stop := func() { close(stopCh) }
-	select {
-	case <-ready:
-	case err := <-failed:
-		return 0, nil, fmt.Errorf("port-forward to %s/%s:%d: %v %s", pod.Namespace, pod.Name, o.Port, err, errOut.String())
-	case <-ctx.Done():
-		stop()
-		return 0, nil, fmt.Errorf("port-forward to %s/%s:%d: %w", pod.Namespace, pod.Name, o.Port, ctx.Err())
-	}
-	ports, err := fw.GetPorts()
-	if err != nil || len(ports) == 0 {
-		stop()
-		return 0, nil, fmt.Errorf("port-forward to %s/%s: no local port: %v", pod.Namespace, pod.Name, err)
-	}
-	return int(ports[0].Local), stop, nil
-}
-
-// httpClient presents the caller's own credentials (client certificate, token, exec plugin)
-// to the scheduler, which checks them with TokenReview/SubjectAccessReview like /metrics.
+// httpClient presents the caller's own credentials to the scheduler (reach.HTTPClient).
 func (o CLIOptions) httpClient(cfg *rest.Config) (*http.Client, error) {
-	tc, err := cfg.TransportConfig()
-	if err != nil {
-		return nil, err
-	}
-	// The API server's CA does not sign the scheduler's serving certificate.
-	tc.TLS.CAData, tc.TLS.CAFile, tc.TLS.ServerName = nil, "", ""
-	switch {
-	case o.CAFile != "":
-		if _, err := os.Stat(o.CAFile); err != nil {
-			return nil, fmt.Errorf("--scheduler-ca: %w", err)
-		}
-		tc.TLS.CAFile, tc.TLS.Insecure = o.CAFile, false
-	case o.InsecureSkipVerify || o.SchedulerURL == "":
-		tc.TLS.Insecure = true
-	default:
-		return nil, fmt.Errorf("--scheduler-url needs --scheduler-ca (the CA of the scheduler's serving certificate) or --insecure-skip-tls-verify: your credentials would go to an unverified server")
-	}
-	rt, err := transport.New(tc)
-	if err != nil {
-		return nil, err
-	}
-	return &http.Client{Transport: rt, Timeout: o.Timeout}, nil
+	return reach.HTTPClient(cfg, reach.TLS{CAFile: o.CAFile, Insecure: o.InsecureSkipVerify, Forwarded: o.SchedulerURL == ""}, o.Timeout)
 }
