@@ -27,7 +27,7 @@ UNIT_PKGS := ./pkg/... $(patsubst %,./%/...,$(wildcard cmd/*))
 E2E_PKGS := ./e2e/...
 GO_TEST_FLAGS ?=
 
-.PHONY: all tools build images push kind-load generate lint-chart preflight test test-unit test-e2e verify bench bench-scale bench-exs bench-agent bench-images bench-isolation bench-placement demo up down fmt clean fuzz
+.PHONY: all tools build images push kind-load generate seccomp-data lint-chart preflight test test-unit test-e2e verify bench bench-scale bench-exs bench-agent bench-images bench-isolation bench-placement demo up down fmt clean fuzz
 
 all: build
 
@@ -122,6 +122,10 @@ kind-load: images
 ## generate: API deepcopy functions and CRD YAML (api/crds) with controller-gen
 generate:
 	hack/generate.sh
+
+## seccomp-data: SySched's RuntimeDefault set from containerd's default seccomp profile (tools/seccompdefault, its own module; output committed)
+seccomp-data:
+	cd tools/seccompdefault && GOWORK=off $(GO) run . ../../pkg/scheduler/plugins/sysched/profiles/runtimedefault/containerd.json
 
 ## demo: start the local cluster, run every scenario, print where pods went, stop
 demo: tools build images $(HARNESS_BINS)

@@ -274,6 +274,21 @@ type SySchedArgs struct {
 	// ExcludedPodSelector leaves other pods that run on every node out likewise, by label.
 	// +optional
 	ExcludedPodSelector *metav1.LabelSelector `json:"excludedPodSelector,omitempty"`
+	// RuntimeDefault is what a RuntimeDefault container counts as: Containerd (default;
+	// containerd's default profile, shipped with Berth) or Full.
+	// +kubebuilder:validation:Enum=Containerd;Full
+	// +optional
+	RuntimeDefault string `json:"runtimeDefault,omitempty"`
+	// RuntimeDefaultProfileName names a SeccompProfile that stands for RuntimeDefault instead
+	// (another runtime); it overrides RuntimeDefault.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	RuntimeDefaultProfileName string `json:"runtimeDefaultProfileName,omitempty"`
+	// UnsetProfile is what a container without a profile counts as: Unconfined (default) or
+	// RuntimeDefault (kubelets run with --seccomp-default).
+	// +kubebuilder:validation:Enum=Unconfined;RuntimeDefault
+	// +optional
+	UnsetProfile string `json:"unsetProfile,omitempty"`
 }
 
 // NodeImageLocalityPlugin enables NodeImageLocality.

@@ -40,7 +40,27 @@ type Args struct {
 	// ExcludedPodSelector leaves out, likewise, other pods that run everywhere (static pods
 	// of a kubelet, a per-node Deployment) by label.
 	ExcludedPodSelector *metav1.LabelSelector `json:"excludedPodSelector,omitempty"`
+
+	// RuntimeDefault is the set a container with `seccompProfile: RuntimeDefault` counts as:
+	// Containerd (default; containerd's default profile, shipped as data with its source and
+	// version) or Full (every syscall, as KEP-399 reads it).
+	RuntimeDefault string `json:"runtimeDefault,omitempty"`
+	// RuntimeDefaultProfileName, set, names a SeccompProfile whose syscalls stand for
+	// RuntimeDefault instead (another runtime, another version); it overrides RuntimeDefault.
+	RuntimeDefaultProfileName string `json:"runtimeDefaultProfileName,omitempty"`
+	// UnsetProfile is what a container with no seccomp profile at all counts as: Unconfined
+	// (default; the kubelet's default) or RuntimeDefault (for kubelets run with
+	// --seccomp-default).
+	UnsetProfile string `json:"unsetProfile,omitempty"`
 }
+
+// RuntimeDefault and UnsetProfile values.
+const (
+	RuntimeDefaultContainerd = "Containerd"
+	RuntimeDefaultFull       = "Full"
+	UnsetUnconfined          = "Unconfined"
+	UnsetRuntimeDefault      = "RuntimeDefault"
+)
 
 // DaemonSetPods values.
 const (
@@ -65,7 +85,7 @@ func ParseArgs(obj runtime.Object) (*Args, error) {
 	return pluginargs.Parse(obj, Name, decodeStrict, func(*Args) {}, setDefaultsAndValidate)
 }
 
-var argFields = []string{"defaultProfileNamespace", "defaultProfileName", "syschedCRDNamespace", "syschedFullCRDName", "daemonSetPods", "excludedPodSelector"}
+var argFields = []string{"defaultProfileNamespace", "defaultProfileName", "syschedCRDNamespace", "syschedFullCRDName", "daemonSetPods", "excludedPodSelector", "runtimeDefault", "runtimeDefaultProfileName", "unsetProfile"}
 
 func decodeStrict(u *runtime.Unknown, into *Args) error {
 	_, err := pluginargs.Decode(u, into, argFields)
@@ -104,6 +124,25 @@ func setDefaultsAndValidate(a *Args) field.ErrorList {
 	case DaemonSetPodsExclude, DaemonSetPodsCount:
 	default:
 		errs = append(errs, field.NotSupported(field.NewPath("daemonSetPods"), a.DaemonSetPods, []string{DaemonSetPodsExclude, DaemonSetPodsCount}))
+	}
+	oneOf := func(v *string, path, def string, allowed ...string) {
+		if *v == "" {
+			*v = def
+			return
+		}
+		for _, x := range allowed {
+			if *v == x {
+				return
+			}
+		}
+		errs = append(errs, field.NotSupported(field.NewPath(path), *v, allowed))
+	}
+	oneOf(&a.RuntimeDefault, "runtimeDefault", RuntimeDefaultContainerd, RuntimeDefaultContainerd, RuntimeDefaultFull)
+	oneOf(&a.UnsetProfile, "unsetProfile", UnsetUnconfined, UnsetUnconfined, UnsetRuntimeDefault)
+	if a.RuntimeDefaultProfileName != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(a.RuntimeDefaultProfileName) {
+			errs = append(errs, field.Invalid(field.NewPath("runtimeDefaultProfileName"), a.RuntimeDefaultProfileName, msg))
+		}
 	}
 	if a.ExcludedPodSelector != nil {
 		errs = append(errs, metav1validation.ValidateLabelSelector(a.ExcludedPodSelector,

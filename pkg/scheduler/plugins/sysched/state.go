@@ -135,6 +135,14 @@ type state struct {
 	// excluded says which pods say nothing about a node (DaemonSet pods, excludedPodSelector):
 	// they are never counted on one.
 	excluded func(*v1.Pod) bool
+
+	// runtimeDefault is the set of a RuntimeDefault container (nil: the full set), and
+	// runtimeDefaultKeys the configured profile that stands for it instead, if any.
+	runtimeDefault     *bitset
+	runtimeDefaultKeys []profiles.Key
+	// unsetIsRuntimeDefault: a container with no profile runs RuntimeDefault (a kubelet with
+	// --seccomp-default).
+	unsetIsRuntimeDefault bool
 }
 
 func newState(logger klog.Logger, args *Args) *state {
@@ -145,7 +153,7 @@ func newState(logger klog.Logger, args *Args) *state {
 		sel, _ = metav1.LabelSelectorAsSelector(args.ExcludedPodSelector)
 	}
 	excludeDS := args.DaemonSetPods != DaemonSetPodsCount
-	return &state{
+	st := &state{
 		excluded: func(p *v1.Pod) bool {
 			if excludeDS && ownedByDaemonSet(p) {
 				return true
@@ -165,7 +173,27 @@ func newState(logger klog.Logger, args *Args) *state {
 		nodes:      map[string]*nodeState{},
 		refPods:    map[profiles.Key]map[types.UID]struct{}{},
 		fullPods:   map[types.UID]struct{}{},
+
+		unsetIsRuntimeDefault: args.UnsetProfile == UnsetRuntimeDefault,
 	}
+	switch {
+	case args.RuntimeDefaultProfileName != "":
+		st.runtimeDefaultKeys = []profiles.Key{{Namespace: args.DefaultProfileNamespace, Name: args.RuntimeDefaultProfileName}, {Name: args.RuntimeDefaultProfileName}}
+	case args.RuntimeDefault != RuntimeDefaultFull:
+		d, err := profiles.ContainerdDefault()
+		if err != nil {
+			// Shipped with the binary and tested: unreachable, but never a reason not to
+			// schedule; the full set is the conservative answer.
+			logger.Error(err, "RuntimeDefault data unreadable; counting RuntimeDefault as the full profile")
+			break
+		}
+		var b bitset
+		for _, n := range d.Syscalls {
+			b.set(st.intern(n))
+		}
+		st.runtimeDefault = &b
+	}
+	return st
 }
 
 func (s *state) intern(name string) int {
@@ -555,8 +583,9 @@ func (s *state) computePodSetLocked(pod *v1.Pod) podSet {
 
 	// Pod level: securityContext wins over the legacy annotation, as in the kubelet.
 	type level struct {
-		set       bool
-		localhost string // "" when set but not Localhost
+		set            bool
+		localhost      string // "" when set but not Localhost
+		runtimeDefault bool
 	}
 	fromField := func(sp *v1.SeccompProfile) level {
 		if sp == nil {
@@ -565,7 +594,7 @@ func (s *state) computePodSetLocked(pod *v1.Pod) podSet {
 		if sp.Type == v1.SeccompProfileTypeLocalhost && sp.LocalhostProfile != nil {
 			return level{set: true, localhost: *sp.LocalhostProfile}
 		}
-		return level{set: true}
+		return level{set: true, runtimeDefault: sp.Type == v1.SeccompProfileTypeRuntimeDefault}
 	}
 	fromAnnotation := func(v string, ok bool) level {
 		if !ok {
@@ -574,7 +603,7 @@ func (s *state) computePodSetLocked(pod *v1.Pod) podSet {
 		if strings.HasPrefix(v, localhostPrefix) {
 			return level{set: true, localhost: strings.TrimPrefix(v, localhostPrefix)}
 		}
-		return level{set: true}
+		return level{set: true, runtimeDefault: v == v1.SeccompProfileRuntimeDefault || v == v1.DeprecatedSeccompProfileDockerDefault}
 	}
 	var podLevel level
 	if pod.Spec.SecurityContext != nil {
@@ -626,7 +655,16 @@ func (s *state) computePodSetLocked(pod *v1.Pod) podSet {
 			eff = podLevel
 		}
 		if eff.localhost == "" {
-			ps.usesFull = true
+			switch {
+			case !eff.runtimeDefault && (eff.set || !s.unsetIsRuntimeDefault):
+				ps.usesFull = true // Unconfined, or unset on a kubelet that defaults to it
+			case s.runtimeDefaultKeys != nil:
+				addRef("RuntimeDefault ("+s.runtimeDefaultKeys[1].Name+")", s.runtimeDefaultKeys)
+			case s.runtimeDefault != nil:
+				set = set.or(*s.runtimeDefault)
+			default:
+				ps.usesFull = true
+			}
 			continue
 		}
 		addPath(eff.localhost)

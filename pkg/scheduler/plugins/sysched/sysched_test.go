@@ -359,9 +359,9 @@ func TestPodSources(t *testing.T) {
 			p.Spec.Containers[0].SecurityContext = ctrSC(path("p-a"))
 			p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: "side"})
 		}, 7, true},
-		{"runtime default counts as full", func(p *v1.Pod) {
+		{"runtime default counts as containerd's default profile", func(p *v1.Pod) {
 			p.Spec.SecurityContext = &v1.PodSecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault}}
-		}, 7, true},
+		}, containerdDefaultSize(t), false},
 		{"unconfined annotation counts as full", func(p *v1.Pod) {
 			p.Annotations = map[string]string{annotationPodSeccomp: "unconfined"}
 		}, 7, true},
@@ -626,3 +626,68 @@ func TestDaemonSetPodsExcluded(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func containerdDefaultSize(t *testing.T) int {
+	d, err := profiles.ContainerdDefault()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(d.Syscalls)
+}
+
+// What each way of not naming a Localhost profile counts as, under each mapping (issue 22):
+// RuntimeDefault is the runtime's default profile, not everything; Unconfined is everything; a
+// configured profile overrides the shipped data; unset follows the kubelet's default.
+func TestRuntimeDefaultMapping(t *testing.T) {
+	objs := []*unstructured.Unstructured{
+		seccompProfile("", DefaultProfileName, "", "a", "b", "c", "d", "e", "f", "g"),
+		seccompProfile("", "crio-default", "", "read", "write", "futex"),
+	}
+	rd := containerdDefaultSize(t)
+	runtimeDefault := func(p *v1.Pod) {
+		p.Spec.SecurityContext = &v1.PodSecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeRuntimeDefault}}
+	}
+	ann := func(v string) func(*v1.Pod) {
+		return func(p *v1.Pod) { p.Annotations = map[string]string{annotationPodSeccomp: v} }
+	}
+	unconfined := func(p *v1.Pod) {
+		p.Spec.SecurityContext = &v1.PodSecurityContext{SeccompProfile: &v1.SeccompProfile{Type: v1.SeccompProfileTypeUnconfined}}
+	}
+	// full is the full profile plus every name any profile mentions when it is missing; here
+	// it is present, so "full" means its 7 syscalls.
+	for _, tc := range []struct {
+		name     string
+		args     *Args
+		pod      func(*v1.Pod)
+		want     int
+		wantFull bool
+	}{
+		{"RuntimeDefault field: containerd's set", nil, runtimeDefault, rd, false},
+		{"runtime/default annotation: containerd's set", nil, ann("runtime/default"), rd, false},
+		{"docker/default annotation: containerd's set", nil, ann("docker/default"), rd, false},
+		{"Unconfined: full", nil, unconfined, 7, true},
+		{"unset: full (the kubelet's default is Unconfined)", nil, nil, 7, true},
+		{"unset on a --seccomp-default kubelet: containerd's set", &Args{UnsetProfile: UnsetRuntimeDefault}, nil, rd, false},
+		{"runtimeDefault Full: full", &Args{RuntimeDefault: RuntimeDefaultFull}, runtimeDefault, 7, true},
+		{"a configured profile overrides the data", &Args{RuntimeDefaultProfileName: "crio-default"}, runtimeDefault, 3, false},
+		{"a configured profile that is missing: full, and said", &Args{RuntimeDefaultProfileName: "nope"}, runtimeDefault, 7, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if args != nil {
+				var err error
+				if args, err = ParseArgs(args); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e := newEnv(t, shapeCluster, args, objs...)
+			got := e.pl.st.podSet(e.newPod("p", tc.pod))
+			if got.size != tc.want || got.usesFull != tc.wantFull {
+				t.Fatalf("size %d full %v, want %d %v (missing %v)", got.size, got.usesFull, tc.want, tc.wantFull, got.missing)
+			}
+			if tc.name == "a configured profile that is missing: full, and said" && len(got.missing) != 1 {
+				t.Fatalf("missing %v, want the configured profile named", got.missing)
+			}
+		})
+	}
+}
