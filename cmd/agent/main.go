@@ -74,6 +74,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	var imagesReady func() error
 	if *criSocket != "" {
 		// CRI failures show on the NodeImages object, events and metrics, and on /readyz (a
 		// wrong socket must fail the DaemonSet's rollout); never on /healthz, and the load
@@ -87,7 +88,7 @@ func main() {
 			klog.ErrorS(err, "Invalid image inventory configuration")
 			os.Exit(2)
 		}
-		a.AddReadyCheck("images", pub.Ready)
+		imagesReady = pub.Ready
 		done := make(chan struct{})
 		go func() { defer close(done); pub.Run(ctx) }()
 		defer func() { <-done; lister.Close(context.Background()); stopEvents() }()
@@ -99,6 +100,11 @@ func main() {
 			os.Exit(2)
 		}
 		defer stopPodNet()
+	}
+	if imagesReady != nil {
+		// After the PodConfig executor's check: when both fail on one socket, /readyz names
+		// the executor's, the more specific.
+		a.AddReadyCheck("images", imagesReady)
 	}
 	if err := a.Run(ctx); err != nil {
 		klog.ErrorS(err, "Agent failed")

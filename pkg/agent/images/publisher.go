@@ -20,8 +20,10 @@ import (
 
 // Defaults.
 const (
-	DefaultInterval  = 15 * time.Second
-	DefaultHeartbeat = 5 * time.Minute
+	DefaultInterval = 15 * time.Second
+	// DefaultRetryInterval is how soon a listing that failed through the CRI is retried.
+	DefaultRetryInterval = 2 * time.Second
+	DefaultHeartbeat     = 5 * time.Minute
 	// DefaultMaxObjectBytes bounds StoredBytes, leaving ~170 kB of etcd's default 1.5 MiB
 	// request limit for metadata, status and the estimate's error.
 	DefaultMaxObjectBytes = 1_400_000
@@ -49,6 +51,10 @@ type Config struct {
 	// Interval between listings (the runtime has no image events: a re-list is the change
 	// detection).
 	Interval time.Duration
+	// RetryInterval replaces Interval while the last listing failed through the CRI (at most
+	// Interval; default DefaultRetryInterval). Why: the agent is not Ready meanwhile (Ready), and
+	// should be again soon after the runtime answers, not one whole Interval later.
+	RetryInterval time.Duration
 	// Heartbeat: status.observedTime is refreshed at least this often while nothing changes,
 	// so readers can tell a quiet node from a dead agent without a write every Interval.
 	Heartbeat time.Duration
@@ -98,6 +104,10 @@ func New(cfg Config) (*Publisher, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
+	if cfg.RetryInterval <= 0 {
+		cfg.RetryInterval = DefaultRetryInterval
+	}
+	cfg.RetryInterval = min(cfg.RetryInterval, cfg.Interval)
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = DefaultHeartbeat
 	}
@@ -139,16 +149,22 @@ func New(cfg Config) (*Publisher, error) {
 	return p, nil
 }
 
-// Run lists and publishes every Interval until ctx ends.
+// Run lists and publishes every Interval (every RetryInterval while the runtime does not
+// answer) until ctx ends.
 func (p *Publisher) Run(ctx context.Context) {
 	log := klog.FromContext(ctx).WithValues("node", p.cfg.NodeName)
 	log.Info("Image inventory started", "interval", p.cfg.Interval, "maxImages", p.cfg.MaxImages)
-	t := time.NewTicker(p.cfg.Interval)
+	t := time.NewTimer(p.cfg.Interval)
 	defer t.Stop()
 	for {
 		if err := p.Sync(klog.NewContext(ctx, log)); err != nil && ctx.Err() == nil {
 			log.Error(err, "Image inventory not published")
 		}
+		next := p.cfg.Interval
+		if p.Ready() != nil {
+			next = p.cfg.RetryInterval
+		}
+		t.Reset(next)
 		select {
 		case <-ctx.Done():
 			log.Info("Image inventory stopped")

@@ -505,3 +505,41 @@ func TestPublisherReady(t *testing.T) {
 		}
 	}
 }
+
+// While the runtime does not answer, listings are retried every RetryInterval, not every
+// Interval: an agent that is not Ready is Ready again soon after its runtime answers.
+func TestPublisherRetriesSoonWhileNotReady(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		retry     time.Duration
+		wantReady bool
+	}{
+		{"retry interval shorter than the hour-long interval: ready within a second", 20 * time.Millisecond, true},
+		{"retry interval capped at the interval: still waiting", 2 * time.Hour, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &scriptLister{}
+			l.set(&ListError{Reason: ReasonSocketMissing, Err: errors.New("CRI socket /x: no such file or directory")})
+			h := newHarness(t, l, func(c *Config) { c.Interval, c.RetryInterval = time.Hour, tc.retry })
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); h.pub.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			deadline := time.Now().Add(2 * time.Second)
+			for h.pub.Ready() == nil || !strings.Contains(h.pub.Ready().Error(), ReasonSocketMissing) {
+				if time.Now().After(deadline) {
+					t.Fatalf("first listing never failed: %v", h.pub.Ready())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			l.set(nil, img("sha256:a", 1, []string{"a:1"}, nil))
+			deadline = time.Now().Add(time.Second)
+			for h.pub.Ready() != nil && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if got := h.pub.Ready() == nil; got != tc.wantReady {
+				t.Errorf("ready after a second: %v, want %v (%v)", got, tc.wantReady, h.pub.Ready())
+			}
+		})
+	}
+}
