@@ -177,4 +177,8 @@ type SySchedDetail struct {
 	HMinusP   int   `json:"hMinusP"`
 	HUnionP   int   `json:"hUnionP"`
 	SumPodSet int64 `json:"sumPodSyscalls"`
+	// Notes say what the pod's set rests on besides what it names: missing profiles counted
+	// as the full set, bindings skipped (a missing profile), a node refused for a profile not
+	// installed there.
+	Notes []string `json:"notes,omitempty"`
 }

@@ -289,6 +289,9 @@ func WriteTable(w io.Writer, rec Record) error {
 		if d, ok := n.SySched(); ok {
 			details = append(details, fmt.Sprintf("%s %s: ExS %d = |H∖P| %d + %d pods × |H∪P| %d − Σ|S_q| %d (|H| %d, |P| %d)",
 				n.Node, pluginSySched, d.ExS, d.HMinusP, d.Pods, d.HUnionP, d.SumPodSet, d.NodeSet, d.PodSet))
+			for _, note := range d.Notes {
+				details = append(details, n.Node+" "+pluginSySched+": "+note)
+			}
 		}
 	}
 	if len(details) > 0 {

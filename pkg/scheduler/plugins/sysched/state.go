@@ -1,6 +1,7 @@
 package sysched
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -41,6 +42,8 @@ type podSet struct {
 	size     int
 	refs     []profiles.Key
 	missing  []string
+	// skipped says which bindings that select the pod were skipped, and why.
+	skipped  []string
 	usesFull bool
 	// gen is state.gen when the set was computed; a set carried from PreScore to Reserve is
 	// recomputed if any profile or binding changed in between, or the pod would keep a stale set.
@@ -543,9 +546,20 @@ func (s *state) computePodSetLocked(pod *v1.Pod) podSet {
 		return []profiles.Key{{Namespace: pod.Namespace, Name: name}, {Name: name}}
 	}
 
-	// Bindings, sorted by name so that several bindings for one image pick deterministically.
+	// Bindings as SPO's webhook applies them: in the order the API lists them (by name), a
+	// binding whose podSelector does not select the pod is skipped, so is one whose profile
+	// does not exist (SPO skips it rather than block every pod of the namespace; its keys are
+	// still tracked, so the pod is recomputed when the profile appears), and among the rest
+	// the last one for an image, or for "*", wins: SPO v1 overwrites a container's profile with
+	// each matching binding in turn, and remembers the last "*" as the pod default.
 	var byImage = map[string]string{}
 	var wildcard string
+	podImages := map[string]bool{}
+	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range cs {
+			podImages[c.Image] = true
+		}
+	}
 	if bs := s.bindings[pod.Namespace]; len(bs) > 0 {
 		names := make([]string, 0, len(bs))
 		for n := range bs {
@@ -554,11 +568,25 @@ func (s *state) computePodSetLocked(pod *v1.Pod) podSet {
 		sort.Strings(names)
 		for _, n := range names {
 			b := bs[n]
-			if b.Image == profiles.SelectAllImages {
-				if wildcard == "" {
-					wildcard = b.ProfileName
+			if !b.Matches(pod.Labels) || (b.Image != profiles.SelectAllImages && !podImages[b.Image]) {
+				continue
+			}
+			cands := bindingCands(b.ProfileName)
+			exists := false
+			for _, k := range cands {
+				if _, seen := refSeen[k]; !seen {
+					refSeen[k] = struct{}{}
+					ps.refs = append(ps.refs, k)
 				}
-			} else if _, ok := byImage[b.Image]; !ok {
+				exists = exists || s.profiles[k] != nil
+			}
+			if !exists {
+				ps.skipped = append(ps.skipped, fmt.Sprintf("ProfileBinding %s/%s names SeccompProfile %s, which does not exist; skipped, as SPO does", b.Namespace, b.Name, b.ProfileName))
+				continue
+			}
+			if b.Image == profiles.SelectAllImages {
+				wildcard = b.ProfileName
+			} else {
 				byImage[b.Image] = b.ProfileName
 			}
 		}
@@ -703,4 +731,13 @@ func ownedByDaemonSet(pod *v1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// notes are what a decision record says about the set besides its size.
+func (ps podSet) notes() []string {
+	out := append([]string(nil), ps.skipped...)
+	for _, m := range ps.missing {
+		out = append(out, "seccomp profile "+m+" not found; counted as the full profile")
+	}
+	return out
 }

@@ -69,6 +69,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 
 // newWithClients is New with injectable clients, so tests can use fakes.
 func newWithClients(ctx context.Context, args *Args, h fwk.Handle, dyn dynamic.Interface, disc discovery.DiscoveryInterface) (*SySched, error) {
+	registerMetrics()
 	logger := klog.FromContext(ctx).WithName(Name)
 	pl := &SySched{handle: h, args: args, st: newState(logger, args)}
 	if f := h.SharedInformerFactory(); f != nil {
@@ -105,7 +106,14 @@ func (pl *SySched) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Pod,
 	} else {
 		pl.prepareScores(cs, nodes, ps.set)
 	}
+	for range ps.skipped {
+		inputIssues.WithLabelValues("binding_profile_missing").Inc()
+	}
+	if len(ps.skipped) > 0 {
+		klog.FromContext(ctx).V(2).Info("ProfileBindings skipped for the pod (their profiles do not exist)", "pod", klog.KObj(pod), "bindings", ps.skipped)
+	}
 	if len(ps.missing) > 0 {
+		inputIssues.WithLabelValues("profile_missing").Inc()
 		klog.FromContext(ctx).V(2).Info("Pod references SeccompProfiles that do not exist; counting them as the full profile",
 			"pod", klog.KObj(pod), "profiles", ps.missing)
 		if r := pl.handle.EventRecorder(); r != nil {
@@ -150,6 +158,7 @@ func (pl *SySched) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, node
 	if c.sink != nil {
 		// Recording: the score and its terms from one read of the node's state.
 		det := pl.st.scoreDetail(node.Name, c.ps.set)
+		det.Notes = c.ps.notes()
 		c.sink.ScoreDetail(Name, node.Name, det)
 		return det.ExS, nil
 	}

@@ -691,3 +691,58 @@ func TestRuntimeDefaultMapping(t *testing.T) {
 		})
 	}
 }
+
+// Bindings as SPO v1 applies them (issue 22): a podSelector narrows a binding to the pods it
+// selects; among several bindings for one image the last by name wins (the webhook overwrites
+// with each in turn); a binding whose profile does not exist is skipped, as SPO skips it, and
+// the record says so.
+func TestBindingsAsSPO(t *testing.T) {
+	withSelector := func(u *unstructured.Unstructured, labels map[string]any) *unstructured.Unstructured {
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{"matchLabels": labels}, "spec", "podSelector")
+		return u
+	}
+	e := newEnv(t, shapeCluster, nil,
+		seccompProfile("", "all-syscalls", "", "a", "b", "c", "d", "e"),
+		seccompProfile("", "web", "", "a"), seccompProfile("", "web2", "", "a", "b"), seccompProfile("", "db", "", "c"),
+		withSelector(binding("default", "a-web-tier", "nginx", "web"), map[string]any{"tier": "web"}),
+		binding("default", "b-dbs", "postgres", "db"), binding("default", "c-dbs-later", "postgres", "web2"),
+		binding("default", "d-ghost", "redis", "ghost"))
+	pod := func(image string, labels map[string]string) *v1.Pod {
+		return e.newPod("p", func(p *v1.Pod) {
+			p.Labels = labels
+			p.Spec.Containers = []v1.Container{{Name: "c", Image: image}}
+		})
+	}
+	for _, tc := range []struct {
+		name     string
+		pod      *v1.Pod
+		want     int
+		wantNote string
+	}{
+		{"selected by the podSelector: bound", pod("nginx", map[string]string{"tier": "web"}), 1, ""},
+		{"outside the podSelector: unconfined, as SPO leaves it", pod("nginx", map[string]string{"tier": "batch"}), 5, ""},
+		{"two bindings for one image: the last by name wins", pod("postgres", nil), 2, ""},
+		{"a binding to a missing profile is skipped (unconfined here), and said", pod("redis", nil), 5,
+			"ProfileBinding default/d-ghost names SeccompProfile ghost, which does not exist; skipped, as SPO does"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ps := e.pl.st.podSet(tc.pod)
+			if ps.size != tc.want {
+				t.Fatalf("set size %d, want %d (notes %v)", ps.size, tc.want, ps.notes())
+			}
+			notes := strings.Join(ps.notes(), "; ")
+			if (tc.wantNote == "") != (notes == "") || !strings.Contains(notes, tc.wantNote) {
+				t.Fatalf("notes %q, want %q", notes, tc.wantNote)
+			}
+		})
+	}
+	// The missing profile appears: the binding applies from then on.
+	e.createProfile(seccompProfile("", "ghost", "", "d"))
+	e.eventually("the binding to apply once its profile exists", func() bool { return e.setSize(pod("redis", nil)) == 1 })
+	// An invalid selector binds nothing, as SPO skips such a binding.
+	bad := withSelector(binding("default", "e-bad", "memcached", "db"), nil)
+	_ = unstructured.SetNestedSlice(bad.Object, []any{map[string]any{"key": "x", "operator": "Near"}}, "spec", "podSelector", "matchExpressions")
+	if b, err := profiles.ParseBinding(bad.Object); b != nil || err == nil || !strings.Contains(err.Error(), "podSelector") {
+		t.Fatalf("invalid selector: binding %+v, err %v; want none and an error naming spec.podSelector", b, err)
+	}
+}

@@ -7,6 +7,10 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // Group is the API group of every SPO resource.
@@ -166,6 +170,8 @@ type Binding struct {
 	Name        string
 	Image       string
 	ProfileName string
+	// Selector is spec.podSelector (SPO v1): nil matches every pod of the namespace.
+	Selector labels.Selector
 }
 
 // SelectAllImages is SPO's wildcard image: the binding applies at pod level.
@@ -188,6 +194,18 @@ func ParseBinding(obj map[string]interface{}) (*Binding, error) {
 	b.ProfileName, _ = ref["name"].(string)
 	if name == "" || b.Image == "" || b.ProfileName == "" {
 		return nil, fmt.Errorf("ProfileBinding %s/%s: spec.image and spec.profileRef.name are required", ns, name)
+	}
+	if raw, ok := spec["podSelector"]; ok && raw != nil {
+		var ls metav1.LabelSelector
+		m, _ := raw.(map[string]interface{})
+		err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &ls)
+		if err == nil {
+			b.Selector, err = metav1.LabelSelectorAsSelector(&ls)
+		}
+		if err != nil {
+			// SPO skips a binding whose selector is invalid; so does SySched.
+			return nil, fmt.Errorf("ProfileBinding %s/%s: spec.podSelector: %w; the binding applies to no pod", ns, name, err)
+		}
 	}
 	return b, nil
 }
@@ -224,4 +242,9 @@ func KeysForPath(p string) []Key {
 	default:
 		return []Key{{Name: name}}
 	}
+}
+
+// Matches reports whether the binding's podSelector selects a pod with these labels.
+func (b *Binding) Matches(podLabels map[string]string) bool {
+	return b.Selector == nil || b.Selector.Matches(labels.Set(podLabels))
 }

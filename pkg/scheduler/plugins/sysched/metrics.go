@@ -1,0 +1,22 @@
+package sysched
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// inputIssues counts what SySched had to read around: bindings skipped because their profile
+// is missing, profiles missing, node-status objects it could not use. Scheduling goes on in
+// every case; the counter is what an alert or a dashboard watches.
+var inputIssues = metrics.NewCounterVec(&metrics.CounterOpts{
+	Subsystem:      "berth_sysched",
+	Name:           "input_issues_total",
+	Help:           "SySched inputs it read around, by reason (binding_profile_missing, profile_missing, node_status_unknown_node, node_status_malformed).",
+	StabilityLevel: metrics.ALPHA,
+}, []string{"reason"})
+
+var registerOnce sync.Once
+
+func registerMetrics() { registerOnce.Do(func() { legacyregistry.MustRegister(inputIssues) }) }
