@@ -3,6 +3,10 @@
 //	kubectl berth explain pod NAME                 why berth-scheduler placed a pod where it did,
 //	                                               from the running leader's decision record
 //	                                               (the logic lives in pkg/explain)
+//	kubectl berth nodes [-l SEL] [-o wide|json]    Berth's view of every node: measured against
+//	                                               requested, freshness, class, images
+//	kubectl berth status                           components, leader, watcher freshness,
+//	                                               webhook and CRDs (both in pkg/berthctl)
 //	kubectl berth podconfig release NS/NAME        the operator's end of a PodConfig's deletion,
 //	                                               for when the operator is gone (podconfig.go)
 package main
@@ -13,17 +17,27 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/berth-sched/berth/pkg/berthctl"
 	"github.com/berth-sched/berth/pkg/explain"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	var code int
-	if len(os.Args) > 1 && os.Args[1] == "podconfig" {
+	verb := ""
+	if len(os.Args) > 1 {
+		verb = os.Args[1]
+	}
+	switch verb {
+	case "podconfig":
 		code = podConfigMain(ctx, os.Args[2:], os.Stdout, os.Stderr)
-	} else {
+	case "nodes", "status":
+		code = berthctl.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	default:
 		code = explain.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
-		if code == 2 && (len(os.Args) < 2 || os.Args[1] != "explain") {
+		if code == 2 && verb != "explain" {
+			os.Stderr.WriteString("       kubectl berth nodes [-l SELECTOR] [--sort-by KEY] [-o table|wide|json|yaml] [flags]\n")
+			os.Stderr.WriteString("       kubectl berth status [-o table|json|yaml] [flags]\n")
 			os.Stderr.WriteString("       kubectl berth podconfig release NAMESPACE/NAME [flags]\n")
 		}
 	}

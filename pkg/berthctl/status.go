@@ -1,0 +1,389 @@
+package berthctl
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/berth-sched/berth/pkg/berthctl/reach"
+	"github.com/berth-sched/berth/pkg/loadapi"
+)
+
+// States of a status check.
+const (
+	OK   = "ok"
+	Warn = "warn"
+	Fail = "fail"
+)
+
+// Check is one line of `kubectl berth status`: what was looked at, how it is, and what to do
+// when it is not ok.
+type Check struct {
+	Area    string `json:"area"`
+	Name    string `json:"name"`
+	State   string `json:"state"`
+	Version string `json:"version,omitempty"`
+	Detail  string `json:"detail"`
+	Fix     string `json:"fix,omitempty"`
+}
+
+// StatusView is `kubectl berth status`' answer.
+type StatusView struct {
+	Checks []Check `json:"checks"`
+}
+
+// Failed reports whether any check failed.
+func (s *StatusView) Failed() bool {
+	for _, c := range s.Checks {
+		if c.State == Fail {
+			return true
+		}
+	}
+	return false
+}
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// StatusInput is what CollectStatus reads: the API, the Lease (from reach.FindLease, or its
+// error), and the watcher's document (or why it could not be read).
+type StatusInput struct {
+	Client         kubernetes.Interface
+	Dynamic        dynamic.Interface
+	BerthNamespace string
+	Lease          *coordinationv1.Lease
+	LeaseErr       error
+	Watcher        *loadapi.Response
+	WatcherFrom    string
+	WatcherErr     error
+	Now            time.Time
+}
+
+// CollectStatus checks components, the leader, the watcher's freshness, webhooks and CRDs.
+// An error is returned only when the caller may not read what status needs at all (RBAC).
+func CollectStatus(ctx context.Context, in StatusInput) (*StatusView, error) {
+	v := &StatusView{}
+	add := func(c Check) { v.Checks = append(v.Checks, c) }
+	ns := in.BerthNamespace
+
+	// Components: the chart's Deployments and DaemonSets, and the schedulers the operator runs.
+	deps, err := in.Client.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, explainAPIError(err, "list deployments in "+ns)
+	}
+	dss, err := in.Client.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, explainAPIError(err, "list daemonsets in "+ns)
+	}
+	var comps []Check
+	for i := range deps.Items {
+		d := &deps.Items[i]
+		if !isBerth(d.Labels) {
+			continue
+		}
+		want := int32(1)
+		if d.Spec.Replicas != nil {
+			want = *d.Spec.Replicas
+		}
+		c := Check{Area: "component", Name: "deployment/" + d.Name, Version: version(d.Labels, d.Spec.Template.Spec.Containers),
+			Detail: fmt.Sprintf("%d/%d ready", d.Status.ReadyReplicas, want), State: OK}
+		if d.Status.ReadyReplicas < want {
+			c.State = Fail
+			if d.Status.ReadyReplicas > 0 {
+				c.State = Warn
+			}
+			c.Fix = fmt.Sprintf("kubectl -n %s describe deployment %s; kubectl -n %s logs deployment/%s", ns, d.Name, ns, d.Name)
+		}
+		comps = append(comps, c)
+	}
+	for i := range dss.Items {
+		d := &dss.Items[i]
+		if !isBerth(d.Labels) {
+			continue
+		}
+		c := Check{Area: "component", Name: "daemonset/" + d.Name, Version: version(d.Labels, d.Spec.Template.Spec.Containers),
+			Detail: fmt.Sprintf("%d/%d ready", d.Status.NumberReady, d.Status.DesiredNumberScheduled), State: OK}
+		if d.Status.NumberReady < d.Status.DesiredNumberScheduled {
+			c.State = Warn
+			c.Fix = fmt.Sprintf("kubectl -n %s get pods -l %s -o wide (the nodes without a ready agent are scored neutral)", ns, selectorOf(d))
+		}
+		comps = append(comps, c)
+	}
+	sort.Slice(comps, func(i, j int) bool { return comps[i].Name < comps[j].Name })
+	if len(comps) == 0 {
+		add(Check{Area: "component", Name: "berth", State: Fail, Detail: "no Berth Deployment or DaemonSet in namespace " + ns,
+			Fix: "install the chart there (helm install berth charts/berth -n " + ns + " --create-namespace) or pass --berth-namespace"})
+	}
+	for _, c := range comps {
+		add(c)
+	}
+
+	// The scheduler's leader.
+	leader := Check{Area: "leader", Name: "lease"}
+	switch {
+	case in.LeaseErr != nil:
+		leader.State, leader.Detail = Fail, in.LeaseErr.Error()
+		leader.Fix = "is berth-scheduler running? kubectl -n " + ns + " get secondaryschedulers,deployments; --scheduler-namespace and --lease name the Lease"
+	default:
+		l := in.Lease
+		leader.Name = "lease/" + l.Namespace + "/" + l.Name
+		holder, err := reach.Holder(l, in.Now)
+		if err != nil {
+			leader.State, leader.Detail = Fail, err.Error()
+			leader.Fix = "no scheduler holds the Lease: pods for berth-scheduler stay Pending; kubectl -n " + l.Namespace + " get pods and the scheduler's logs (it needs get/update on its Lease)"
+		} else {
+			leader.State = OK
+			leader.Detail = "held by " + holder
+			if l.Spec.RenewTime != nil {
+				leader.Detail += fmt.Sprintf(", renewed %s ago", Age(ptr(int64(in.Now.Sub(l.Spec.RenewTime.Time).Seconds()))))
+			}
+		}
+	}
+	add(leader)
+
+	// The watcher's freshness summary.
+	w := Check{Area: "watcher", Name: "load"}
+	if in.WatcherErr != nil {
+		w.State, w.Detail = Fail, in.WatcherErr.Error()
+		w.Fix = "kubectl -n " + ns + " get pods -l " + WatcherLabel + "; while the scheduler cannot read it, load-aware plugins score every node neutral"
+	} else {
+		nodes, err := in.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, explainAPIError(err, "list nodes")
+		}
+		var fresh, stale, missing []string
+		for _, n := range nodes.Items {
+			st, known := in.Watcher.Nodes[n.Name]
+			_, measured := in.Watcher.Data.NodeMetricsMap[n.Name]
+			switch {
+			case known && st.Updated > 0 && !st.Stale && measured:
+				fresh = append(fresh, n.Name)
+			case known && st.Updated > 0:
+				stale = append(stale, n.Name)
+			default:
+				missing = append(missing, n.Name)
+			}
+		}
+		w.Name = in.WatcherFrom
+		w.Detail = fmt.Sprintf("%d fresh, %d stale, %d missing of %d nodes (source %s)", len(fresh), len(stale), len(missing), len(nodes.Items), in.Watcher.Source)
+		w.State = OK
+		if len(stale)+len(missing) > 0 {
+			w.State = Warn
+			w.Detail += ": " + listSome(append(stale, missing...), 5)
+			w.Fix = "kubectl berth nodes --sort-by load; on those nodes the berth-agent pod (kubectl -n " + ns + " get pods -o wide -l app.kubernetes.io/name=berth-agent) and its logs"
+		}
+		if len(nodes.Items) > 0 && len(fresh) == 0 {
+			w.State = Fail
+		}
+	}
+	add(w)
+
+	// Webhooks the chart installed.
+	mwcs, err := in.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=berth"})
+	if err != nil {
+		return nil, explainAPIError(err, "list mutatingwebhookconfigurations")
+	}
+	if len(mwcs.Items) == 0 {
+		add(Check{Area: "webhook", Name: "-", State: OK, Detail: "none installed (isolation.webhook is off)"})
+	}
+	for _, m := range mwcs.Items {
+		for _, wh := range m.Webhooks {
+			c := Check{Area: "webhook", Name: m.Name + "/" + wh.Name, State: OK}
+			policy := "Fail"
+			if wh.FailurePolicy != nil {
+				policy = string(*wh.FailurePolicy)
+			}
+			c.Detail = "failurePolicy " + policy
+			switch {
+			case len(wh.ClientConfig.CABundle) == 0:
+				c.State, c.Detail = Fail, c.Detail+", no caBundle injected: the API server cannot trust it"
+				c.Fix = "the operator (or cert-manager) injects it: kubectl -n " + ns + " logs deployment/<release>-operator"
+			case wh.ClientConfig.Service != nil:
+				s := wh.ClientConfig.Service
+				ready, err := readyEndpoints(ctx, in.Client, s.Namespace, s.Name)
+				switch {
+				case err != nil:
+					c.State, c.Detail = Warn, c.Detail+", endpoints of service "+s.Namespace+"/"+s.Name+" unreadable: "+err.Error()
+				case ready == 0:
+					c.State = Fail
+					c.Detail += ", no ready endpoint behind service " + s.Namespace + "/" + s.Name
+					if policy == "Fail" {
+						c.Detail += ": matching pods are refused"
+					}
+					c.Fix = "kubectl -n " + s.Namespace + " get pods,endpointslices -l kubernetes.io/service-name=" + s.Name + " (the operator serves the webhook)"
+				default:
+					c.Detail += fmt.Sprintf(", %d ready endpoint(s)", ready)
+				}
+			}
+			add(c)
+		}
+	}
+
+	// CRDs of berth.dev.
+	crds, err := in.Dynamic.Resource(crdResource).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, explainAPIError(err, "list customresourcedefinitions")
+	}
+	n := 0
+	for _, u := range crds.Items {
+		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
+		if group != "berth.dev" {
+			continue
+		}
+		n++
+		c := Check{Area: "crd", Name: u.GetName(), State: OK, Detail: "established"}
+		if !crdEstablished(u) {
+			c.State, c.Detail = Fail, "not established"
+			c.Fix = "kubectl get crd " + u.GetName() + " -o yaml (status.conditions says why); helm upgrade reinstalls charts/berth/crds"
+		}
+		add(c)
+	}
+	if n == 0 {
+		add(Check{Area: "crd", Name: "berth.dev", State: Fail, Detail: "no CustomResourceDefinition of group berth.dev",
+			Fix: "install the chart (its crds/ directory), or kubectl apply -f charts/berth/crds"})
+	}
+	return v, nil
+}
+
+func isBerth(l map[string]string) bool {
+	return l["app.kubernetes.io/part-of"] == "berth" || l["app.kubernetes.io/managed-by"] == "berth-operator"
+}
+
+// version prefers the chart's version label, else the first container's image tag.
+func version(labels map[string]string, cs []corev1.Container) string {
+	if v := labels["app.kubernetes.io/version"]; v != "" {
+		return v
+	}
+	if len(cs) > 0 {
+		img := cs[0].Image
+		if i := strings.LastIndex(img, "@"); i >= 0 {
+			return img[i+1:]
+		}
+		if i := strings.LastIndex(img, ":"); i > strings.LastIndex(img, "/") {
+			return img[i+1:]
+		}
+	}
+	return ""
+}
+
+func selectorOf(d *appsv1.DaemonSet) string {
+	if d.Spec.Selector == nil {
+		return ""
+	}
+	var parts []string
+	for k, v := range d.Spec.Selector.MatchLabels {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func readyEndpoints(ctx context.Context, client kubernetes.Interface, ns, svc string) (int, error) {
+	slices, err := client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + svc})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, s := range slices.Items {
+		for _, e := range s.Endpoints {
+			if e.Conditions.Ready == nil || *e.Conditions.Ready {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+func crdEstablished(u unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if ok && m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+func listSome(names []string, n int) string {
+	sort.Strings(names)
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:n], ", ") + fmt.Sprintf(" and %d more", len(names)-n)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// WriteStatus prints view as a table, json or yaml.
+func WriteStatus(w io.Writer, view *StatusView, output string) error {
+	switch output {
+	case "json":
+		b, err := json.MarshalIndent(view, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(view)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	case "", "table", "wide":
+	default:
+		return fmt.Errorf("--output %q: want table, json or yaml", output)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "AREA\tNAME\tSTATE\tVERSION\tDETAIL")
+	for _, c := range view.Checks {
+		ver := c.Version
+		if ver == "" {
+			ver = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Area, c.Name, strings.ToUpper(c.State), ver, c.Detail)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	first := true
+	for _, c := range view.Checks {
+		if c.Fix == "" {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w, "\nwhat to do:")
+			first = false
+		}
+		fmt.Fprintf(w, "  %s %s: %s\n", c.Area, c.Name, c.Fix)
+	}
+	return nil
+}
+
+// explainAPIError turns the API's refusals into one sentence naming the grant.
+func explainAPIError(err error, what string) error {
+	switch {
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("you may not %s: bind the chart's <release>-berthctl-reader ClusterRole to yourself (kubectl create clusterrolebinding <you>-berthctl --clusterrole=<release>-berthctl-reader --user=<you>)", what)
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("the API server does not accept your credentials (to %s): log in again or check --kubeconfig/--context", what)
+	}
+	return fmt.Errorf("cannot %s: %v", what, err)
+}

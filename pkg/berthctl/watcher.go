@@ -1,0 +1,127 @@
+package berthctl
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/berth-sched/berth/pkg/berthctl/reach"
+	"github.com/berth-sched/berth/pkg/loadapi"
+)
+
+// WatcherLabel selects the load watcher's pods (the chart's berth.selector for the component).
+const WatcherLabel = "app.kubernetes.io/name=berth-loadwatcher"
+
+// DefaultWatcherPort is the load watcher's container port in the chart.
+const DefaultWatcherPort = 2020
+
+// NotBerthWatcherError: the address answered, but not as Berth's load watcher (an upstream
+// paypal/load-watcher, another vendor's, or something else on the port).
+type NotBerthWatcherError struct{ Who, Why string }
+
+func (e *NotBerthWatcherError) Error() string {
+	return fmt.Sprintf("%s is not Berth's load watcher (%s): kubectl berth reads the per-node freshness only Berth's watcher serves", e.Who, e.Why)
+}
+
+// Watcher is where the load watcher answers and what to call it in messages.
+type Watcher struct {
+	Base, Who string
+	Client    *http.Client
+}
+
+// openWatcher returns the watcher at o.WatcherURL, or a port-forward to a Running watcher pod
+// in o.BerthNamespace, and the function that closes the tunnel.
+func (o Options) openWatcher(ctx context.Context, kube *reach.Kube) (*Watcher, func(), error) {
+	hc := &http.Client{Timeout: o.Timeout}
+	if o.WatcherURL != "" {
+		u, err := url.Parse(o.WatcherURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, nil, fmt.Errorf("--watcher-url %q: want http://host:port", o.WatcherURL)
+		}
+		return &Watcher{Base: strings.TrimSuffix(o.WatcherURL, "/"), Who: "load watcher " + u.Host, Client: hc}, func() {}, nil
+	}
+	pods, err := kube.Client.CoreV1().Pods(o.BerthNamespace).List(ctx, metav1.ListOptions{LabelSelector: WatcherLabel})
+	if err != nil {
+		return nil, nil, explainAPIError(err, "list pods in "+o.BerthNamespace+" (to find the load watcher)")
+	}
+	var pod *corev1.Pod
+	for i := range pods.Items {
+		if pods.Items[i].Status.Phase == corev1.PodRunning && pods.Items[i].DeletionTimestamp == nil {
+			pod = &pods.Items[i]
+			break
+		}
+	}
+	if pod == nil {
+		return nil, nil, fmt.Errorf("no Running load watcher pod (%s) in namespace %s: is Berth installed there? (--berth-namespace, or --watcher-url http://HOST:PORT)", WatcherLabel, o.BerthNamespace)
+	}
+	local, stop, err := reach.PortForward(ctx, kube.Config, kube.Client, pod, o.WatcherPort)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &Watcher{Base: fmt.Sprintf("http://127.0.0.1:%d", local), Who: fmt.Sprintf("load watcher pod %s/%s", pod.Namespace, pod.Name), Client: hc}, stop, nil
+}
+
+// Document reads GET /watcher for window and checks that it is Berth's (berthNodes present).
+func (w *Watcher) Document(ctx context.Context, window string) (*loadapi.Response, error) {
+	q := url.Values{}
+	if window != "" {
+		q.Set("window", window)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.Base+loadapi.ReportPath+"?"+q.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := w.Client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s from %s: %w", loadapi.ReportPath, w.Who, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s from %s: %w", loadapi.ReportPath, w.Who, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s answered %s %d: %s", w.Who, loadapi.ReportPath, resp.StatusCode, firstLine(string(body)))
+	}
+	// why: decode into a map first: an upstream watcher's document decodes into Response
+	// without error and simply lacks berthNodes, which must not read as "every node missing".
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, &NotBerthWatcherError{Who: w.Who, Why: "its " + loadapi.ReportPath + " answer is not a JSON object"}
+	}
+	var doc loadapi.Response
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, &NotBerthWatcherError{Who: w.Who, Why: "its " + loadapi.ReportPath + " answer does not decode: " + err.Error()}
+	}
+	if _, ok := raw["berthNodes"]; !ok {
+		// why: Berth's watcher lists every cluster node in berthNodes (a node that never
+		// reported as stale), so only a cluster without nodes gives a document without it;
+		// measured nodes without it, or no upstream fields at all, mean someone else's server.
+		_, ts := raw["timestamp"]
+		switch {
+		case len(doc.Data.NodeMetricsMap) > 0:
+			return nil, &NotBerthWatcherError{Who: w.Who, Why: "it serves the upstream load-watcher document without berthNodes"}
+		case !ts:
+			return nil, &NotBerthWatcherError{Who: w.Who, Why: "its " + loadapi.ReportPath + " answer has neither berthNodes nor the load-watcher fields"}
+		}
+	}
+	return &doc, nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
