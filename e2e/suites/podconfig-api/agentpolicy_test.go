@@ -71,6 +71,12 @@ func (e *env) installAgentPolicy(t *testing.T) {
 		if _, err := ri.Create(e.ctx, o, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
 		}
+		name := o.GetName()
+		t.Cleanup(func() {
+			if err := ri.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("cleanup: %v", err)
+			}
+		})
 	}
 	if len(kinds) != len(resources) {
 		t.Fatalf("the chart rendered %v with podConfig enabled, want every one of %v", kinds, resources)
@@ -93,6 +99,11 @@ func (e *env) agentToken(t *testing.T, node string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() {
+			if err := e.removePod(context.Background(), pod); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		})
 		spec.BoundObjectRef = &authnv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
 	}
 	tr, err := e.c.Client.CoreV1().ServiceAccounts(agentNS).CreateToken(e.ctx, agentSA, &authnv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
@@ -120,9 +131,8 @@ func agentEntry(en berthv1alpha1.PodAttachmentStatus, state berthv1alpha1.Attach
 // entries, whatever kind of write it sends.
 func (e *env) testAgentPolicy(t *testing.T) {
 	e.installAgentPolicy(t)
-	if err := e.cl.Create(e.ctx, pcObj(nsA, "own", att("net1", "berth-own", "192.168.95.0/24", "192.168.95.1"))); err != nil {
-		t.Fatal(err)
-	}
+	e.network(t, framework.NewPodNetwork("own", "berth-own", "192.168.95.0/24", "192.168.95.1", team("a")))
+	e.createPC(t, pcObj(nsA, "own", att("net1", "own")))
 	e.createPods(t, nsA, "own", 2, map[string]string{berthv1alpha1.PodConfigLabel: "own"}) // own-0 on n1, own-1 on n2
 	pc := e.waitPC(t, nsA, "own", "two Allocated entries", func(pc *berthv1alpha1.PodConfig) bool {
 		n := 0
@@ -148,9 +158,8 @@ func (e *env) testAgentPolicy(t *testing.T) {
 
 	// The policy is live once the API server refuses what it forbids; until then writes pass
 	// on RBAC alone, so probe with a PodConfig nothing else uses.
-	if err := e.cl.Create(e.ctx, pcObj(nsA, "probe", att("net1", "berth-probe", "192.168.96.0/24", ""))); err != nil {
-		t.Fatal(err)
-	}
+	// (It names no network that exists: the operator refuses it, which the probe does not mind.)
+	e.createPC(t, pcObj(nsA, "probe", att("net1", "probe")))
 	err := wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		err := n1.Apply(ctx, nsA, "probe", []berthv1alpha1.PodAttachmentStatus{{Pod: "ghost", Attachment: "net1", Node: "n2", State: berthv1alpha1.AttachmentConfigured}})
 		return apierrors.IsForbidden(err), nil
