@@ -288,12 +288,18 @@ func TestWatcherDocument(t *testing.T) {
 		code       int
 		want       string // substring of the error; "" for success
 		notBerth   bool
+		proxied    bool
 	}{
-		{"upstream paypal watcher", upstream, 200, "is not Berth's load watcher (it serves the upstream load-watcher document without berthNodes)", true},
-		{"html page", "<html>hello</html>", 200, "answer is not a JSON object", true},
-		{"some other JSON", `{"status":"ok"}`, 200, "has neither berthNodes nor the load-watcher fields", true},
-		{"server error", "boom\nmore", 500, "answered /watcher 500: boom", false},
-		{"berth watcher of a cluster without nodes", `{"timestamp":1,"window":{"duration":"15m","start":0,"end":1},"source":"BerthAgent","data":{"NodeMetricsMap":{}}}`, 200, "", false},
+		{name: "service proxy without RBAC", body: `{"kind":"Status","code":403}`, code: 403, proxied: true,
+			want: "you may not proxy to the load watcher X (get on services/proxy there): bind the chart's <release>-berthctl-reader Role"},
+		{name: "service proxy, no endpoints", body: `{"kind":"Status","message":"no endpoints available for service"}`, code: 503, proxied: true,
+			want: "the load watcher X has no ready endpoint"},
+		{name: "not proxied, 403 is the watcher's", body: "nope", code: 403, want: "answered /watcher 403: nope"},
+		{name: "upstream paypal watcher", body: upstream, code: 200, want: "is not Berth's load watcher (it serves the upstream load-watcher document without berthNodes)", notBerth: true},
+		{name: "html page", body: "<html>hello</html>", code: 200, want: "answer is not a JSON object", notBerth: true},
+		{name: "some other JSON", body: `{"status":"ok"}`, code: 200, want: "has neither berthNodes nor the load-watcher fields", notBerth: true},
+		{name: "server error", body: "boom\nmore", code: 500, want: "answered /watcher 500: boom"},
+		{name: "berth watcher of a cluster without nodes", body: `{"timestamp":1,"window":{"duration":"15m","start":0,"end":1},"source":"BerthAgent","data":{"NodeMetricsMap":{}}}`, code: 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -301,7 +307,7 @@ func TestWatcherDocument(t *testing.T) {
 				_, _ = w.Write([]byte(tc.body))
 			}))
 			defer ts.Close()
-			w := &Watcher{Base: ts.URL, Who: "load watcher X", Client: ts.Client()}
+			w := &Watcher{Base: ts.URL, Who: "load watcher X", Client: ts.Client(), Proxied: tc.proxied}
 			_, err := w.Document(context.Background(), "")
 			if tc.want == "" {
 				if err != nil {

@@ -26,9 +26,11 @@ type Options struct {
 	// BerthNamespace is where the chart runs the load watcher, the agents and the operator.
 	BerthNamespace string
 	// WatcherURL skips the port-forward to the watcher pod.
-	WatcherURL  string
-	WatcherPort int
-	Window      string
+	WatcherURL string
+	// WatcherPortForward reaches the watcher's pod by port-forward instead of the Service proxy.
+	WatcherPortForward bool
+	WatcherPort        int
+	Window             string
 	// SchedulerNamespace and Lease name the scheduler's leader-election Lease (status).
 	SchedulerNamespace, Lease string
 	Selector, SortBy, Output  string
@@ -37,8 +39,8 @@ type Options struct {
 
 const nodesUsage = `Usage: kubectl berth nodes [-l SELECTOR] [--sort-by KEY] [-o table|wide|json|yaml] [flags]
 
-Berth's view of every node, read from the running load watcher (through a port-forward to its
-pod with your credentials) and the API: measured CPU and memory (window average and latest
+Berth's view of every node, read from the running load watcher (through the API server's
+service proxy, with your credentials) and the API: measured CPU and memory (window average and latest
 sample, percent of the node) against the requests of its pods, the age of the newest sample and
 whether it is fresh, stale or missing, the node's instance class and the images its agent
 reported (-o wide), and a bar of measured against requested.
@@ -62,7 +64,8 @@ func (o *Options) flags(name, usage string, stderr io.Writer) *pflag.FlagSet {
 	fs.StringVar(&o.Context, "context", "", "kubeconfig context to use")
 	fs.StringVar(&o.BerthNamespace, "berth-namespace", "berth-system", "namespace Berth's chart is installed in (load watcher, agents, operator)")
 	fs.StringVar(&o.WatcherURL, "watcher-url", "", "read the load watcher at this address (http://host:port) instead of port-forwarding to its pod")
-	fs.IntVar(&o.WatcherPort, "watcher-port", DefaultWatcherPort, "the load watcher's port in its pod")
+	fs.BoolVar(&o.WatcherPortForward, "watcher-port-forward", false, "reach the load watcher by a port-forward to its pod (needs create on pods/exec there under the chart's policy) instead of the API server's service proxy")
+	fs.IntVar(&o.WatcherPort, "watcher-port", DefaultWatcherPort, "the load watcher's port in its pod (with --watcher-port-forward)")
 	fs.StringVar(&o.Window, "window", "", "the watcher's averaging window: 5m, 10m or 15m (default: the watcher's, 15m)")
 	fs.StringVarP(&o.Output, "output", "o", "table", "table, wide, json or yaml")
 	fs.DurationVar(&o.Timeout, "request-timeout", 30*time.Second, "time limit for the whole command")

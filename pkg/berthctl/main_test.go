@@ -51,7 +51,7 @@ func TestMainExitCodes(t *testing.T) {
 		want string
 	}{
 		{"nodes without RBAC on nodes", []string{"nodes", "--kubeconfig", kc, "--watcher-url", berth.URL}, 1, "error: you may not list nodes: bind the chart's <release>-berthctl-reader ClusterRole"},
-		{"nodes without RBAC to find the watcher", []string{"nodes", "--kubeconfig", kc}, 1, "error: you may not list pods in berth-system (to find the load watcher)"},
+		{"nodes without RBAC to find the watcher", []string{"nodes", "--kubeconfig", kc}, 1, "error: you may not list services in berth-system (to find the load watcher)"},
 		{"nodes against another vendor's watcher", []string{"nodes", "--kubeconfig", kc, "--watcher-url", upstream.URL}, 1, "is not Berth's load watcher (it serves the upstream load-watcher document without berthNodes)"},
 		{"nodes, watcher down", []string{"nodes", "--kubeconfig", kc, "--watcher-url", "http://127.0.0.1:1", "--request-timeout", "5s"}, 1, "error: reading /watcher from load watcher 127.0.0.1:1"},
 		{"status without RBAC", []string{"status", "--kubeconfig", kc}, 1, "error: you may not get Lease berth-scheduler"},

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/berth-sched/berth/pkg/berthctl/reach"
 	"github.com/berth-sched/berth/pkg/loadapi"
@@ -34,10 +35,17 @@ func (e *NotBerthWatcherError) Error() string {
 type Watcher struct {
 	Base, Who string
 	Client    *http.Client
+	// Proxied: Base is the API server's service proxy, whose own refusals (RBAC, no
+	// endpoints) come back as the status codes below.
+	Proxied bool
 }
 
-// openWatcher returns the watcher at o.WatcherURL, or a port-forward to a Running watcher pod
-// in o.BerthNamespace, and the function that closes the tunnel.
+// openWatcher returns the watcher at o.WatcherURL; else, by default, the watcher's Service
+// through the API server's service proxy with the caller's credentials (RBAC get on
+// services/proxy, narrowed to that Service by name: the chart's berthctl-reader Role); or,
+// with o.WatcherPortForward, a port-forward to a Running watcher pod (pkg/berthctl/reach, as
+// explain reaches the scheduler), for API servers that cannot reach Service endpoints. The
+// returned function closes what was opened.
 func (o Options) openWatcher(ctx context.Context, kube *reach.Kube) (*Watcher, func(), error) {
 	hc := &http.Client{Timeout: o.Timeout}
 	if o.WatcherURL != "" {
@@ -46,6 +54,27 @@ func (o Options) openWatcher(ctx context.Context, kube *reach.Kube) (*Watcher, f
 			return nil, nil, fmt.Errorf("--watcher-url %q: want http://host:port", o.WatcherURL)
 		}
 		return &Watcher{Base: strings.TrimSuffix(o.WatcherURL, "/"), Who: "load watcher " + u.Host, Client: hc}, func() {}, nil
+	}
+	if !o.WatcherPortForward {
+		svcs, err := kube.Client.CoreV1().Services(o.BerthNamespace).List(ctx, metav1.ListOptions{LabelSelector: WatcherLabel})
+		if err != nil {
+			return nil, nil, explainAPIError(err, "list services in "+o.BerthNamespace+" (to find the load watcher)")
+		}
+		if len(svcs.Items) == 0 {
+			return nil, nil, fmt.Errorf("no load watcher Service (%s) in namespace %s: is Berth installed there? (--berth-namespace, or --watcher-url http://HOST:PORT)", WatcherLabel, o.BerthNamespace)
+		}
+		svc := svcs.Items[0]
+		port := "http"
+		if len(svc.Spec.Ports) > 0 && svc.Spec.Ports[0].Name != "" {
+			port = svc.Spec.Ports[0].Name
+		}
+		u := kube.Client.CoreV1().RESTClient().Get().Namespace(svc.Namespace).Resource("services").Name("http:" + svc.Name + ":" + port).SubResource("proxy").URL()
+		api, err := rest.HTTPClientFor(kube.Config)
+		if err != nil {
+			return nil, nil, err
+		}
+		api.Timeout = o.Timeout
+		return &Watcher{Base: strings.TrimSuffix(u.String(), "/"), Who: fmt.Sprintf("load watcher service %s/%s", svc.Namespace, svc.Name), Client: api, Proxied: true}, func() {}, nil
 	}
 	pods, err := kube.Client.CoreV1().Pods(o.BerthNamespace).List(ctx, metav1.ListOptions{LabelSelector: WatcherLabel})
 	if err != nil {
@@ -86,6 +115,16 @@ func (w *Watcher) Document(ctx context.Context, window string) (*loadapi.Respons
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return nil, fmt.Errorf("reading %s from %s: %w", loadapi.ReportPath, w.Who, err)
+	}
+	if w.Proxied {
+		switch resp.StatusCode {
+		case http.StatusUnauthorized:
+			return nil, fmt.Errorf("the API server does not accept your credentials (to proxy to the %s): log in again or check --kubeconfig/--context", w.Who)
+		case http.StatusForbidden:
+			return nil, fmt.Errorf("you may not proxy to the %s (get on services/proxy there): bind the chart's <release>-berthctl-reader Role in that namespace (kubectl -n NAMESPACE create rolebinding <you>-berthctl --role=<release>-berthctl-reader --user=<you>)", w.Who)
+		case http.StatusServiceUnavailable:
+			return nil, fmt.Errorf("the %s has no ready endpoint (the API server answered 503: %s): kubectl get pods -l %s", w.Who, firstLine(string(body)), WatcherLabel)
+		}
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s answered %s %d: %s", w.Who, loadapi.ReportPath, resp.StatusCode, firstLine(string(body)))
