@@ -289,6 +289,11 @@ type SySchedArgs struct {
 	// +kubebuilder:validation:Enum=Unconfined;RuntimeDefault
 	// +optional
 	UnsetProfile string `json:"unsetProfile,omitempty"`
+	// FilterNotInstalled (default true) refuses nodes where the Security Profiles Operator
+	// reports a profile the pod needs as not Installed; without its node-status objects it
+	// does nothing.
+	// +optional
+	FilterNotInstalled *bool `json:"filterNotInstalled,omitempty"`
 }
 
 // NodeImageLocalityPlugin enables NodeImageLocality.

@@ -50,12 +50,13 @@ func SchedulerRBACNamed(subject rbacv1.Subject, name, leaseName, leaseNamespace 
 	}
 	return Objects{
 		ClusterRoles: []*rbacv1.ClusterRole{{
-			// What Berth's plugins read beyond the built-in roles: SySched's seccomp profiles
-			// and bindings (Security Profiles Operator's API, or Berth's copy of its CRDs).
+			// What Berth's plugins read beyond the built-in roles: SySched's seccomp profiles,
+			// bindings and per-node install states (Security Profiles Operator's API, or
+			// Berth's copy of its CRDs).
 			ObjectMeta: metav1.ObjectMeta{Name: name + "-plugins"},
 			Rules: []rbacv1.PolicyRule{{
 				APIGroups: []string{"security-profiles-operator.x-k8s.io"},
-				Resources: []string{"seccompprofiles", "profilebindings"},
+				Resources: []string{"seccompprofiles", "profilebindings", "securityprofilenodestatuses"},
 				Verbs:     []string{"get", "list", "watch"},
 			}, {
 				// NodeImageLocality: the agents' image inventories (read only).

@@ -52,7 +52,14 @@ type Args struct {
 	// (default; the kubelet's default) or RuntimeDefault (for kubelets run with
 	// --seccomp-default).
 	UnsetProfile string `json:"unsetProfile,omitempty"`
+
+	// FilterNotInstalled (default true) refuses nodes where SPO reports a profile the pod
+	// needs as not Installed (SecurityProfileNodeStatus). It acts only on profiles SPO reports
+	// node states for, so without SPO's node-status objects it does nothing.
+	FilterNotInstalled *bool `json:"filterNotInstalled,omitempty"`
 }
+
+func (a *Args) filterNotInstalled() bool { return a.FilterNotInstalled == nil || *a.FilterNotInstalled }
 
 // RuntimeDefault and UnsetProfile values.
 const (
@@ -75,6 +82,10 @@ func (a *Args) DeepCopyObject() runtime.Object {
 	}
 	c := *a
 	c.ExcludedPodSelector = a.ExcludedPodSelector.DeepCopy()
+	if a.FilterNotInstalled != nil {
+		v := *a.FilterNotInstalled
+		c.FilterNotInstalled = &v
+	}
 	return &c
 }
 
@@ -85,7 +96,7 @@ func ParseArgs(obj runtime.Object) (*Args, error) {
 	return pluginargs.Parse(obj, Name, decodeStrict, func(*Args) {}, setDefaultsAndValidate)
 }
 
-var argFields = []string{"defaultProfileNamespace", "defaultProfileName", "syschedCRDNamespace", "syschedFullCRDName", "daemonSetPods", "excludedPodSelector", "runtimeDefault", "runtimeDefaultProfileName", "unsetProfile"}
+var argFields = []string{"defaultProfileNamespace", "defaultProfileName", "syschedCRDNamespace", "syschedFullCRDName", "daemonSetPods", "excludedPodSelector", "runtimeDefault", "runtimeDefaultProfileName", "unsetProfile", "filterNotInstalled"}
 
 func decodeStrict(u *runtime.Unknown, into *Args) error {
 	_, err := pluginargs.Decode(u, into, argFields)

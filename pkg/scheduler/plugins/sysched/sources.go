@@ -23,6 +23,7 @@ import (
 var (
 	seccompVersions = []string{"v1", "v1beta1", "v1alpha1"}
 	bindingVersions = []string{"v1", "v1alpha1"}
+	statusVersions  = []string{"v1", "v1alpha1"}
 )
 
 const syncTimeout = 30 * time.Second
@@ -34,7 +35,7 @@ type found struct {
 }
 
 // discoverSPO finds the served version and scope of SeccompProfile and ProfileBinding.
-func discoverSPO(disc discovery.DiscoveryInterface) (seccomp, binding *found, err error) {
+func discoverSPO(disc discovery.DiscoveryInterface) (seccomp, binding, status *found, err error) {
 	lookup := func(resource string, versions []string) *found {
 		for _, v := range versions {
 			list, lerr := disc.ServerResourcesForGroupVersion(profiles.Group + "/" + v)
@@ -54,10 +55,11 @@ func discoverSPO(disc discovery.DiscoveryInterface) (seccomp, binding *found, er
 	}
 	seccomp = lookup("seccompprofiles", seccompVersions)
 	binding = lookup("profilebindings", bindingVersions)
+	status = lookup("securityprofilenodestatuses", statusVersions)
 	if seccomp != nil {
 		err = nil
 	}
-	return seccomp, binding, err
+	return seccomp, binding, status, err
 }
 
 // startProfileInformers discovers SPO's API and runs dynamic informers feeding st until ctx
@@ -68,14 +70,14 @@ func startProfileInformers(ctx context.Context, st *state, dyn dynamic.Interface
 }
 
 func tryStart(ctx context.Context, st *state, dyn dynamic.Interface, disc discovery.DiscoveryInterface, first bool) bool {
-	sp, pb, err := discoverSPO(disc)
+	sp, pb, sns, err := discoverSPO(disc)
 	if sp == nil {
 		if first {
 			st.logger.Info("SeccompProfile API not served yet; every pod counts as the full profile until it appears", "group", profiles.Group, "err", err)
 		}
 		return false
 	}
-	st.logger.Info("Watching SPO resources", "seccompProfiles", sp.gvr.String(), "namespaced", sp.namespaced, "profileBindings", pb != nil)
+	st.logger.Info("Watching SPO resources", "seccompProfiles", sp.gvr.String(), "namespaced", sp.namespaced, "profileBindings", pb != nil, "nodeStatuses", sns != nil)
 	f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 	spInf := f.ForResource(sp.gvr).Informer()
 	_, _ = spInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -92,6 +94,19 @@ func tryStart(ctx context.Context, st *state, dyn dynamic.Interface, disc discov
 			DeleteFunc: func(obj interface{}) { onBindingDelete(st, obj) },
 		})
 		synced = append(synced, pbInf.HasSynced)
+	}
+	if sns != nil {
+		snsInf := f.ForResource(sns.gvr).Informer()
+		_, _ = snsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj interface{}) { onNodeStatus(st, obj) },
+			UpdateFunc: func(_, obj interface{}) { onNodeStatus(st, obj) },
+			DeleteFunc: func(obj interface{}) {
+				if u := unstructuredOf(obj); u != nil {
+					st.deleteNodeStatus(u.GetName())
+				}
+			},
+		})
+		synced = append(synced, snsInf.HasSynced)
 	}
 	f.Start(ctx.Done())
 	wctx, cancel := context.WithTimeout(ctx, syncTimeout)
@@ -184,4 +199,29 @@ func onPod(st *state, obj interface{}) {
 		st.addPod(p, p.Spec.NodeName, false, nil)
 	}
 	// Unbound pods are ignored: a Reserve-d pod stays counted until Unreserve or deletion.
+}
+
+// onNodeStatus records a SecurityProfileNodeStatus of a seccomp profile. One it cannot read,
+// or one for a node the scheduler does not know, is counted and left out: it can only make the
+// Filter refuse nodes, so an unreadable one must not.
+func onNodeStatus(st *state, obj interface{}) {
+	u := unstructuredOf(obj)
+	if u == nil {
+		return
+	}
+	ns, err := profiles.ParseNodeStatus(u.Object)
+	if err != nil {
+		inputIssues.WithLabelValues("node_status_malformed").Inc()
+		st.logger.Error(err, "Ignoring a SecurityProfileNodeStatus")
+		st.deleteNodeStatus(u.GetName())
+		return
+	}
+	if ns.Kind != "" && ns.Kind != "SeccompProfile" {
+		return
+	}
+	if st.nodeKnown != nil && !st.nodeKnown(ns.Node) {
+		inputIssues.WithLabelValues("node_status_unknown_node").Inc()
+		st.logger.V(2).Info("SecurityProfileNodeStatus for a node the scheduler does not know; recorded all the same", "object", ns.Name, "node", ns.Node)
+	}
+	st.upsertNodeStatus(ns)
 }

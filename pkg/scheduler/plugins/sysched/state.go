@@ -41,6 +41,8 @@ type podSet struct {
 	set      bitset
 	size     int
 	refs     []profiles.Key
+	// used are the profiles the set was built from (each reference resolved to one).
+	used []profiles.Key
 	missing  []string
 	// skipped says which bindings that select the pod were skipped, and why.
 	skipped  []string
@@ -146,6 +148,13 @@ type state struct {
 	// unsetIsRuntimeDefault: a container with no profile runs RuntimeDefault (a kubelet with
 	// --seccomp-default).
 	unsetIsRuntimeDefault bool
+
+	// installed is SPO's per-node install state: profile ID → node → state, from
+	// SecurityProfileNodeStatus objects (statusByName, by object name).
+	installed    map[string]map[string]string
+	statusByName map[string]*profiles.NodeStatus
+	// nodeKnown says whether the scheduler knows a node (nil: not checked).
+	nodeKnown func(string) bool
 }
 
 func newState(logger klog.Logger, args *Args) *state {
@@ -178,6 +187,8 @@ func newState(logger klog.Logger, args *Args) *state {
 		fullPods:   map[types.UID]struct{}{},
 
 		unsetIsRuntimeDefault: args.UnsetProfile == UnsetRuntimeDefault,
+		installed:             map[string]map[string]string{},
+		statusByName:          map[string]*profiles.NodeStatus{},
 	}
 	switch {
 	case args.RuntimeDefaultProfileName != "":
@@ -520,6 +531,7 @@ func (s *state) computePodSetLocked(pod *v1.Pod) podSet {
 					ps.usesFull = true
 				}
 				set = set.or(e.resolved)
+				ps.used = append(ps.used, k)
 				return
 			}
 		}

@@ -41,6 +41,8 @@ type SySched struct {
 }
 
 var (
+	_ fwk.PreFilterPlugin = &SySched{}
+	_ fwk.FilterPlugin    = &SySched{}
 	_ fwk.PreScorePlugin  = &SySched{}
 	_ fwk.ScorePlugin     = &SySched{}
 	_ fwk.ScoreExtensions = &SySched{}
@@ -73,6 +75,8 @@ func newWithClients(ctx context.Context, args *Args, h fwk.Handle, dyn dynamic.I
 	logger := klog.FromContext(ctx).WithName(Name)
 	pl := &SySched{handle: h, args: args, st: newState(logger, args)}
 	if f := h.SharedInformerFactory(); f != nil {
+		nodes := f.Core().V1().Nodes().Lister()
+		pl.st.nodeKnown = func(name string) bool { _, err := nodes.Get(name); return err == nil }
 		if err := watchPods(pl.st, f); err != nil {
 			return nil, fmt.Errorf("%s: pod informer: %w", Name, err)
 		}

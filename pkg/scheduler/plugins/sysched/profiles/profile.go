@@ -56,7 +56,14 @@ type Profile struct {
 	AllowByDefault bool
 	// LocalhostProfile is status.localhostProfile, the path pods put in their securityContext.
 	LocalhostProfile string
+	// ID is how SPO's SecurityProfileNodeStatus objects name this profile (their label
+	// spo.x-k8s.io/profile-id): the profile's own label of that name, which SPO sets, or else
+	// SPO's default, "SeccompProfile-<name>".
+	ID string
 }
+
+// ProfileIDLabel is SPO's label naming a profile on it and on its per-node status objects.
+const ProfileIDLabel = "spo.x-k8s.io/profile-id"
 
 // ParseProfile reads an unstructured SeccompProfile. It returns the usable part of the object
 // together with every problem found; a profile is still returned when only parts are malformed,
@@ -70,7 +77,12 @@ func ParseProfile(obj map[string]interface{}) (*Profile, []error) {
 		return nil, []error{fmt.Errorf("metadata.name missing or not a string")}
 	}
 	ns, _ := meta["namespace"].(string)
-	p := &Profile{Key: Key{Namespace: ns, Name: name}}
+	p := &Profile{Key: Key{Namespace: ns, Name: name}, ID: "SeccompProfile-" + name}
+	if ls, ok := meta["labels"].(map[string]interface{}); ok {
+		if id, ok := ls[ProfileIDLabel].(string); ok && id != "" {
+			p.ID = id
+		}
+	}
 
 	if st, ok := obj["status"].(map[string]interface{}); ok {
 		p.LocalhostProfile, _ = st["localhostProfile"].(string)
