@@ -125,7 +125,7 @@ generate:
 
 ## seccomp-data: SySched's RuntimeDefault set from containerd's default seccomp profile (tools/seccompdefault, its own module; output committed)
 seccomp-data:
-	cd tools/seccompdefault && GOWORK=off $(GO) run . ../../pkg/scheduler/plugins/sysched/profiles/runtimedefault/containerd.json
+	cd tools/seccompdefault && GOWORK=off $(GO) run . ../../pkg/scheduler/plugins/sysched/profiles/runtimedefault/containerd.json ../../pkg/scheduler/plugins/sysched/profiles/runtimedefault/syscalls.json
 
 ## demo: start the local cluster, run every scenario, print where pods went, stop
 demo: tools build images $(HARNESS_BINS)

@@ -10,9 +10,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"strings"
 
 	"github.com/containerd/containerd/v2/contrib/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -36,9 +40,13 @@ type Data struct {
 }
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: seccompdefault OUT.json")
+	if len(os.Args) != 3 {
+		fmt.Fprintln(os.Stderr, "usage: seccompdefault CONTAINERD.json SYSCALLS.json")
 		os.Exit(2)
+	}
+	if err := writeUniverse(os.Args[2]); err != nil {
+		fmt.Fprintln(os.Stderr, "seccompdefault:", err)
+		os.Exit(1)
 	}
 	sp := &specs.Spec{Process: &specs.Process{Capabilities: &specs.LinuxCapabilities{Bounding: defaultCaps, Effective: defaultCaps, Permitted: defaultCaps}}}
 	prof := seccomp.DefaultProfile(sp)
@@ -72,4 +80,52 @@ func main() {
 		fmt.Fprintln(os.Stderr, "seccompdefault:", err)
 		os.Exit(1)
 	}
+}
+
+// sysRE matches a syscall number constant in golang.org/x/sys/unix's generated tables.
+var sysRE = regexp.MustCompile(`(?m)^\s*SYS_([A-Z0-9_]+)\s*=\s*\d+`)
+
+// writeUniverse writes every Linux syscall name of every architecture, from the syscall tables
+// golang.org/x/sys/unix generates from the kernel headers: the names SySched can tell from
+// typos in a profile.
+func writeUniverse(out string) error {
+	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "golang.org/x/sys").Output()
+	if err != nil {
+		return fmt.Errorf("finding golang.org/x/sys: %w", err)
+	}
+	files, err := filepath.Glob(filepath.Join(strings.TrimSpace(string(dir)), "unix", "zsysnum_linux_*.go"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no syscall tables under %s (%v)", dir, err)
+	}
+	set := map[string]bool{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		for _, m := range sysRE.FindAllSubmatch(b, -1) {
+			set[strings.ToLower(string(m[1]))] = true
+		}
+	}
+	u := struct {
+		Source   string   `json:"source"`
+		Version  string   `json:"version"`
+		Syscalls []string `json:"syscalls"`
+	}{Source: "golang.org/x/sys/unix zsysnum_linux_*.go, every architecture"}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range bi.Deps {
+			if m.Path == "golang.org/x/sys" {
+				u.Version = m.Version
+			}
+		}
+	}
+	for n := range set {
+		u.Syscalls = append(u.Syscalls, n)
+	}
+	sort.Strings(u.Syscalls)
+	b, err := json.MarshalIndent(u, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(out, append(b, '\n'), 0o644)
 }

@@ -13,7 +13,7 @@ import (
 var inputIssues = metrics.NewCounterVec(&metrics.CounterOpts{
 	Subsystem:      "berth_sysched",
 	Name:           "input_issues_total",
-	Help:           "SySched inputs it read around, by reason (binding_profile_missing, profile_missing, node_status_unknown_node, node_status_malformed).",
+	Help:           "SySched inputs it read around, by reason (binding_profile_missing, profile_missing, profile_unknown_syscall, node_status_unknown_node, node_status_malformed).",
 	StabilityLevel: metrics.ALPHA,
 }, []string{"reason"})
 

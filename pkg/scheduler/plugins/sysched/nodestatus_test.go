@@ -93,3 +93,16 @@ func TestFilterNotInstalled(t *testing.T) {
 		})
 	}
 }
+
+// A profile naming a syscall Linux does not have still scores (the name counts), and the
+// record of a pod using it says so.
+func TestUnknownSyscallNoted(t *testing.T) {
+	e := newEnv(t, shapeCluster, nil, seccompProfile("", "typo", "", "read", "wrtie"))
+	ps := e.pl.st.podSet(e.newPod("p", withPodProfile(e.path("", "typo"))))
+	if ps.size != 2 || !strings.Contains(strings.Join(ps.notes(), ";"), "names syscalls Linux does not have (wrtie)") {
+		t.Fatalf("size %d notes %v: want 2 and a note naming wrtie", ps.size, ps.notes())
+	}
+	if got := profiles.UnknownSyscalls([]string{"read", "_llseek", "io_uring_setup", "wrtie"}); len(got) != 1 || got[0] != "wrtie" {
+		t.Fatalf("unknown %v, want [wrtie]", got)
+	}
+}

@@ -137,6 +137,10 @@ func onProfile(st *state, obj interface{}) {
 	if p == nil {
 		return
 	}
+	if unknown := profiles.UnknownSyscalls(p.Syscalls); len(unknown) > 0 {
+		inputIssues.WithLabelValues("profile_unknown_syscall").Inc()
+		st.logger.Info("SeccompProfile names syscalls Linux does not have; counted as names all the same", "profile", p.Key.String(), "names", unknown)
+	}
 	st.upsertProfile(p)
 }
 

@@ -33,6 +33,8 @@ type profileEntry struct {
 	// allowAll: the chain contains a deny-list profile or a base whose content is unknown
 	// (missing, oci://, too deep); such profiles expose the full set.
 	allowAll bool
+	// unknown are the profile's own names Linux has no syscall for.
+	unknown []string
 }
 
 // podSet is the syscall exposure of one pod plus the profile keys it was derived from, so the
@@ -226,7 +228,7 @@ func (s *state) intern(name string) int {
 func (s *state) upsertProfile(p *profiles.Profile) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := &profileEntry{p: p}
+	e := &profileEntry{p: p, unknown: profiles.UnknownSyscalls(p.Syscalls)}
 	for _, n := range p.Syscalls {
 		e.own.set(s.intern(n))
 	}
@@ -532,6 +534,10 @@ func (s *state) computePodSetLocked(pod *v1.Pod) podSet {
 				}
 				set = set.or(e.resolved)
 				ps.used = append(ps.used, k)
+				if len(e.unknown) > 0 {
+					ps.skipped = append(ps.skipped, fmt.Sprintf("SeccompProfile %s names syscalls Linux does not have (%s); counted as names all the same",
+						k.String(), strings.Join(e.unknown, ", ")))
+				}
 				return
 			}
 		}

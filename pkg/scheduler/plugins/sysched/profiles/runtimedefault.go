@@ -32,3 +32,31 @@ func ContainerdDefault() (RuntimeDefaultData, error) {
 	}
 	return d, nil
 }
+
+// linuxSyscalls is every Linux syscall name of every architecture (tools/seccompdefault, from
+// golang.org/x/sys/unix's tables).
+//
+//go:embed runtimedefault/syscalls.json
+var linuxSyscalls []byte
+
+var known = func() map[string]bool {
+	var d RuntimeDefaultData
+	m := map[string]bool{}
+	if json.Unmarshal(linuxSyscalls, &d) == nil {
+		for _, n := range d.Syscalls {
+			m[n] = true
+		}
+	}
+	return m
+}()
+
+// UnknownSyscalls returns the names Linux has no syscall for (a typo, another OS), in order.
+func UnknownSyscalls(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if !known[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
