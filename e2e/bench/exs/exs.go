@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -44,6 +45,10 @@ var seccompGVR = schema.GroupVersionResource{Group: "security-profiles-operator.
 // Options size the workload.
 type Options struct {
 	Nodes, Pods, Profiles int
+	// DaemonSets is how many DaemonSets run a pod on every node before the workload (the
+	// first with RuntimeDefault, the rest without a profile, as CNIs, log shippers and Berth's
+	// agent do); 0 is bare nodes.
+	DaemonSets int
 	// Seed makes the profiles and the pod mix reproducible.
 	Seed                int64
 	NodeCPU, NodeMemory string
@@ -87,6 +92,8 @@ type config struct {
 
 var configs = []config{
 	{"berth-scheduler + SySched", framework.SySchedProfile(SchedulerName, FullProfile)},
+	// SySched as KEP-399 counts: every pod, DaemonSet pods included.
+	{"SySched, daemonSetPods: Count", framework.SySchedProfile(SchedulerName, FullProfile) + "      daemonSetPods: Count\n"},
 	{"berth-scheduler (default plugins)", "- schedulerName: " + SchedulerName + "\n"},
 }
 
@@ -160,6 +167,9 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 	if err := InstallProfiles(ctx, dyn, res.Profiles); err != nil {
 		return nil, err
 	}
+	if err := daemonPods(ctx, c, specs, o.DaemonSets); err != nil {
+		return nil, err
+	}
 	// A mixed workload: every profile equally often, in a shuffled order.
 	rng := rand.New(rand.NewSource(o.Seed + 1))
 	pods := make([]*corev1.Pod, o.Pods)
@@ -183,6 +193,39 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.fillStats()
 	return res, nil
+}
+
+// daemonPods creates n DaemonSets and, as their controller would, one bound pod of each on
+// every node: the first with RuntimeDefault, the others with no profile. They stay through
+// every placement (only the workload's pods are deleted between runs) and count in no
+// configuration's ExS below: the measure is the workload's exposure.
+func daemonPods(ctx context.Context, c *cluster.Cluster, nodes []cluster.NodeSpec, n int) error {
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("node-daemon-%d", i)
+		labels := map[string]string{"daemon": name}
+		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+			Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "d", Image: "registry.k8s.io/pause:3.10"}}}}}}
+		ds, err := c.Client.AppsV1().DaemonSets(namespace).Create(ctx, ds, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		ctrl := true
+		for _, node := range nodes {
+			spec := framework.PodSpec("default-scheduler", "10m", "16Mi")
+			spec.NodeName = node.Name
+			if i == 0 {
+				spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+			}
+			p := framework.Pod(namespace, name+"-"+node.Name, labels, spec)
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: name, UID: ds.UID, Controller: &ctrl}}
+			if _, err := c.Client.CoreV1().Pods(namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // InstallProfiles creates the full profile (every name of the synthetic universe, named
@@ -320,8 +363,8 @@ func (r *Result) Print(w io.Writer) {
 		sizes[i] = len(p.Syscalls)
 	}
 	sort.Ints(sizes)
-	fmt.Fprintf(w, "Total cluster ExS (KEP-399): %d pods, %d profiles (syscalls: %s), %d nodes, seed %d\n\n",
-		o.Pods, o.Profiles, strings.Trim(fmt.Sprint(sizes), "[]"), o.Nodes, o.Seed)
+	fmt.Fprintf(w, "Total cluster ExS (KEP-399) of the workload: %d pods, %d profiles (syscalls: %s), %d nodes each running %d DaemonSet pods, seed %d\n\n",
+		o.Pods, o.Profiles, strings.Trim(fmt.Sprint(sizes), "[]"), o.Nodes, o.DaemonSets, o.Seed)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	// The last configuration (default plugins) is the reference.
 	ref := r.Runs[len(r.Runs)-1]

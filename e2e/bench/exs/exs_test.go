@@ -39,7 +39,7 @@ func TestOptionsRejectEmptyWorkload(t *testing.T) {
 func TestHarnessSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	o := Options{Nodes: 3, Pods: 12, Profiles: 3, Seed: 1, Logf: t.Logf}
+	o := Options{Nodes: 3, Pods: 12, Profiles: 3, Seed: 1, DaemonSets: 1, Logf: t.Logf}
 	res, err := Execute(ctx, o)
 	if err != nil {
 		t.Fatal(err)

@@ -18,11 +18,12 @@ func main() {
 	pods := flag.Int("pods", 200, "pods")
 	profiles := flag.Int("profiles", 10, "synthetic seccomp profiles, used equally often")
 	seed := flag.Int64("seed", 1, "seed of the profiles and the pod order")
+	daemons := flag.Int("daemonsets", 2, "DaemonSets with a pod on every node (the first RuntimeDefault, the rest unconfined)")
 	verbose := flag.Bool("v", false, "print progress")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	o := exs.Options{Nodes: *nodes, Pods: *pods, Profiles: *profiles, Seed: *seed}
+	o := exs.Options{Nodes: *nodes, Pods: *pods, Profiles: *profiles, Seed: *seed, DaemonSets: *daemons}
 	if *verbose {
 		o.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "exsbench: "+f+"\n", a...) }
 	}
