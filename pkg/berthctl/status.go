@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -91,10 +92,14 @@ func CollectStatus(ctx context.Context, in StatusInput) (*StatusView, error) {
 		return nil, explainAPIError(err, "list daemonsets in "+ns)
 	}
 	var comps []Check
+	var operator string
 	for i := range deps.Items {
 		d := &deps.Items[i]
 		if !isBerth(d.Labels) {
 			continue
+		}
+		if d.Labels["app.kubernetes.io/name"] == "berth-operator" {
+			operator = d.Name
 		}
 		want := int32(1)
 		if d.Spec.Replicas != nil {
@@ -193,44 +198,24 @@ func CollectStatus(ctx context.Context, in StatusInput) (*StatusView, error) {
 	}
 	add(w)
 
-	// Webhooks the chart installed.
-	mwcs, err := in.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=berth"})
-	if err != nil {
-		return nil, explainAPIError(err, "list mutatingwebhookconfigurations")
-	}
-	if len(mwcs.Items) == 0 {
-		add(Check{Area: "webhook", Name: "-", State: OK, Detail: "none installed (isolation.webhook is off)"})
-	}
-	for _, m := range mwcs.Items {
-		for _, wh := range m.Webhooks {
-			c := Check{Area: "webhook", Name: m.Name + "/" + wh.Name, State: OK}
-			policy := "Fail"
-			if wh.FailurePolicy != nil {
-				policy = string(*wh.FailurePolicy)
+	// The isolation webhook the chart installs, named after the release prefix (that of the
+	// operator's Deployment, <prefix>-operator), read by name: the chart grants get on that one
+	// name only, never list on webhook configurations.
+	if operator == "" {
+		add(Check{Area: "webhook", Name: "-", State: Warn, Detail: "no berth-operator Deployment in " + ns + ", so the isolation webhook's name is unknown",
+			Fix: "the operator serves the webhook: kubectl -n " + ns + " get deployments -l app.kubernetes.io/name=berth-operator"})
+	} else {
+		name := strings.TrimSuffix(operator, "-operator") + "-instance-isolation"
+		m, err := in.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			add(Check{Area: "webhook", Name: name, State: OK, Detail: "not installed (isolation.webhook is off)"})
+		case err != nil:
+			return nil, explainAPIError(err, "get mutatingwebhookconfiguration "+name)
+		default:
+			for _, wh := range m.Webhooks {
+				add(webhookCheck(ctx, in.Client, ns, m.Name, wh))
 			}
-			c.Detail = "failurePolicy " + policy
-			switch {
-			case len(wh.ClientConfig.CABundle) == 0:
-				c.State, c.Detail = Fail, c.Detail+", no caBundle injected: the API server cannot trust it"
-				c.Fix = "the operator (or cert-manager) injects it: kubectl -n " + ns + " logs deployment/<release>-operator"
-			case wh.ClientConfig.Service != nil:
-				s := wh.ClientConfig.Service
-				ready, err := readyEndpoints(ctx, in.Client, s.Namespace, s.Name)
-				switch {
-				case err != nil:
-					c.State, c.Detail = Warn, c.Detail+", endpoints of service "+s.Namespace+"/"+s.Name+" unreadable: "+err.Error()
-				case ready == 0:
-					c.State = Fail
-					c.Detail += ", no ready endpoint behind service " + s.Namespace + "/" + s.Name
-					if policy == "Fail" {
-						c.Detail += ": matching pods are refused"
-					}
-					c.Fix = "kubectl -n " + s.Namespace + " get pods,endpointslices -l kubernetes.io/service-name=" + s.Name + " (the operator serves the webhook)"
-				default:
-					c.Detail += fmt.Sprintf(", %d ready endpoint(s)", ready)
-				}
-			}
-			add(c)
 		}
 	}
 
@@ -258,6 +243,37 @@ func CollectStatus(ctx context.Context, in StatusInput) (*StatusView, error) {
 			Fix: "install the chart (its crds/ directory), or kubectl apply -f charts/berth/crds"})
 	}
 	return v, nil
+}
+
+func webhookCheck(ctx context.Context, client kubernetes.Interface, ns, config string, wh admissionregistrationv1.MutatingWebhook) Check {
+	c := Check{Area: "webhook", Name: config + "/" + wh.Name, State: OK}
+	policy := "Fail"
+	if wh.FailurePolicy != nil {
+		policy = string(*wh.FailurePolicy)
+	}
+	c.Detail = "failurePolicy " + policy
+	switch {
+	case len(wh.ClientConfig.CABundle) == 0:
+		c.State, c.Detail = Fail, c.Detail+", no caBundle injected: the API server cannot trust it"
+		c.Fix = "the operator (or cert-manager) injects it: kubectl -n " + ns + " logs deployment/" + strings.TrimSuffix(config, "-instance-isolation") + "-operator"
+	case wh.ClientConfig.Service != nil:
+		s := wh.ClientConfig.Service
+		ready, err := readyEndpoints(ctx, client, s.Namespace, s.Name)
+		switch {
+		case err != nil:
+			c.State, c.Detail = Warn, c.Detail+", endpoints of service "+s.Namespace+"/"+s.Name+" unreadable: "+err.Error()
+		case ready == 0:
+			c.State = Fail
+			c.Detail += ", no ready endpoint behind service " + s.Namespace + "/" + s.Name
+			if policy == "Fail" {
+				c.Detail += ": matching pods are refused"
+			}
+			c.Fix = "kubectl -n " + s.Namespace + " get pods,endpointslices -l kubernetes.io/service-name=" + s.Name + " (the operator serves the webhook)"
+		default:
+			c.Detail += fmt.Sprintf(", %d ready endpoint(s)", ready)
+		}
+	}
+	return c
 }
 
 func isBerth(l map[string]string) bool {
