@@ -194,7 +194,8 @@ func (e *env) waitAgentPolicy(t *testing.T, agentPod *corev1.Pod) {
 	rc.BearerToken = tr.Status.Token
 	as := podnet.DynamicStatus{Client: dynamic.NewForConfigOrDie(rc), NodeName: realNode}
 	probe := &berthv1alpha1.PodConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"},
-		Spec: berthv1alpha1.PodConfigSpec{NetworkAttachments: []berthv1alpha1.NetworkAttachment{{Name: "net1", Master: "berth-probe", CIDR: "192.168.170.0/24"}}}}
+		// It names no network that exists: the operator refuses it, which the probe does not mind.
+		Spec: berthv1alpha1.PodConfigSpec{NetworkAttachments: []berthv1alpha1.NetworkAttachment{{Name: "net1", Network: "probe"}}}}
 	if err := e.cl.Create(e.ctx, probe); err != nil {
 		t.Fatal(err)
 	}

@@ -1,19 +1,25 @@
-// Package podconfig proves PodConfig end to end on the local cluster's real node: the real
-// berth-operator (--podconfig) allocates, the real berth-agent (--podconfig, in the node's
-// network namespace, with exactly the chart's agent RBAC) finds each sandbox through
-// containerd's CRI and makes the links, and unprivileged netecho pods (non-root, no
-// capabilities) exchange UDP and TCP over both networks of a PodConfig. A vlan attachment on
-// an allow-listed parent is made where the kernel has 802.1Q and refused per pod where it has
-// not, leaving the node as it was either way. Every link and address lives in the harness's
-// network namespace. Needs root (real node).
+// Package podconfig proves PodConfig end to end on the local cluster's real node: a cluster
+// administrator's PodNetworks (decided by the real berth-operator, --podconfig) are bound by a
+// tenant's PodConfig in a namespace they grant; the operator allocates, the real berth-agent
+// (--podconfig, in the node's network namespace, with exactly the chart's agent RBAC) finds each
+// sandbox through containerd's CRI and makes the links, every one marked as Berth's (netlink
+// group 4877), and unprivileged netecho pods (non-root, no capabilities) exchange UDP and TCP
+// over both networks of a PodConfig. A revoked grant and a deleted PodNetwork take the links
+// away again (the network waiting, by its finalizer, until they are gone); the agent never
+// removes a link it did not mark. A network whose spec.vlan names an allow-listed parent is
+// made where the kernel has 802.1Q and refused per pod where it has not, leaving the node as
+// it was either way. Every link and address lives in the harness's network namespace. Needs
+// root (real node).
 package podconfig
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,11 +34,11 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/berth-sched/berth/api/crds"
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/chart"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/agent/podnet"
 	"github.com/berth-sched/berth/pkg/podconfig"
 )
 
@@ -40,13 +46,30 @@ const (
 	realNode = "berth-real"
 	ns       = "cnf"
 	pcName   = "cnf"
+	// tenantLabel on the namespace is what the suite's networks grant (their namespaceSelector).
+	tenantLabel = "berth-e2e-tenant"
+	net1, net2  = "e2e1", "e2e2"
+	bridge1     = "berth-e2e1"
+	bridge2     = "berth-e2e2"
 )
+
+// grant is the namespaceSelector labels of the suite's networks: namespace cnf only.
+func grant() map[string]string { return map[string]string{tenantLabel: ns} }
+
+// The administrator's two networks: one routed through a gateway on its bridge with an MTU
+// and a route, one layer-2 only.
+func suiteNetworks() []*berthv1alpha1.PodNetwork {
+	n1 := framework.NewPodNetwork(net1, bridge1, "192.168.150.0/24", "192.168.150.1", grant())
+	n1.Spec.MTU = ptr.To[int32](1400)
+	n1.Spec.Routes = []berthv1alpha1.Route{{Destination: "192.168.250.0/24"}}
+	return []*berthv1alpha1.PodNetwork{n1, framework.NewPodNetwork(net2, bridge2, "10.151.0.0/28", "", grant())}
+}
 
 type env struct {
 	ctx   context.Context
 	c     *cluster.Cluster
 	rn    *cluster.RealNode
-	cl    client.Client
+	cl    client.WithWatch
 	agent *cluster.Process
 	op    *cluster.Process
 }
@@ -68,14 +91,19 @@ func TestPodConfigRealNode(t *testing.T) {
 	}
 	defer c.Stop()
 	e := &env{ctx: ctx, c: c, rn: c.RealNode()}
-	installCRDs(ctx, t, c)
+	if err := framework.InstallPodConfigCRDs(ctx, c.RESTConfig); err != nil {
+		t.Fatal(err)
+	}
 	s := runtime.NewScheme()
 	_ = corev1.AddToScheme(s)
 	_ = berthv1alpha1.AddToScheme(s)
-	if e.cl, err = client.New(c.RESTConfig, client.Options{Scheme: s}); err != nil {
+	if e.cl, err = client.NewWithWatch(c.RESTConfig, client.Options{Scheme: s}); err != nil {
 		t.Fatal(err)
 	}
 	if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.cl.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: grant()}}, client.Merge); err != nil {
 		t.Fatal(err)
 	}
 	if err := framework.PodConfigAgentRBAC(ctx, c, chartAgentRole(t, e.rn.ContainerdSocket)); err != nil {
@@ -93,6 +121,20 @@ func TestPodConfigRealNode(t *testing.T) {
 			t.Logf("operator log tail:\n%s", e.op.Tail(30))
 		}
 	})
+	// The administrator grants the suite's networks to namespace cnf. They go before the
+	// cluster stops (this defer runs before c.Stop's), each waiting for its pool to go.
+	for _, n := range suiteNetworks() {
+		if _, err := framework.CreatePodNetwork(ctx, e.cl, n, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, n := range suiteNetworks() {
+			if err := framework.DeletePodNetwork(context.Background(), e.cl, n.Name, 30*time.Second); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
+	}()
 
 	// Two unprivileged pods first; the node's state with them running, before any PodConfig,
 	// is what must be back once the PodConfig is deleted.
@@ -110,7 +152,9 @@ func TestPodConfigRealNode(t *testing.T) {
 	t.Run("deleting the PodConfig removes every link, bridge and address it created", func(t *testing.T) {
 		e.testDeletePodConfig(t, before)
 	})
-	t.Run("a vlan attachment on an allow-listed parent, and the node exactly as before once deleted", e.testVLAN)
+	t.Run("revoking a namespace's grant moves its entries to Removing and the agent removes the links", e.testRevokeGrant)
+	t.Run("a deleted PodNetwork waits until the agent removed its links, then its pool goes", e.testDeleteNetwork)
+	t.Run("a network with a VLAN of an allow-listed parent, and the node exactly as before once deleted", e.testVLAN)
 	t.Run("the agent is not ready until its container runtime answers", e.testReadyNeedsRuntime)
 	t.Run("the chart's load-only agent runs unprivileged (uid 65532, no capability)", e.testLoadOnlyUnprivileged)
 	t.Run("the chart's PodConfig agent (capabilities, not privileged) configures pods", e.testChartPodConfigAgent)
@@ -143,27 +187,12 @@ func chartAgentRole(t *testing.T, criSocket string) *rbacv1.ClusterRole {
 	return nil
 }
 
-func installCRDs(ctx context.Context, t *testing.T, c *cluster.Cluster) {
-	t.Helper()
-	for _, f := range []string{crds.PodConfigFile, crds.IPAllocationFile} {
-		crd, err := crds.Load(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cluster.InstallCRDs(ctx, c.RESTConfig, crd); err != nil {
-			t.Fatal(f, err)
-		}
-	}
-}
-
-// The PodConfig: two networks, one routed through a gateway on its bridge with an MTU, one
-// layer-2 only.
+// The tenant's PodConfig: one attachment on each of the administrator's networks.
 func podConfigObj() *berthv1alpha1.PodConfig {
 	return &berthv1alpha1.PodConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pcName},
 		Spec: berthv1alpha1.PodConfigSpec{NetworkAttachments: []berthv1alpha1.NetworkAttachment{
-			{Name: "net1", Master: "berth-e2e1", CIDR: "192.168.150.0/24", Gateway: "192.168.150.1", MTU: ptr.To[int32](1400),
-				Routes: []berthv1alpha1.Route{{Destination: "192.168.250.0/24"}}},
-			{Name: "net2", Master: "berth-e2e2", CIDR: "10.151.0.0/28"},
+			{Name: "net1", Network: net1},
+			{Name: "net2", Network: net2},
 		}}}
 }
 
@@ -245,9 +274,9 @@ func (e *env) checkInterfaces(t *testing.T, pc *berthv1alpha1.PodConfig, pod str
 		t.Fatal(err)
 	}
 	for _, a := range []struct {
-		name string
-		mtu  int
-	}{{"net1", 1400}, {"net2", 1500}} {
+		name, network, bridge string
+		mtu                   int
+	}{{"net1", net1, bridge1, 1400}, {"net2", net2, bridge2, 1500}} {
 		en := entry(pc, pod, a.name)
 		got, ok := ifs[a.name]
 		if !ok {
@@ -257,7 +286,8 @@ func (e *env) checkInterfaces(t *testing.T, pc *berthv1alpha1.PodConfig, pod str
 		if !got.Up || got.MTU != a.mtu || !slices.Contains(got.Addrs, en.Address) {
 			t.Errorf("pod %s %s: %+v, want up, mtu %d, address %s", pod, a.name, got, a.mtu, en.Address)
 		}
-		if en.Interface != a.name || en.HostPeer != podconfig.HostPeerName(string(p.UID), a.name) || en.Bridge == "" || en.Node != realNode {
+		if en.Interface != a.name || en.HostPeer != podconfig.HostPeerName(string(p.UID), a.name) || en.Bridge != a.bridge ||
+			en.Network != a.network || en.Node != realNode {
 			t.Errorf("status entry %+v", en)
 		}
 	}
@@ -300,9 +330,26 @@ func (e *env) testTwoPods(t *testing.T) {
 	// The routed network reaches the node through the gateway on the bridge; the route of the
 	// spec is in the pod (netecho cannot list routes, so check the node side of it: the
 	// bridge carries the gateway).
-	out, err := e.rn.InNetNS(e.ctx, "ip", "-o", "addr", "show", "dev", "berth-e2e1")
+	out, err := e.rn.InNetNS(e.ctx, "ip", "-o", "addr", "show", "dev", bridge1)
 	if err != nil || !strings.Contains(out, "192.168.150.1/24") {
-		t.Errorf("bridge berth-e2e1 addresses %q (%v), want the gateway 192.168.150.1/24", out, err)
+		t.Errorf("bridge %s addresses %q (%v), want the gateway 192.168.150.1/24", bridge1, out, err)
+	}
+	// Every link the agent made carries its mark (group 4877) and an alias saying what it is:
+	// the two bridges and the four host peers, and nothing else is marked.
+	marked := e.markedLinks(t)
+	want := append([]string{bridge1, bridge2}, e.wantPeers(t)...)
+	slices.Sort(want)
+	if got := slices.Sorted(maps.Keys(marked)); !slices.Equal(got, want) {
+		t.Errorf("links marked group %d: %v, want exactly %v", podnet.LinkGroup, got, want)
+	}
+	for name, alias := range marked {
+		wantAlias := podnet.PeerAliasPref + ns + "/"
+		if name == bridge1 || name == bridge2 {
+			wantAlias = podnet.BridgeAlias
+		}
+		if !strings.HasPrefix(alias, wantAlias) {
+			t.Errorf("link %s alias %q, want %q...", name, alias, wantAlias)
+		}
 	}
 	// The agent's entries are its own: the API server records the node's field manager.
 	var managers []string
@@ -341,7 +388,7 @@ func (e *env) allocations(t *testing.T) map[string]string {
 	for _, al := range list.Items {
 		owners := map[string]string{}
 		for _, a := range al.Spec.Allocations {
-			key := al.Spec.CIDR + " " + a.Address
+			key := al.Name + " " + a.Address
 			if prev, dup := out[key]; dup {
 				t.Errorf("address %s given twice: %s and %s/%s", key, prev, a.PodUID, a.Attachment)
 			}
@@ -356,20 +403,37 @@ func (e *env) allocations(t *testing.T) map[string]string {
 	return out
 }
 
-func (e *env) hostPeers(t *testing.T) []string {
+// markedLinks lists the node's links carrying the agent's mark (name → alias).
+func (e *env) markedLinks(t *testing.T) map[string]string {
 	t.Helper()
-	out, err := e.rn.InNetNS(e.ctx, "ip", "-o", "link", "show", "type", "veth")
+	out, err := e.rn.InNetNS(e.ctx, "ip", "-o", "link", "show", "group", strconv.Itoa(podnet.LinkGroup))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var peers []string
-	for _, l := range strings.Split(out, "\n") {
+	links := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Fields(l)
-		if len(f) > 1 {
-			name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
-			if strings.HasPrefix(name, "bp") {
-				peers = append(peers, name)
-			}
+		if len(f) < 2 {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimSuffix(f[1], ":"), "@")
+		alias := ""
+		if _, a, ok := strings.Cut(l, " alias "); ok {
+			a, _, _ = strings.Cut(a, "\\") // -o joins a link's lines with a backslash
+			alias = strings.TrimSpace(a)
+		}
+		links[name] = alias
+	}
+	return links
+}
+
+// hostPeers are the host ends of pods' veths on the node: the marked links named like one.
+func (e *env) hostPeers(t *testing.T) []string {
+	t.Helper()
+	var peers []string
+	for name := range e.markedLinks(t) {
+		if podnet.IsHostPeerName(name) {
+			peers = append(peers, name)
 		}
 	}
 	slices.Sort(peers)
@@ -429,17 +493,29 @@ func (e *env) testDeletePod(t *testing.T) {
 }
 
 func (e *env) testAgentKilled(t *testing.T) {
-	// Leftovers a crash could leave and a dead node comes back with: a host peer no
-	// allocation accounts for (its pod is long gone) and a bridge caught between creation and
-	// naming. The restarted agent's sweep must remove both.
+	// Leftovers a crash could leave and a dead node comes back with, marked as the agent marks
+	// at creation: a host peer no allocation accounts for (its pod is long gone) and a bridge
+	// caught between creation and naming. The restarted agent's sweep must remove both. Their
+	// unmarked look-alikes (an administrator's links that happen to match the names) must be
+	// left exactly as they are: the agent never deletes a link without its mark.
+	group := strconv.Itoa(podnet.LinkGroup)
+	stalePeer, staleBridge := podconfig.HostPeerName("uid-of-a-pod-long-gone", "net1"), "bt0123456789abc"
+	foreignPeer, foreignBridge := podconfig.HostPeerName("uid-of-an-admins-link", "net1"), "bt0123456789abd"
 	for _, cmd := range [][]string{
-		{"link", "add", podconfig.HostPeerName("uid-of-a-pod-long-gone", "net1"), "type", "veth", "peer", "name", "bpstalepeer"},
-		{"link", "add", "bt0123456789abc", "type", "bridge"},
+		{"link", "add", stalePeer, "group", group, "type", "veth", "peer", "name", "e2estalepeer"},
+		{"link", "add", staleBridge, "group", group, "type", "bridge"},
+		{"link", "add", foreignPeer, "type", "veth", "peer", "name", "e2eforeignpeer"},
+		{"link", "add", foreignBridge, "type", "bridge"},
 	} {
 		if out, err := e.rn.InNetNS(e.ctx, "ip", cmd...); err != nil {
 			t.Fatalf("%v: %s", err, out)
 		}
 	}
+	defer func() {
+		for _, l := range []string{foreignPeer, foreignBridge} {
+			_, _ = e.rn.InNetNS(context.Background(), "ip", "link", "del", l)
+		}
+	}()
 	// Kill the agent with SIGKILL at random points while two new pods are being configured,
 	// several times, then let it run.
 	for _, n := range []string{"d", "e"} {
@@ -476,13 +552,19 @@ func (e *env) testAgentKilled(t *testing.T) {
 	e.exchange(t, pc, "d", "e", "net1", "udp")
 	err := wait.PollUntilContextTimeout(e.ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		out, _ := e.rn.InNetNS(ctx, "ip", "-o", "link", "show")
-		return slices.Equal(e.hostPeers(t), e.wantPeers(t)) && !strings.Contains(out, "bt0123456789abc"), nil
+		return slices.Equal(e.hostPeers(t), e.wantPeers(t)) && !strings.Contains(out, staleBridge), nil
 	})
 	if err != nil {
 		t.Errorf("host peers %v, want exactly %v (the stale ones swept); links:\n%s", e.hostPeers(t), e.wantPeers(t), func() string {
 			out, _ := e.rn.InNetNS(e.ctx, "ip", "-o", "link", "show")
 			return out
 		}())
+	}
+	// The sweeps that took the marked leftovers left the unmarked look-alikes alone.
+	for _, l := range []string{foreignPeer, foreignBridge} {
+		if out, err := e.rn.InNetNS(e.ctx, "ip", "-o", "link", "show", "dev", l); err != nil {
+			t.Errorf("the unmarked link %s was removed by the agent: %v %s", l, err, out)
+		}
 	}
 	e.deletePod(t, "d")
 	e.deletePod(t, "e")
@@ -530,12 +612,15 @@ func (e *env) testDeletePodConfig(t *testing.T, before []string) {
 	if err != nil {
 		t.Fatalf("PodConfig not gone (finalizer): %v", err)
 	}
+	// The pools live as long as their networks, which still exist: every one is empty.
 	var list berthv1alpha1.IPAllocationList
 	if err := e.cl.List(e.ctx, &list); err != nil {
 		t.Fatal(err)
 	}
-	if len(list.Items) != 0 {
-		t.Errorf("IPAllocations left: %+v", list.Items)
+	for _, al := range list.Items {
+		if len(al.Spec.Allocations) != 0 {
+			t.Errorf("IPAllocation %s still allocates %+v", al.Name, al.Spec.Allocations)
+		}
 	}
 	var after []string
 	var stateErr error

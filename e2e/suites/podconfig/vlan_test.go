@@ -14,9 +14,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
@@ -39,11 +37,12 @@ func (e *env) startAgent(name string) (*cluster.Process, error) {
 	return framework.StartPodConfigAgent(e.ctx, e.c, name, "--podconfig-allowed-parents="+vlanParent)
 }
 
-// testVLAN: a PodConfig whose attachment is linkType vlan on the allow-listed parent. Where
-// the node's kernel has 802.1Q, the agent puts VLAN 10 of the parent on the attachment's
-// bridge and pods a and b talk over it; where it has not (CONFIG_VLAN_8021Q unset), every
-// entry is Failed saying so and nothing reaches the pods. Either way, deleting the PodConfig
-// leaves the node's `ip -d link` and `ip addr` exactly as they were, parent included.
+// testVLAN: a PodNetwork whose spec.vlan is VLAN 10 of the allow-listed parent (accepted by
+// the operator, checked again by the agent), and a PodConfig attaching pods a and b to it.
+// Where the node's kernel has 802.1Q, the agent puts VLAN 10 of the parent on the network's
+// bridge and the pods talk over it; where it has not (CONFIG_VLAN_8021Q unset), every entry is
+// Failed saying so and nothing reaches the pods. Either way, deleting the PodConfig leaves the
+// node's `ip -d link` and `ip addr` exactly as they were, parent included.
 func (e *env) testVLAN(t *testing.T) {
 	if out, err := e.rn.InNetNS(e.ctx, "ip", "link", "add", vlanParent, "type", "veth", "peer", "name", vlanParent+"p"); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -77,12 +76,11 @@ func (e *env) testVLAN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const name, att, master = "vlan", "vlan10", "berth-e2ev"
-	pc := &berthv1alpha1.PodConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: berthv1alpha1.PodConfigSpec{
-			PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{berthv1alpha1.PodConfigLabel: pcName}},
-			NetworkAttachments: []berthv1alpha1.NetworkAttachment{{Name: att, LinkType: berthv1alpha1.LinkVLAN, Parent: vlanParent,
-				VLANID: ptr.To[int32](10), Master: master, CIDR: "192.168.160.0/24"}}}}
+	const name, att, network, bridge = "vlan", "vlan10", "e2e-vlan", "berth-e2ev"
+	pn := framework.NewPodNetwork(network, bridge, "192.168.160.0/24", "", grant())
+	pn.Spec.VLAN = &berthv1alpha1.PodNetworkVLAN{ID: 10, Parent: vlanParent}
+	e.createNetwork(t, pn)
+	pc := onePodConfig(name, att, network)
 	if err := e.cl.Create(e.ctx, pc); err != nil {
 		t.Fatal(err)
 	}
@@ -110,8 +108,9 @@ func (e *env) testVLAN(t *testing.T) {
 	vlink := podnet.VLANLinkName(vlanParent, 10)
 	if supported {
 		out, err := e.rn.InNetNS(e.ctx, "ip", "-d", "link", "show", vlink)
-		if err != nil || !strings.Contains(out, "@"+vlanParent) || !strings.Contains(out, "vlan protocol 802.1Q id 10") || !strings.Contains(out, "master "+master) {
-			t.Errorf("ip -d link show %s: %v\n%s\nwant VLAN 10 of %s, port of %s", vlink, err, out, vlanParent, master)
+		if err != nil || !strings.Contains(out, "@"+vlanParent) || !strings.Contains(out, "vlan protocol 802.1Q id 10") || !strings.Contains(out, "master "+bridge) ||
+			!strings.Contains(out, "group "+strconv.Itoa(podnet.LinkGroup)) {
+			t.Errorf("ip -d link show %s: %v\n%s\nwant VLAN 10 of %s, port of %s, marked group %d", vlink, err, out, vlanParent, bridge, podnet.LinkGroup)
 		}
 		t.Logf("ip -d link show %s:\n%s", vlink, out)
 		e.exchange(t, pc, "a", "b", att, "udp")
