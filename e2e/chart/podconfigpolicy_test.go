@@ -41,19 +41,21 @@ func agentPodConfigPolicy(t *testing.T) *admissionv1.ValidatingAdmissionPolicy {
 }
 
 // podConfigWithEntries is a PodConfig object (as the API server hands it to admission) with n
-// entries spread over nodes n0..n9, and the operator's fields.
+// entries spread over nodes n0..n9, each on PodNetwork blue as the operator writes them, and
+// the operator's fields.
 func podConfigWithEntries(n int, state func(i int) string) map[string]any {
 	pods := make([]any, 0, n)
 	for i := 0; i < n; i++ {
 		pods = append(pods, map[string]any{"pod": fmt.Sprintf("pod-%05d", i), "attachment": "net1", "podUID": fmt.Sprintf("uid-%05d", i),
-			"node": fmt.Sprintf("n%d", i%10), "address": fmt.Sprintf("10.%d.%d.%d/8", i/65536, i/256%256, i%256), "bridge": "berth0",
+			"node": fmt.Sprintf("n%d", i%10), "address": fmt.Sprintf("10.%d.%d.%d/8", i/65536, i/256%256, i%256), "network": "blue", "bridge": "berth-blue",
 			"interface": "net1", "hostPeer": "bp0123456789abc", "state": state(i), "lastTransitionTime": "2026-11-23T05:00:00Z"})
 	}
 	return map[string]any{"apiVersion": "berth.dev/v1alpha1", "kind": "PodConfig",
 		"metadata": map[string]any{"name": "big", "namespace": "ns"},
 		"status": map[string]any{"observedGeneration": int64(1), "phase": "Configuring", "podCount": int64(n), "configuredCount": int64(0),
 			"conditions": []any{map[string]any{"type": "Ready", "status": "False", "reason": "Configuring", "message": "x", "lastTransitionTime": "2026-11-23T05:00:00Z"}},
-			"pods":       pods}}
+			"pods":       pods},
+		"spec": map[string]any{"networkAttachments": []any{map[string]any{"name": "net1", "network": "blue"}}}}
 }
 
 // evalPolicy evaluates the policy's variables (in order, as admission does) and validations
@@ -135,6 +137,11 @@ func TestAgentPodConfigPolicyCost(t *testing.T) {
 		{name: "n0 sets the phase among 6000", n: 6000, mutate: func(obj map[string]any) {
 			obj["status"].(map[string]any)["phase"] = "Failed"
 		}, wantMsg: "belong to the operator"},
+		// why: the entry's network is the operator's binding; an agent moving n7's entry to
+		// another network is changing another node's entry like any other field.
+		{name: "n0 changes the network of an entry of n7 among 6000", n: 6000, mutate: func(obj map[string]any) {
+			obj["status"].(map[string]any)["pods"].([]any)[5997].(map[string]any)["network"] = "red"
+		}, wantMsg: "this write changes pod-05997/net1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			oldObj := podConfigWithEntries(tc.n, allocated)
