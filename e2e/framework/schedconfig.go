@@ -12,19 +12,14 @@ func SchedulerConfig(profiles ...string) string {
 	return out
 }
 
-// SySchedProfile is a profile entry that enables SySched at PreScore, Score and Reserve with
-// the default weight, counting unconfined pods as default/<fullProfile>; the same setup as
-// examples/sysched/scheduler-config.yaml.
+// SySchedProfile is a profile entry that enables SySched at every extension point it
+// implements (multiPoint: PreFilter and Filter for profiles not installed on a node, PreScore,
+// Score, Reserve) with the default weight, counting unconfined pods as default/<fullProfile>;
+// the same setup as examples/sysched/scheduler-config.yaml and as the operator renders.
 func SySchedProfile(schedulerName, fullProfile string) string {
 	return "- schedulerName: " + schedulerName + `
   plugins:
-    preScore:
-      enabled:
-      - name: SySched
-    score:
-      enabled:
-      - name: SySched
-    reserve:
+    multiPoint:
       enabled:
       - name: SySched
   pluginConfig:

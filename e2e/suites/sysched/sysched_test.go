@@ -65,6 +65,11 @@ func TestClusterScopedProfiles(t *testing.T) {
 	for _, m := range loadDocs(t, "memcached.binding.yaml") {
 		applySPO(ctx, t, dyn, m, bindingNS)
 	}
+	// SPO v1's podSelector: this binding binds only pods labelled tier=cache.
+	applySPO(ctx, t, dyn, map[string]any{"apiVersion": "security-profiles-operator.x-k8s.io/v1", "kind": "ProfileBinding",
+		"metadata": map[string]any{"name": "memcached-selected"},
+		"spec": map[string]any{"image": "memcached:selected", "podSelector": map[string]any{"matchLabels": map[string]any{"tier": "cache"}},
+			"profileRef": map[string]any{"kind": "SeccompProfile", "name": "memcached-seccomp"}}}, bindingNS)
 	sched, err := c.StartBerthScheduler(ctx, cluster.SchedulerOptions{Config: schedulerConfig(schedulerName)})
 	if err != nil {
 		t.Fatal(err)
@@ -89,10 +94,13 @@ func TestClusterScopedProfiles(t *testing.T) {
 		const ns = bindingNS
 		cases := []struct {
 			name, image string
+			tier        string
 			wantAnchor  string
 		}{
-			{"bound", "memcached:1.6", "memcached"},
-			{"control", "memcached:unbound", "nginx"},
+			{"bound", "memcached:1.6", "", "memcached"},
+			{"control", "memcached:unbound", "", "nginx"},
+			{"selected", "memcached:selected", "cache", "memcached"},
+			{"not-selected", "memcached:selected", "batch", "nginx"},
 		}
 		for _, tc := range cases {
 			group := "binding-" + tc.name
@@ -115,7 +123,7 @@ func TestClusterScopedProfiles(t *testing.T) {
 			spec := framework.PodSpec(schedulerName, "", "")
 			spec.Containers[0].Image = tc.image
 			spec.NodeSelector = map[string]string{"sysched-group": group}
-			if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, framework.Pod(ns, group+"-pod", map[string]string{"role": group + "-pod"}, spec), metav1.CreateOptions{}); err != nil {
+			if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, framework.Pod(ns, group+"-pod", map[string]string{"role": group + "-pod", "tier": tc.tier}, spec), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			pods, err := framework.WaitPods(ctx, c.Client, ns, "role="+group+"-pod", 1, time.Minute, framework.Bound)
