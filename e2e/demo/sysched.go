@@ -114,6 +114,35 @@ func syschedDemo(ctx context.Context, env *Env) error {
 			return fmt.Errorf("node %s still tainted: %w", n, err)
 		}
 	}
+	// What every real node runs: DaemonSet pods (Berth's own agent with RuntimeDefault, a log
+	// shipper without a profile). SySched leaves them out of each node's syscall union
+	// (daemonSetPods: Exclude, its default); counted, they would make every node's union the
+	// full set and every score a tie.
+	daemonPods := 0
+	for i, name := range []string{"node-agent", "log-shipper"} {
+		labels := map[string]string{"app": name, "role": "demo-daemon"}
+		spec := framework.PodSpec("", "10m", "16Mi")
+		spec.NodeSelector = map[string]string{syschedDemoLabel: syschedDemoLabelVal}
+		if i == 0 {
+			spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+		}
+		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: syschedDemoNS, Name: name},
+			Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}}}
+		if _, err := env.Client.AppsV1().DaemonSets(syschedDemoNS).Create(ctx, ds, createOpts); err != nil {
+			return err
+		}
+		daemonPods += len(nodes)
+	}
+	running, err := framework.WaitPods(ctx, env.Client, syschedDemoNS, "role=demo-daemon", daemonPods, 2*time.Minute, framework.Running)
+	if err != nil {
+		return fmt.Errorf("DaemonSet pods: %w", err)
+	}
+	perDaemonNode := map[string]int{}
+	for _, p := range running {
+		perDaemonNode[p.Spec.NodeName]++
+	}
+	fmt.Fprintf(env.Out, "DaemonSet pods Running beside the seed's pods (node-agent with RuntimeDefault, log-shipper unconfined): %v\n", perDaemonNode)
 	cfg, err := recordingConfig(syschedDemoConfig)
 	if err != nil {
 		return err
