@@ -98,7 +98,10 @@ func TestPodConfigAPI(t *testing.T) {
 	}
 	e := &env{t: t, ctx: ctx, c: c, cl: cl, dyn: dyn}
 	for ns, team := range map[string]string{nsA: "a", nsB: "b"} {
-		if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{teamLabel: team}}}); err != nil {
+		if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{teamLabel: team}}}, client.Merge); err != nil {
 			t.Fatal(err)
 		}
 	}
