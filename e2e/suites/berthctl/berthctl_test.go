@@ -246,6 +246,33 @@ func TestKubectlBerthNodesAndStatus(t *testing.T) {
 		if code != 1 || !strings.Contains(errs, "no load watcher Service (app.kubernetes.io/name=berth-loadwatcher) in namespace berth-system") {
 			t.Errorf("nodes without a watcher Service: exit %d: %s", code, errs)
 		}
+		// With the chart's Service (here without endpoints: the watcher is a loopback process)
+		// the API server lets the caller through the service proxy — the Role's resourceNames
+		// match the proxy's scheme:name:port — and answers that nothing is behind it.
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: berthNS, Name: "berth-loadwatcher",
+			Labels: map[string]string{"app.kubernetes.io/name": "berth-loadwatcher"}},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 2020}}}}
+		if _, err := c.Client.CoreV1().Services(berthNS).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		_, errs, code = run(dev, "nodes", "--berth-namespace", berthNS)
+		if code != 1 || !strings.Contains(errs, "the load watcher service berth-system/berth-loadwatcher has no ready endpoint") {
+			t.Errorf("nodes through the service proxy: exit %d: %s", code, errs)
+		}
+		// A caller with the ClusterRole but not the namespace's Role is refused by the proxy.
+		other, err := c.WriteKubeconfig("berthctl-other", cluster.Identity{User: "berthctl-other"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "berthctl-other"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: readerCR},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "berthctl-other"}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		_, errs, code = run(other, "nodes", "--berth-namespace", berthNS)
+		if code != 1 || !strings.Contains(errs, "you may not list services in berth-system") {
+			t.Errorf("nodes without the Role: exit %d: %s", code, errs)
+		}
 	})
 
 	t.Run("a load watcher of another vendor: one sentence, exit 1", func(t *testing.T) {
