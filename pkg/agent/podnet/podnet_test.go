@@ -44,12 +44,12 @@ func (f *fakeResolver) Sandbox(_ context.Context, uid string) (Sandbox, error) {
 type fakeDataplane struct {
 	hostRanges []podconfig.NamedPrefix
 	applied    []Attachment
-	removed   []string
-	peers     []string
-	applyErr  error
-	keptBr    map[string]bool
-	keptVLANs map[string]bool
-	gcOrder   []string
+	removed    []string
+	peers      []string
+	applyErr   error
+	keptBr     map[string]bool
+	keptVLANs  map[string]bool
+	gcOrder    []string
 }
 
 func (f *fakeDataplane) Apply(a Attachment) error {
@@ -243,8 +243,10 @@ func TestSync(t *testing.T) {
 			pods:     []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA},
 			wantState: berthv1alpha1.AttachmentFailed, wantErr: "overlaps the node's network on eth0 192.168.0.0/16", wantRm: true},
 		{name: "a route to the metadata address: Failed naming it, link removed", pc: pcOf(allocated),
-			network: blueNetwork(func(s *berthv1alpha1.PodNetworkSpec) { s.Routes = []berthv1alpha1.Route{{Destination: "169.254.169.254/32"}} }),
-			pods:    []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA},
+			network: blueNetwork(func(s *berthv1alpha1.PodNetworkSpec) {
+				s.Routes = []berthv1alpha1.Route{{Destination: "169.254.169.254/32"}}
+			}),
+			pods: []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA},
 			wantState: berthv1alpha1.AttachmentFailed, wantErr: "spec.routes[0].destination: Forbidden: 169.254.169.254/32 overlaps link-local", wantRm: true},
 		{name: "grant revoked (the operator has not caught up): Failed, link removed", pc: pcOf(allocated), nsLabels: map[string]string{"team": "red"},
 			pods: []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA},
