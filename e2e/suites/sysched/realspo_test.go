@@ -111,11 +111,11 @@ func TestSPOsOwnCRDsWithDaemonSets(t *testing.T) {
 	real := rd.Syscalls // real names, so no profile is noted for unknown syscalls
 	webCore, dbCore := real[0:30], real[40:74]
 	sets := map[string][]string{
-		"web-a": append(append([]string{}, webCore...), real[30], real[31]),
-		"web-b": append(append([]string{}, webCore...), real[32], real[33]),
-		"db-a":  append(append([]string{}, dbCore...), real[80], real[81]),
-		"db-b":  append(append([]string{}, dbCore...), real[82], real[83]),
-		"web-c": append(append([]string{}, webCore...), real[34], real[35]),
+		"web-a":        append(append([]string{}, webCore...), real[30], real[31]),
+		"web-b":        append(append([]string{}, webCore...), real[32], real[33]),
+		"db-a":         append(append([]string{}, dbCore...), real[80], real[81]),
+		"db-b":         append(append([]string{}, dbCore...), real[82], real[83]),
+		"web-c":        append(append([]string{}, webCore...), real[34], real[35]),
 		"all-syscalls": real,
 	}
 	for name, s := range sets {
@@ -214,4 +214,3 @@ func daemonSet(ns, name string, runtimeDefault bool) *appsv1.DaemonSet {
 		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}}}
 }
-

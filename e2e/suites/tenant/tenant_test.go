@@ -339,7 +339,7 @@ func (e *env) testRights(t *testing.T) {
 func (e *env) testNoHostFields(t *testing.T) {
 	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": berthv1alpha1.GroupVersion.String(), "kind": "PodConfig",
 		"metadata": map[string]any{"namespace": attacker, "name": "cni"},
-		"spec": map[string]any{"networkAttachments": []any{map[string]any{"name": "net1", "master": cluster.RealNodeBridge, "cidr": "192.168.53.0/24", "gateway": "192.168.53.1"}}}}}
+		"spec":     map[string]any{"networkAttachments": []any{map[string]any{"name": "net1", "master": cluster.RealNodeBridge, "cidr": "192.168.53.0/24", "gateway": "192.168.53.1"}}}}}
 	res := e.tdyn.Resource(podnet.PodConfigGVR).Namespace(attacker)
 	for _, tc := range []struct {
 		validation string

@@ -40,12 +40,12 @@ type profileEntry struct {
 // podSet is the syscall exposure of one pod plus the profile keys it was derived from, so the
 // pod can be recomputed when exactly those profiles change.
 type podSet struct {
-	set      bitset
-	size     int
-	refs     []profiles.Key
+	set  bitset
+	size int
+	refs []profiles.Key
 	// used are the profiles the set was built from (each reference resolved to one).
-	used []profiles.Key
-	missing  []string
+	used    []profiles.Key
+	missing []string
 	// skipped says which bindings that select the pod were skipped, and why.
 	skipped  []string
 	usesFull bool
