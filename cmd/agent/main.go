@@ -21,7 +21,11 @@ import (
 	"k8s.io/klog/v2"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+// run is the agent; its exit code goes to main, so every deferred cleanup (the image
+// publisher, the PodConfig executor's handles, klog's buffer) runs before the process exits.
+func run() int {
 	fs := flag.NewFlagSet("agent", flag.ExitOnError)
 	klog.InitFlags(fs)
 	var cfg agent.Config
@@ -48,12 +52,12 @@ func main() {
 	defer klog.Flush()
 	if *podConfig && *criSocket == "" {
 		klog.ErrorS(nil, "--podconfig needs --cri-socket (the sandboxes' network namespaces are found through the CRI)")
-		os.Exit(2)
+		return 2
 	}
 	policy, err := podConfigPolicy()
 	if *podConfig && err != nil {
 		klog.ErrorS(err, "Invalid PodConfig policy")
-		os.Exit(2)
+		return 2
 	}
 
 	var rc *rest.Config
@@ -61,7 +65,7 @@ func main() {
 		var err error
 		if rc, err = restConfig(*kubeconfig); err != nil {
 			klog.ErrorS(err, "Building the Kubernetes client failed")
-			os.Exit(1)
+			return 1
 		}
 	}
 	if *watchPods {
@@ -70,7 +74,7 @@ func main() {
 	a, err := agent.New(cfg)
 	if err != nil {
 		klog.ErrorS(err, "Invalid configuration")
-		os.Exit(2)
+		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -86,7 +90,7 @@ func main() {
 		pub, stopEvents, err := images.NewForCluster(imgCfg, kubernetes.NewForConfigOrDie(rc), dynamic.NewForConfigOrDie(rc))
 		if err != nil {
 			klog.ErrorS(err, "Invalid image inventory configuration")
-			os.Exit(2)
+			return 2
 		}
 		imagesReady = pub.Ready
 		done := make(chan struct{})
@@ -97,7 +101,7 @@ func main() {
 		stopPodNet, err := runPodNet(ctx, cfg.NodeName, *criSocket, cfg.ProcRoot, *podConfigResync, policy, a, rc)
 		if err != nil {
 			klog.ErrorS(err, "PodConfig executor cannot start")
-			os.Exit(2)
+			return 2
 		}
 		defer stopPodNet()
 	}
@@ -108,8 +112,9 @@ func main() {
 	}
 	if err := a.Run(ctx); err != nil {
 		klog.ErrorS(err, "Agent failed")
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

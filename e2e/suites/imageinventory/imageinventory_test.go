@@ -38,7 +38,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	berthv1 "github.com/berth-sched/berth/api/v1alpha1"
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/chart"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
@@ -150,7 +150,7 @@ func testDaemonSet(ctx context.Context, t *testing.T, c *cluster.Cluster, rn *cl
 	}
 	store := agentimages.DynamicStore{Client: dynamic.NewForConfigOrDie(c.RESTConfig)}
 	want := ctrImages(ctx, t, rn)
-	obj := waitInventory(ctx, t, store, "inventory published by the DaemonSet's pod", func(o *berthv1.NodeImages) error {
+	obj := waitInventory(ctx, t, store, "inventory published by the DaemonSet's pod", func(o *berthv1alpha1.NodeImages) error {
 		if o == nil {
 			pods, _ := c.Client.CoreV1().Pods(agentNS).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + realNode})
 			var st []string
@@ -165,14 +165,14 @@ func testDaemonSet(ctx context.Context, t *testing.T, c *cluster.Cluster, rn *cl
 			}
 			return fmt.Errorf("no NodeImages yet (agent pods: %v; DaemonSet status %+v; events %v)", st, ds.Status, ev)
 		}
-		if c := condition(o, berthv1.NodeImagesConditionReady); c.Status != metav1.ConditionTrue {
+		if c := condition(o, berthv1alpha1.NodeImagesConditionReady); c.Status != metav1.ConditionTrue {
 			return fmt.Errorf("Ready %+v", c)
 		}
 		return matches(o, want)
 	})
 	// The pod's agent, not an administrator, wrote it: the agent account is the field manager's user.
-	if len(obj.ManagedFields) == 0 || obj.ManagedFields[0].Manager != berthv1.NodeImagesFieldManager {
-		t.Errorf("managed fields %+v, want manager %s", obj.ManagedFields, berthv1.NodeImagesFieldManager)
+	if len(obj.ManagedFields) == 0 || obj.ManagedFields[0].Manager != berthv1alpha1.NodeImagesFieldManager {
+		t.Errorf("managed fields %+v, want manager %s", obj.ManagedFields, berthv1alpha1.NodeImagesFieldManager)
 	}
 }
 
@@ -301,15 +301,15 @@ func storeAs(c *cluster.Cluster, tok string) agentimages.DynamicStore {
 	return agentimages.DynamicStore{Client: dynamic.NewForConfigOrDie(tokenConfig(c, tok))}
 }
 
-func nodeImages(name string, images ...berthv1.NodeImage) *berthv1.NodeImages {
-	return &berthv1.NodeImages{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: berthv1.NodeImagesSpec{NodeName: name, Images: images}}
+func nodeImages(name string, images ...berthv1alpha1.NodeImage) *berthv1alpha1.NodeImages {
+	return &berthv1alpha1.NodeImages{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: berthv1alpha1.NodeImagesSpec{NodeName: name, Images: images}}
 }
 
 func testPolicy(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	podA, podB := agentPod(ctx, t, c, "agent-a", "node-a"), agentPod(ctx, t, c, "agent-b", "node-b")
 	a, b, unbound := storeAs(c, token(ctx, t, c, podA)), storeAs(c, token(ctx, t, c, podB)), storeAs(c, token(ctx, t, c, nil))
 	admin := agentimages.DynamicStore{Client: dynamic.NewForConfigOrDie(c.RESTConfig)}
-	img := berthv1.NodeImage{ID: "sha256:aa", Tags: []string{"docker.io/library/nginx:1.16"}, SizeBytes: 1}
+	img := berthv1alpha1.NodeImage{ID: "sha256:aa", Tags: []string{"docker.io/library/nginx:1.16"}, SizeBytes: 1}
 
 	// The policy is live once the API server refuses what it forbids; until then (a second or
 	// so after creation) writes pass on RBAC alone, so probe with an object nobody else uses.
@@ -337,7 +337,7 @@ func testPolicy(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	}{
 		{"agent of node-a updates its own", func() error {
 			o := created.DeepCopy()
-			o.Spec.Images = append(o.Spec.Images, berthv1.NodeImage{ID: "sha256:bb", SizeBytes: 2})
+			o.Spec.Images = append(o.Spec.Images, berthv1alpha1.NodeImage{ID: "sha256:bb", SizeBytes: 2})
 			u, err := a.Update(ctx, o)
 			if err == nil {
 				created = u
@@ -384,7 +384,7 @@ func testPolicy(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 			if err != nil {
 				return err
 			}
-			o.Spec.Images = append(o.Spec.Images, berthv1.NodeImage{ID: "sha256:cc", SizeBytes: 3})
+			o.Spec.Images = append(o.Spec.Images, berthv1alpha1.NodeImage{ID: "sha256:cc", SizeBytes: 3})
 			_, err = admin.Update(ctx, o)
 			return err
 		}, true, ""},
@@ -442,7 +442,7 @@ func ctrImages(ctx context.Context, t *testing.T, rn *cluster.RealNode) []ctrIma
 }
 
 // describe lists an inventory as "tag digest" lines for messages.
-func describe(obj *berthv1.NodeImages) string {
+func describe(obj *berthv1alpha1.NodeImages) string {
 	if obj == nil {
 		return "<none>"
 	}
@@ -455,11 +455,11 @@ func describe(obj *berthv1.NodeImages) string {
 
 // matches says whether the inventory holds exactly containerd's tagged images, each with its
 // manifest digest on the same image.
-func matches(obj *berthv1.NodeImages, want []ctrImage) error {
+func matches(obj *berthv1alpha1.NodeImages, want []ctrImage) error {
 	if obj == nil {
 		return fmt.Errorf("no NodeImages")
 	}
-	byTag := map[string]berthv1.NodeImage{}
+	byTag := map[string]berthv1alpha1.NodeImage{}
 	digests := map[string]bool{}
 	for _, i := range obj.Spec.Images {
 		for _, tag := range i.Tags {
@@ -508,9 +508,9 @@ func matches(obj *berthv1.NodeImages, want []ctrImage) error {
 }
 
 // waitInventory polls the node's NodeImages until ok accepts it.
-func waitInventory(ctx context.Context, t *testing.T, store agentimages.DynamicStore, what string, ok func(*berthv1.NodeImages) error) *berthv1.NodeImages {
+func waitInventory(ctx context.Context, t *testing.T, store agentimages.DynamicStore, what string, ok func(*berthv1alpha1.NodeImages) error) *berthv1alpha1.NodeImages {
 	t.Helper()
-	var last *berthv1.NodeImages
+	var last *berthv1alpha1.NodeImages
 	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		obj, err := store.Get(ctx, realNode)
@@ -531,7 +531,7 @@ func waitInventory(ctx context.Context, t *testing.T, store agentimages.DynamicS
 	return last
 }
 
-func condition(obj *berthv1.NodeImages, typ string) metav1.Condition {
+func condition(obj *berthv1alpha1.NodeImages, typ string) metav1.Condition {
 	if c := meta.FindStatusCondition(obj.Status.Conditions, typ); c != nil {
 		return *c
 	}
@@ -597,7 +597,7 @@ func testRealAgent(ctx context.Context, t *testing.T, c *cluster.Cluster, rn *cl
 		if !refs[preloaded] || !refs[cluster.PauseImage] {
 			t.Fatalf("ctr lists %v; want at least %s and %s", want, preloaded, cluster.PauseImage)
 		}
-		obj := waitInventory(ctx, t, store, "inventory equal to ctr images ls", func(o *berthv1.NodeImages) error { return matches(o, want) })
+		obj := waitInventory(ctx, t, store, "inventory equal to ctr images ls", func(o *berthv1alpha1.NodeImages) error { return matches(o, want) })
 		node, err := c.Client.CoreV1().Nodes().Get(ctx, realNode, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -605,8 +605,8 @@ func testRealAgent(ctx context.Context, t *testing.T, c *cluster.Cluster, rn *cl
 		if len(obj.OwnerReferences) != 1 || obj.OwnerReferences[0].UID != node.UID || obj.OwnerReferences[0].Kind != "Node" {
 			t.Errorf("owner references %+v, want the Node %s (%s)", obj.OwnerReferences, realNode, node.UID)
 		}
-		obj = waitInventory(ctx, t, store, "Ready status", func(o *berthv1.NodeImages) error {
-			if c := condition(o, berthv1.NodeImagesConditionReady); c.Status != metav1.ConditionTrue {
+		obj = waitInventory(ctx, t, store, "Ready status", func(o *berthv1alpha1.NodeImages) error {
+			if c := condition(o, berthv1alpha1.NodeImagesConditionReady); c.Status != metav1.ConditionTrue {
 				return fmt.Errorf("Ready %+v", c)
 			}
 			return nil
@@ -627,7 +627,7 @@ func testRealAgent(ctx context.Context, t *testing.T, c *cluster.Cluster, rn *cl
 			}
 		}
 		want := ctrImages(ctx, t, rn)
-		obj := waitInventory(ctx, t, store, "inventory with the imported image", func(o *berthv1.NodeImages) error { return matches(o, want) })
+		obj := waitInventory(ctx, t, store, "inventory with the imported image", func(o *berthv1alpha1.NodeImages) error { return matches(o, want) })
 		var id string
 		for _, i := range obj.Spec.Images {
 			if len(i.Tags) == 1 && i.Tags[0] == imported {
@@ -645,7 +645,7 @@ func testRealAgent(ctx context.Context, t *testing.T, c *cluster.Cluster, rn *cl
 			t.Fatal(err)
 		}
 		want = ctrImages(ctx, t, rn)
-		waitInventory(ctx, t, store, "inventory without the removed image", func(o *berthv1.NodeImages) error {
+		waitInventory(ctx, t, store, "inventory without the removed image", func(o *berthv1alpha1.NodeImages) error {
 			for _, i := range o.Spec.Images {
 				if i.ID == id {
 					return fmt.Errorf("image %s still listed", id)
@@ -663,8 +663,8 @@ func testRealAgent(ctx context.Context, t *testing.T, c *cluster.Cluster, rn *cl
 		if err := os.Remove(link); err != nil {
 			t.Fatal(err)
 		}
-		obj := waitInventory(ctx, t, store, "Stale=True", func(o *berthv1.NodeImages) error {
-			if c := condition(o, berthv1.NodeImagesConditionStale); c.Status != metav1.ConditionTrue || c.Reason != agentimages.ReasonSocketMissing {
+		obj := waitInventory(ctx, t, store, "Stale=True", func(o *berthv1alpha1.NodeImages) error {
+			if c := condition(o, berthv1alpha1.NodeImagesConditionStale); c.Status != metav1.ConditionTrue || c.Reason != agentimages.ReasonSocketMissing {
 				return fmt.Errorf("Stale %+v", c)
 			}
 			return nil
@@ -672,7 +672,7 @@ func testRealAgent(ctx context.Context, t *testing.T, c *cluster.Cluster, rn *cl
 		if agentimages.Hash(obj.Spec.Images) != agentimages.Hash(before.Spec.Images) {
 			t.Errorf("inventory changed while the runtime was unreachable: %s", describe(obj))
 		}
-		if c := condition(obj, berthv1.NodeImagesConditionReady); c.Status != metav1.ConditionFalse || c.Reason != agentimages.ReasonSocketMissing {
+		if c := condition(obj, berthv1alpha1.NodeImagesConditionReady); c.Status != metav1.ConditionFalse || c.Reason != agentimages.ReasonSocketMissing {
 			t.Errorf("Ready %+v, want False/%s", c, agentimages.ReasonSocketMissing)
 		}
 		if !obj.Status.ObservedTime.Equal(&before.Status.ObservedTime) {
@@ -700,11 +700,11 @@ func testRealAgent(ctx context.Context, t *testing.T, c *cluster.Cluster, rn *cl
 		if err := os.Symlink(rn.ContainerdSocket, link); err != nil {
 			t.Fatal(err)
 		}
-		waitInventory(ctx, t, store, "recovery", func(o *berthv1.NodeImages) error {
-			if c := condition(o, berthv1.NodeImagesConditionStale); c.Status != metav1.ConditionFalse {
+		waitInventory(ctx, t, store, "recovery", func(o *berthv1alpha1.NodeImages) error {
+			if c := condition(o, berthv1alpha1.NodeImagesConditionStale); c.Status != metav1.ConditionFalse {
 				return fmt.Errorf("Stale %+v", c)
 			}
-			if c := condition(o, berthv1.NodeImagesConditionReady); c.Status != metav1.ConditionTrue {
+			if c := condition(o, berthv1alpha1.NodeImagesConditionReady); c.Status != metav1.ConditionTrue {
 				return fmt.Errorf("Ready %+v", c)
 			}
 			return nil
@@ -798,7 +798,7 @@ func testLargest(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	}{{"typical names", typical}, {"shortest names", short}, {"medium names", medium}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var raw []*runtimeapi.Image
-			for i := range berthv1.NodeImagesMaxImages {
+			for i := range berthv1alpha1.NodeImagesMaxImages {
 				raw = append(raw, tc.gen(i))
 			}
 			// The most images, in listing order, that the agent would still publish.

@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	berthv1 "github.com/berth-sched/berth/api/v1alpha1"
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/pkg/imageref"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -19,7 +19,7 @@ import (
 // Inventory is one normalised listing of a node's images.
 type Inventory struct {
 	// Images sorted by ID, each ID once.
-	Images []berthv1.NodeImage
+	Images []berthv1alpha1.NodeImage
 	// TotalSizeBytes is the sum of SizeBytes.
 	TotalSizeBytes int64
 	// Dropped counts what normalisation left out (see BuildStats).
@@ -51,7 +51,7 @@ type BuildStats struct {
 // Size: the runtime's size (compressed on containerd), 0 when it reports none.
 func Build(raw []*runtimeapi.Image) Inventory {
 	var inv Inventory
-	byID := map[string]*berthv1.NodeImage{}
+	byID := map[string]*berthv1alpha1.NodeImage{}
 	var ids []string
 	rawNames := map[string][2][]string{}
 	for _, img := range raw {
@@ -60,7 +60,7 @@ func Build(raw []*runtimeapi.Image) Inventory {
 		}
 		ni, seen := byID[img.Id]
 		if !seen {
-			ni = &berthv1.NodeImage{ID: img.Id}
+			ni = &berthv1alpha1.NodeImage{ID: img.Id}
 			byID[img.Id] = ni
 			ids = append(ids, img.Id)
 		} else {
@@ -124,9 +124,9 @@ func (inv *Inventory) names(raw []string, id string, owner map[string]string, fo
 		out = append(out, k)
 	}
 	sort.Strings(out)
-	if len(out) > berthv1.NodeImagesMaxNames {
-		inv.Stats.TruncatedRefs += len(out) - berthv1.NodeImagesMaxNames
-		out = out[:berthv1.NodeImagesMaxNames]
+	if len(out) > berthv1alpha1.NodeImagesMaxNames {
+		inv.Stats.TruncatedRefs += len(out) - berthv1alpha1.NodeImagesMaxNames
+		out = out[:berthv1alpha1.NodeImagesMaxNames]
 	}
 	if len(out) == 0 {
 		return nil
@@ -136,7 +136,7 @@ func (inv *Inventory) names(raw []string, id string, owner map[string]string, fo
 
 // Hash identifies the set of images and everything published about them (names, size,
 // pinned): equal hashes mean the NodeImages spec need not be written.
-func Hash(images []berthv1.NodeImage) string {
+func Hash(images []berthv1alpha1.NodeImage) string {
 	// The images are sorted and their names sorted, so the encoding is canonical.
 	b, _ := json.Marshal(images)
 	sum := sha256.Sum256(b)
@@ -144,8 +144,8 @@ func Hash(images []berthv1.NodeImage) string {
 }
 
 // SpecBytes is the encoded size of a spec holding images.
-func SpecBytes(node string, images []berthv1.NodeImage) int {
-	b, _ := json.Marshal(berthv1.NodeImagesSpec{NodeName: node, Images: images})
+func SpecBytes(node string, images []berthv1alpha1.NodeImage) int {
+	b, _ := json.Marshal(berthv1alpha1.NodeImagesSpec{NodeName: node, Images: images})
 	return len(b)
 }
 
@@ -156,7 +156,7 @@ const managedFieldsPerImage = 96
 // StoredBytes estimates the stored object: the encoded spec plus the managed fields the API
 // server keeps for every list entry (an entry key holding the id). The managed fields roughly
 // double a list of short names, so the spec alone does not bound what etcd must accept.
-func StoredBytes(node string, images []berthv1.NodeImage) int {
+func StoredBytes(node string, images []berthv1alpha1.NodeImage) int {
 	n := SpecBytes(node, images)
 	for _, i := range images {
 		n += len(i.ID) + managedFieldsPerImage

@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	berthv1 "github.com/berth-sched/berth/api/v1alpha1"
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -19,7 +19,7 @@ func TestBuild(t *testing.T) {
 	cases := []struct {
 		name      string
 		raw       []*runtimeapi.Image
-		want      []berthv1.NodeImage
+		want      []berthv1alpha1.NodeImage
 		wantTotal int64
 		wantStats BuildStats
 	}{
@@ -27,7 +27,7 @@ func TestBuild(t *testing.T) {
 			name: "containerd's own fully-qualified names are kept as they are",
 			raw: []*runtimeapi.Image{img("sha256:b", 771, []string{"docker.io/library/busybox:latest"},
 				[]string{"docker.io/library/busybox@" + d1})},
-			want:      []berthv1.NodeImage{{ID: "sha256:b", Tags: []string{"docker.io/library/busybox:latest"}, Digests: []string{"docker.io/library/busybox@" + d1}, SizeBytes: 771}},
+			want:      []berthv1alpha1.NodeImage{{ID: "sha256:b", Tags: []string{"docker.io/library/busybox:latest"}, Digests: []string{"docker.io/library/busybox@" + d1}, SizeBytes: 771}},
 			wantTotal: 771,
 		},
 		{
@@ -38,7 +38,7 @@ func TestBuild(t *testing.T) {
 				img("sha256:z", 5, []string{"nginx:1.16", "library/nginx:1.16", "docker.io/nginx:1.16"}, []string{"nginx@" + d2}),
 				img("sha256:a", 7, []string{"registry.local:5000/team/app"}, nil),
 			},
-			want: []berthv1.NodeImage{
+			want: []berthv1alpha1.NodeImage{
 				{ID: "sha256:a", Tags: []string{"registry.local:5000/team/app:latest"}, SizeBytes: 7},
 				{ID: "sha256:z", Tags: []string{"docker.io/library/nginx:1.16"}, Digests: []string{"docker.io/library/nginx@" + d2}, SizeBytes: 5},
 			},
@@ -47,7 +47,7 @@ func TestBuild(t *testing.T) {
 		{
 			name: "placeholders, invalid and cross-form names are dropped; untagged images kept",
 			raw:  []*runtimeapi.Image{img("sha256:c", 0, []string{"<none>:<none>", "Upper/Case:1", "ok:1", "x@" + d1}, []string{"<none>@<none>", "bad@sha256:12"})},
-			want: []berthv1.NodeImage{{ID: "sha256:c", Tags: []string{"docker.io/library/ok:1"}}},
+			want: []berthv1alpha1.NodeImage{{ID: "sha256:c", Tags: []string{"docker.io/library/ok:1"}}},
 			// Upper/Case, x@digest as a tag, bad digest
 			wantStats: BuildStats{InvalidRefs: 3},
 		},
@@ -59,7 +59,7 @@ func TestBuild(t *testing.T) {
 				img("sha256:f", 2, []string{"docker.io/library/app:v1"}, []string{"app@" + d1}),
 				img("sha256:e", 1, []string{"app:v1", "app:v2"}, []string{"docker.io/library/app@" + d1}),
 			},
-			want: []berthv1.NodeImage{
+			want: []berthv1alpha1.NodeImage{
 				{ID: "sha256:e", Tags: []string{"docker.io/library/app:v1", "docker.io/library/app:v2"}, Digests: []string{"docker.io/library/app@" + d1}, SizeBytes: 1},
 				{ID: "sha256:f", SizeBytes: 2},
 			},
@@ -72,14 +72,14 @@ func TestBuild(t *testing.T) {
 				img("sha256:p", 3, []string{"registry.k8s.io/pause:3.10.1"}, nil),
 				{Id: "sha256:p", Size: 9, Pinned: true, RepoTags: []string{"registry.k8s.io/pause:latest"}},
 			},
-			want:      []berthv1.NodeImage{{ID: "sha256:p", Tags: []string{"registry.k8s.io/pause:3.10.1", "registry.k8s.io/pause:latest"}, SizeBytes: 9, Pinned: true}},
+			want:      []berthv1alpha1.NodeImage{{ID: "sha256:p", Tags: []string{"registry.k8s.io/pause:3.10.1", "registry.k8s.io/pause:latest"}, SizeBytes: 9, Pinned: true}},
 			wantTotal: 9,
 			wantStats: BuildStats{DuplicateIDs: 1},
 		},
 		{
 			name:      "a size past int64 is clamped, not wrapped negative",
 			raw:       []*runtimeapi.Image{img("sha256:h", math.MaxUint64, nil, nil), img("sha256:i", 5, nil, nil)},
-			want:      []berthv1.NodeImage{{ID: "sha256:h", SizeBytes: math.MaxInt64}, {ID: "sha256:i", SizeBytes: 5}},
+			want:      []berthv1alpha1.NodeImage{{ID: "sha256:h", SizeBytes: math.MaxInt64}, {ID: "sha256:i", SizeBytes: 5}},
 			wantTotal: math.MaxInt64,
 		},
 		{
@@ -102,12 +102,12 @@ func TestBuild(t *testing.T) {
 
 func TestBuildTruncatesNames(t *testing.T) {
 	var tags []string
-	for i := range berthv1.NodeImagesMaxNames + 3 {
+	for i := range berthv1alpha1.NodeImagesMaxNames + 3 {
 		tags = append(tags, fmt.Sprintf("app:v%03d", i))
 	}
 	inv := Build([]*runtimeapi.Image{img("sha256:t", 1, tags, nil)})
-	if n := len(inv.Images[0].Tags); n != berthv1.NodeImagesMaxNames || inv.Stats.TruncatedRefs != 3 {
-		t.Fatalf("%d tags kept, %d truncated; want %d and 3", n, inv.Stats.TruncatedRefs, berthv1.NodeImagesMaxNames)
+	if n := len(inv.Images[0].Tags); n != berthv1alpha1.NodeImagesMaxNames || inv.Stats.TruncatedRefs != 3 {
+		t.Fatalf("%d tags kept, %d truncated; want %d and 3", n, inv.Stats.TruncatedRefs, berthv1alpha1.NodeImagesMaxNames)
 	}
 	if inv.Images[0].Tags[0] != "docker.io/library/app:v000" {
 		t.Fatalf("kept %v first; want the sorted prefix", inv.Images[0].Tags[0])
@@ -145,8 +145,8 @@ func TestHash(t *testing.T) {
 // BenchmarkBuildHash5000 is one re-list of a node at the image limit: normalise 5000 images
 // (two tags and a digest each) and hash the result, the work done every --image-interval.
 func BenchmarkBuildHash5000(b *testing.B) {
-	raw := make([]*runtimeapi.Image, 0, berthv1.NodeImagesMaxImages)
-	for i := range berthv1.NodeImagesMaxImages {
+	raw := make([]*runtimeapi.Image, 0, berthv1alpha1.NodeImagesMaxImages)
+	for i := range berthv1alpha1.NodeImagesMaxImages {
 		raw = append(raw, img(fmt.Sprintf("sha256:%064x", i), uint64(1000+i),
 			[]string{fmt.Sprintf("registry.local:5000/team/app%d:v1", i), fmt.Sprintf("app%d:latest", i)},
 			[]string{fmt.Sprintf("registry.local:5000/team/app%d@sha256:%064x", i, i)}))

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	berthv1 "github.com/berth-sched/berth/api/v1alpha1"
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,7 +28,7 @@ const (
 	// request limit for metadata, status and the estimate's error.
 	DefaultMaxObjectBytes = 1_400_000
 	// DefaultMaxImages is the NodeImages limit (the CRD's maxItems).
-	DefaultMaxImages = berthv1.NodeImagesMaxImages
+	DefaultMaxImages = berthv1alpha1.NodeImagesMaxImages
 )
 
 // Event reasons besides the listing failure reasons (cri.go).
@@ -73,7 +73,7 @@ type Config struct {
 type Publisher struct {
 	cfg Config
 
-	obj *berthv1.NodeImages // last object read or written; nil before the first
+	obj *berthv1alpha1.NodeImages // last object read or written; nil before the first
 	// failing is the reason of the failure state the object currently reports ("" = healthy);
 	// events are emitted when it changes, not on every listing.
 	failing string
@@ -112,10 +112,10 @@ func New(cfg Config) (*Publisher, error) {
 		cfg.Heartbeat = DefaultHeartbeat
 	}
 	if cfg.MaxImages <= 0 {
-		cfg.MaxImages = berthv1.NodeImagesMaxImages
+		cfg.MaxImages = berthv1alpha1.NodeImagesMaxImages
 	}
-	if cfg.MaxImages > berthv1.NodeImagesMaxImages {
-		return nil, fmt.Errorf("images: max images %d exceeds the NodeImages limit %d", cfg.MaxImages, berthv1.NodeImagesMaxImages)
+	if cfg.MaxImages > berthv1alpha1.NodeImagesMaxImages {
+		return nil, fmt.Errorf("images: max images %d exceeds the NodeImages limit %d", cfg.MaxImages, berthv1alpha1.NodeImagesMaxImages)
 	}
 	if cfg.MaxObjectBytes <= 0 {
 		cfg.MaxObjectBytes = DefaultMaxObjectBytes
@@ -267,9 +267,9 @@ func (p *Publisher) publish(ctx context.Context, inv Inventory, now time.Time) e
 	}
 	hash := Hash(inv.Images)
 	if p.obj == nil {
-		obj := &berthv1.NodeImages{
+		obj := &berthv1alpha1.NodeImages{
 			ObjectMeta: metav1.ObjectMeta{Name: p.cfg.NodeName, OwnerReferences: []metav1.OwnerReference{owner}},
-			Spec:       berthv1.NodeImagesSpec{NodeName: p.cfg.NodeName, Images: inv.Images},
+			Spec:       berthv1alpha1.NodeImagesSpec{NodeName: p.cfg.NodeName, Images: inv.Images},
 		}
 		created, err := p.cfg.Store.Create(ctx, obj)
 		p.countWrite("create", err)
@@ -283,7 +283,7 @@ func (p *Publisher) publish(ctx context.Context, inv Inventory, now time.Time) e
 		klog.FromContext(ctx).Info("NodeImages created", "images", len(inv.Images), "totalSizeBytes", inv.TotalSizeBytes)
 	} else if Hash(p.obj.Spec.Images) != hash || p.obj.Spec.NodeName != p.cfg.NodeName || !ownedBy(p.obj, owner) {
 		obj := p.obj.DeepCopy()
-		obj.Spec = berthv1.NodeImagesSpec{NodeName: p.cfg.NodeName, Images: inv.Images}
+		obj.Spec = berthv1alpha1.NodeImagesSpec{NodeName: p.cfg.NodeName, Images: inv.Images}
 		obj.OwnerReferences = withOwner(obj.OwnerReferences, owner)
 		updated, err := p.cfg.Store.Update(ctx, obj)
 		p.countWrite("spec", err)
@@ -302,9 +302,9 @@ func (p *Publisher) publish(ctx context.Context, inv Inventory, now time.Time) e
 	st.TotalSizeBytes = inv.TotalSizeBytes
 	st.TotalSize = resource.NewQuantity(inv.TotalSizeBytes, resource.BinarySI).String()
 	gen := p.obj.Generation
-	c1 := meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: berthv1.NodeImagesConditionReady, Status: metav1.ConditionTrue,
+	c1 := meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: berthv1alpha1.NodeImagesConditionReady, Status: metav1.ConditionTrue,
 		Reason: "Listed", Message: fmt.Sprintf("%d images listed through the CRI", len(inv.Images)), ObservedGeneration: gen})
-	c2 := meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: berthv1.NodeImagesConditionStale, Status: metav1.ConditionFalse,
+	c2 := meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: berthv1alpha1.NodeImagesConditionStale, Status: metav1.ConditionFalse,
 		Reason: "Listed", Message: "the inventory is the runtime's last listing", ObservedGeneration: gen})
 	due := now.Sub(p.obj.Status.ObservedTime.Time) >= p.cfg.Heartbeat
 	if !c1 && !c2 && !due && st.ImageCount == p.obj.Status.ImageCount && st.TotalSizeBytes == p.obj.Status.TotalSizeBytes &&
@@ -349,9 +349,9 @@ func (p *Publisher) fail(ctx context.Context, reason, msg string) error {
 	}
 	st := p.obj.Status.DeepCopy()
 	gen := p.obj.Generation
-	c1 := meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: berthv1.NodeImagesConditionReady, Status: metav1.ConditionFalse,
+	c1 := meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: berthv1alpha1.NodeImagesConditionReady, Status: metav1.ConditionFalse,
 		Reason: reason, Message: msg, ObservedGeneration: gen})
-	c2 := meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: berthv1.NodeImagesConditionStale, Status: metav1.ConditionTrue,
+	c2 := meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: berthv1alpha1.NodeImagesConditionStale, Status: metav1.ConditionTrue,
 		Reason: reason, Message: "images as listed at status.observedTime; " + msg, ObservedGeneration: gen})
 	if !c1 && !c2 {
 		return nil
@@ -359,7 +359,7 @@ func (p *Publisher) fail(ctx context.Context, reason, msg string) error {
 	return p.writeStatus(ctx, st)
 }
 
-func (p *Publisher) writeStatus(ctx context.Context, st *berthv1.NodeImagesStatus) error {
+func (p *Publisher) writeStatus(ctx context.Context, st *berthv1alpha1.NodeImagesStatus) error {
 	obj := p.obj.DeepCopy()
 	obj.Status = *st
 	updated, err := p.cfg.Store.UpdateStatus(ctx, obj)
@@ -393,13 +393,13 @@ func (p *Publisher) countWrite(kind string, err error) {
 func (p *Publisher) event(typ, reason, msg string) {
 	ref := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: p.cfg.NodeName, UID: p.ownerRef.UID}
 	if p.obj != nil {
-		ref = &corev1.ObjectReference{APIVersion: berthv1.GroupVersion.String(), Kind: "NodeImages", Name: p.obj.Name,
+		ref = &corev1.ObjectReference{APIVersion: berthv1alpha1.GroupVersion.String(), Kind: "NodeImages", Name: p.obj.Name,
 			UID: p.obj.UID, ResourceVersion: p.obj.ResourceVersion}
 	}
 	p.cfg.Recorder.Event(ref, typ, reason, msg)
 }
 
-func ownedBy(obj *berthv1.NodeImages, owner metav1.OwnerReference) bool {
+func ownedBy(obj *berthv1alpha1.NodeImages, owner metav1.OwnerReference) bool {
 	for _, o := range obj.OwnerReferences {
 		if o.Kind == owner.Kind && o.APIVersion == owner.APIVersion && o.Name == owner.Name && o.UID == owner.UID {
 			return true
@@ -421,4 +421,4 @@ func withOwner(refs []metav1.OwnerReference, owner metav1.OwnerReference) []meta
 }
 
 // Object is the last NodeImages read or written (tests).
-func (p *Publisher) Object() *berthv1.NodeImages { return p.obj }
+func (p *Publisher) Object() *berthv1alpha1.NodeImages { return p.obj }

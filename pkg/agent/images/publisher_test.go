@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	berthv1 "github.com/berth-sched/berth/api/v1alpha1"
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -81,7 +81,7 @@ func (h *harness) sync() error {
 }
 
 // stored reads the object back from the fake API server.
-func (h *harness) stored() *berthv1.NodeImages {
+func (h *harness) stored() *berthv1alpha1.NodeImages {
 	h.t.Helper()
 	obj, err := DynamicStore{Client: h.dyn}.Get(context.Background(), "node-a")
 	if err != nil {
@@ -114,7 +114,7 @@ func (h *harness) events() []string {
 	}
 }
 
-func cond(obj *berthv1.NodeImages, typ string) metav1.Condition {
+func cond(obj *berthv1alpha1.NodeImages, typ string) metav1.Condition {
 	if c := meta.FindStatusCondition(obj.Status.Conditions, typ); c != nil {
 		return *c
 	}
@@ -130,12 +130,12 @@ func TestPublisherWritesOnlyChanges(t *testing.T) {
 		name       string
 		change     func()
 		wantWrites []string
-		check      func(t *testing.T, obj *berthv1.NodeImages)
+		check      func(t *testing.T, obj *berthv1alpha1.NodeImages)
 	}{
 		{
 			name:       "first listing creates the object, owned by the node, then its status",
 			wantWrites: []string{"create/", "update/status"},
-			check: func(t *testing.T, obj *berthv1.NodeImages) {
+			check: func(t *testing.T, obj *berthv1alpha1.NodeImages) {
 				if len(obj.OwnerReferences) != 1 || obj.OwnerReferences[0].Kind != "Node" || obj.OwnerReferences[0].UID != "node-uid-1" {
 					t.Errorf("owner references %+v, want the Node node-a", obj.OwnerReferences)
 				}
@@ -169,7 +169,7 @@ func TestPublisherWritesOnlyChanges(t *testing.T) {
 			name:       "a new image updates spec and status",
 			change:     func() { l.set(nil, append(l.imgs, img("sha256:c", 1024, []string{"busybox"}, nil))...) },
 			wantWrites: []string{"update/", "update/status"},
-			check: func(t *testing.T, obj *berthv1.NodeImages) {
+			check: func(t *testing.T, obj *berthv1alpha1.NodeImages) {
 				if len(obj.Spec.Images) != 3 || obj.Status.ImageCount != 3 {
 					t.Errorf("%d images, count %d; want 3", len(obj.Spec.Images), obj.Status.ImageCount)
 				}
@@ -179,7 +179,7 @@ func TestPublisherWritesOnlyChanges(t *testing.T) {
 			name:       "a removed image is removed",
 			change:     func() { l.set(nil, l.imgs[1:]...) },
 			wantWrites: []string{"update/", "update/status"},
-			check: func(t *testing.T, obj *berthv1.NodeImages) {
+			check: func(t *testing.T, obj *berthv1alpha1.NodeImages) {
 				for _, i := range obj.Spec.Images {
 					if i.ID == "sha256:a" {
 						t.Errorf("sha256:a still listed")
@@ -191,7 +191,7 @@ func TestPublisherWritesOnlyChanges(t *testing.T) {
 			name:       "the heartbeat refreshes observedTime only",
 			change:     func() { h.clock = h.clock.Add(2 * time.Minute) },
 			wantWrites: []string{"update/status"},
-			check: func(t *testing.T, obj *berthv1.NodeImages) {
+			check: func(t *testing.T, obj *berthv1alpha1.NodeImages) {
 				if !obj.Status.ObservedTime.Time.Equal(h.clock.Truncate(time.Second)) {
 					t.Errorf("observedTime %v, want %v", obj.Status.ObservedTime, h.clock)
 				}
@@ -203,7 +203,7 @@ func TestPublisherWritesOnlyChanges(t *testing.T) {
 			name:       "a re-registered node gets the owner fixed at the next heartbeat",
 			change:     func() { h.nodeID = "node-uid-2"; h.clock = h.clock.Add(2 * time.Minute) },
 			wantWrites: []string{"update/", "update/status"},
-			check: func(t *testing.T, obj *berthv1.NodeImages) {
+			check: func(t *testing.T, obj *berthv1alpha1.NodeImages) {
 				if len(obj.OwnerReferences) != 1 || obj.OwnerReferences[0].UID != "node-uid-2" {
 					t.Errorf("owners %+v, want node-uid-2 only", obj.OwnerReferences)
 				}
@@ -411,7 +411,7 @@ func TestPublisherConflict(t *testing.T) {
 func TestNewValidates(t *testing.T) {
 	ok := Config{NodeName: "n", Lister: &scriptLister{}, Store: DynamicStore{}, GetNode: func(context.Context, string) (*corev1.Node, error) { return nil, nil }}
 	bad := ok
-	bad.MaxImages = berthv1.NodeImagesMaxImages + 1
+	bad.MaxImages = berthv1alpha1.NodeImagesMaxImages + 1
 	noNode := ok
 	noNode.NodeName = ""
 	for name, c := range map[string]Config{"max images past the CRD limit": bad, "no node name": noNode} {
