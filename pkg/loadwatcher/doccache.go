@@ -51,7 +51,8 @@ func (d *doc) current(gen uint64, now time.Time) bool {
 func (d *doc) gzipped() []byte {
 	d.gzOnce.Do(func() {
 		var buf bytes.Buffer
-		// BestSpeed: ~5× smaller than the JSON at a fraction of the default level's cost.
+		// BestSpeed: most of the size saving at a fraction of the default level's cost
+		// (BenchmarkWatcher5000Nodes reports both).
 		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
 		_, _ = zw.Write(d.body)
 		if zw.Close() == nil {
