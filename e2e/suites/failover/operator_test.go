@@ -18,7 +18,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/berth-sched/berth/api/crds"
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
@@ -307,11 +306,7 @@ func (e *opEnv) checkRolledOnce(want int) {
 
 func installCRD(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	crd, err := crds.SecondaryScheduler()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.InstallCRDs(ctx, c.RESTConfig, crd); err != nil {
+	if err := framework.InstallSecondarySchedulerCRD(ctx, c.RESTConfig); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -31,7 +31,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/berth-sched/berth/api/crds"
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/chart"
 	"github.com/berth-sched/berth/e2e/cluster"
@@ -404,11 +403,7 @@ func newTLP(name string, target int64) *berthv1alpha1.SecondaryScheduler {
 
 func installCRD(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	crd, err := crds.SecondaryScheduler()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.InstallCRDs(ctx, c.RESTConfig, crd); err != nil {
+	if err := framework.InstallSecondarySchedulerCRD(ctx, c.RESTConfig); err != nil {
 		t.Fatal(err)
 	}
 }

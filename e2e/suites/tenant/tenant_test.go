@@ -30,7 +30,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/berth-sched/berth/api/crds"
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/chart"
 	"github.com/berth-sched/berth/e2e/cluster"
@@ -70,14 +69,8 @@ func TestTenantAttacks(t *testing.T) {
 	}
 	defer c.Stop()
 	e := &env{ctx: ctx, c: c, rn: c.RealNode()}
-	for _, f := range []string{crds.PodConfigFile, crds.IPAllocationFile, crds.PodNetworkFile} {
-		crd, err := crds.Load(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cluster.InstallCRDs(ctx, c.RESTConfig, crd); err != nil {
-			t.Fatal(f, err)
-		}
+	if err := framework.InstallPodConfigCRDs(ctx, c.RESTConfig); err != nil {
+		t.Fatal(err)
 	}
 	s := runtime.NewScheme()
 	_ = corev1.AddToScheme(s)
