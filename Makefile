@@ -27,7 +27,7 @@ UNIT_PKGS := ./pkg/... $(patsubst %,./%/...,$(wildcard cmd/*))
 E2E_PKGS := ./e2e/...
 GO_TEST_FLAGS ?=
 
-.PHONY: all tools build images push kind-load generate seccomp-data lint-chart preflight test test-unit test-e2e verify bench bench-scale bench-exs bench-agent bench-images bench-isolation bench-placement demo up down fmt clean fuzz
+.PHONY: all tools build images push kind-load krew generate seccomp-data lint-chart preflight test test-unit test-e2e verify bench bench-scale bench-exs bench-agent bench-images bench-isolation bench-placement demo up down fmt clean fuzz
 
 all: build
 
@@ -87,6 +87,17 @@ $(BIN)/kubectl-berth: $(BERTH_SRC)
 	@mkdir -p $(BIN)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $@ ./cmd/kubectl-berth
 
+## krew: kubectl-berth as a krew plugin: archives for linux and darwin, amd64 and arm64, and the
+## manifest bin/krew/berth.yaml with their sha256, validated by krew's own validator (built from
+## tools/krew, outside go.work). KREW_VERSION (semver) and KREW_URL_BASE (where the archives will
+## be published) name the release.
+KREW_VERSION ?= v0.1.0
+KREW_URL_BASE ?=
+krew: $(BIN)/krew/berth.yaml
+
+$(BIN)/krew/berth.yaml: $(BERTH_SRC) tools/krew/go.mod tools/krew/go.sum tools/krew/krew.sh
+	GO=$(GO) OUT=$(BIN)/krew VERSION=$(KREW_VERSION) $(if $(KREW_URL_BASE),URL_BASE=$(KREW_URL_BASE)) tools/krew/krew.sh
+
 $(BIN)/berth-local: $(E2E_SRC) $(BERTH_SRC)
 	@mkdir -p $(BIN)
 	$(GO) build -o $@ ./e2e/cmd/berth-local
@@ -145,14 +156,14 @@ preflight:
 	@hack/preflight.sh
 
 ## test: formatting, unit tests (race detector), then end-to-end tests on the local cluster
-test: preflight verify fuzz tools build images
+test: preflight verify fuzz tools build images krew
 	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
 	GO=$(GO) GO_TEST_FLAGS="$(GO_TEST_FLAGS)" hack/e2e.sh
 
 test-unit:
 	$(GO) test -race -count=1 $(GO_TEST_FLAGS) $(UNIT_PKGS)
 
-test-e2e: preflight tools build images
+test-e2e: preflight tools build images krew
 	GO=$(GO) GO_TEST_FLAGS="$(GO_TEST_FLAGS)" hack/e2e.sh
 
 ## fuzz: every fuzz target of untrusted input (seed corpora in testdata/fuzz/<Fuzz...>; a crash
