@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -794,20 +793,14 @@ func (e *env) startOperator(ctx context.Context, t *testing.T, objs []*unstructu
 	if err != nil {
 		t.Fatal(err)
 	}
-	health, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
 	mport, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.metricsAddr = fmt.Sprintf("127.0.0.1:%d", mport)
-	args = append([]string{"--kubeconfig=" + kc, "--leader-elect=false", "--metrics-bind-address=" + e.metricsAddr, "--metrics-secure=false",
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health)}, args...)
 	// readyz includes the webhook's check: a valid certificate loaded and the port open.
-	e.op, err = e.c.StartComponent(ctx, cluster.ProcessSpec{Name: "berth-operator", Binary: filepath.Join(e.c.BinDir, "berth-operator"), Args: args},
-		cluster.HTTPCheck(fmt.Sprintf("http://127.0.0.1:%d/readyz", health)))
+	e.op, err = framework.StartOperator(ctx, e.c, framework.OperatorOptions{Kubeconfig: kc, MetricsAddr: e.metricsAddr,
+		Args: append([]string{"--metrics-secure=false"}, args...)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package failover
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -150,16 +149,7 @@ func TestOperatorLeaderKilledDuringRollout(t *testing.T) {
 
 func (e *opEnv) startOperator(name string) {
 	e.t.Helper()
-	health, err := cluster.FreePort()
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	p, err := e.c.StartComponent(e.ctx, cluster.ProcessSpec{
-		Name:   name,
-		Binary: filepath.Join(e.c.BinDir, "berth-operator"),
-		Args: []string{"--kubeconfig=" + e.c.Kubeconfig, "--leader-election-namespace=" + opLeaseNS, "--leader-election-id=" + opLease,
-			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", health), "--metrics-bind-address=0"},
-	}, cluster.HTTPCheck(fmt.Sprintf("http://127.0.0.1:%d/readyz", health)))
+	p, err := framework.StartOperator(e.ctx, e.c, framework.OperatorOptions{Name: name, LeaderElection: true, LeaseNamespace: opLeaseNS, LeaseID: opLease})
 	if err != nil {
 		e.t.Fatal(err)
 	}

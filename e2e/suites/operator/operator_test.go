@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -83,13 +82,8 @@ func TestOperator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, err := c.StartComponent(ctx, cluster.ProcessSpec{
-		Name:   "berth-operator",
-		Binary: filepath.Join(c.BinDir, "berth-operator"),
-		Args: []string{"--kubeconfig=" + c.Kubeconfig, "--leader-election-namespace=kube-system",
-			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", healthPort),
-			fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort)},
-	}, cluster.HTTPCheck(fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort)))
+	op, err := framework.StartOperator(ctx, c, framework.OperatorOptions{LeaderElection: true, HealthPort: healthPort,
+		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", metricsPort)})
 	if err != nil {
 		t.Fatal(err)
 	}
