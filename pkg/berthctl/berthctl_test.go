@@ -104,16 +104,20 @@ func nodeImagesObj(node string, count int64, observed time.Time) *unstructured.U
 func fakeDynamic(t *testing.T, objs ...*unstructured.Unstructured) *dynamicfake.FakeDynamicClient {
 	t.Helper()
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		NodeImagesResource: "NodeImagesList",
-		crdResource:        "CustomResourceDefinitionList",
+		NodeImagesResource:         "NodeImagesList",
+		crdResource:                "CustomResourceDefinitionList",
+		SecondarySchedulerResource: "SecondarySchedulerList",
 	})
 	// why: the fake would guess "nodeimageses" from the kind; store each under its real resource.
 	for _, o := range objs {
 		gvr := crdResource
-		if o.GetKind() == "NodeImages" {
+		switch o.GetKind() {
+		case "NodeImages":
 			gvr = NodeImagesResource
+		case "SecondaryScheduler":
+			gvr = SecondarySchedulerResource
 		}
-		if err := dyn.Tracker().Create(gvr, o, ""); err != nil {
+		if err := dyn.Tracker().Create(gvr, o, o.GetNamespace()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -389,6 +393,17 @@ func crd(name string, established bool) *unstructured.Unstructured {
 	}}
 }
 
+func secondaryScheduler(name, available, reason, message string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "berth.dev/v1alpha1", "kind": "SecondaryScheduler",
+		"metadata": map[string]any{"name": name, "namespace": "berth-system"},
+		"status": map[string]any{"conditions": []any{
+			map[string]any{"type": "Available", "status": available, "reason": reason, "message": message},
+			map[string]any{"type": "Degraded", "status": map[string]string{"True": "False", "False": "True"}[available], "reason": reason, "message": message},
+		}},
+	}}
+}
+
 func lease(holder string, renewed time.Time) *coordinationv1.Lease {
 	d := int32(15)
 	rt := metav1.NewMicroTime(renewed)
@@ -412,10 +427,12 @@ func TestStatusGolden(t *testing.T) {
 		failed     bool
 	}{
 		{name: "healthy", ready: true, lease: lease("berth-scheduler-7c9-abcde_1234", now.Add(-3*time.Second)), doc: healthyDoc,
-			crds: []*unstructured.Unstructured{crd("secondaryschedulers.berth.dev", true), crd("nodeimages.berth.dev", true), crd("seccompprofiles.security-profiles-operator.x-k8s.io", false)}},
+			crds: []*unstructured.Unstructured{crd("secondaryschedulers.berth.dev", true), crd("nodeimages.berth.dev", true), crd("seccompprofiles.security-profiles-operator.x-k8s.io", false),
+				secondaryScheduler("berth-scheduler", "True", "LeaderElected", "a replica holds the Lease")}},
 		{name: "broken", ready: false, lease: lease("berth-scheduler-7c9-abcde_1234", now.Add(-time.Minute)),
 			watcherErr: &NotBerthWatcherError{Who: "load watcher pod berth-system/berth-loadwatcher-1", Why: "it serves the upstream load-watcher document without berthNodes"},
-			crds:       []*unstructured.Unstructured{crd("secondaryschedulers.berth.dev", false)}, failed: true},
+			crds: []*unstructured.Unstructured{crd("secondaryschedulers.berth.dev", false),
+				secondaryScheduler("berth-scheduler", "False", "NoLeader", "no replica has held the Lease since 2026-11-24T11:58:00Z")}, failed: true},
 		{name: "nolease", ready: true, leaseErr: &reach.NoLeaseError{Name: "berth-scheduler", Namespaces: []string{"berth-system", "kube-system"}}, doc: healthyDoc, failed: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

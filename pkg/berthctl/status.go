@@ -138,6 +138,20 @@ func CollectStatus(ctx context.Context, in StatusInput) (*StatusView, error) {
 		add(c)
 	}
 
+	// The SecondarySchedulers the operator runs: its own verdict (Available, Degraded with the
+	// field or image at fault) is the best account of the scheduler Deployment.
+	sss, err := in.Dynamic.Resource(SecondarySchedulerResource).Namespace(ns).List(ctx, metav1.ListOptions{})
+	switch {
+	case isNoMatch(err):
+		// why: without the CRD there is nothing to read; the CRD check below says so.
+	case err != nil:
+		return nil, explainAPIError(err, "list secondaryschedulers in "+ns)
+	default:
+		for _, u := range sss.Items {
+			add(secondarySchedulerCheck(ns, u))
+		}
+	}
+
 	// The scheduler's leader.
 	leader := Check{Area: "leader", Name: "lease"}
 	switch {
@@ -243,6 +257,38 @@ func CollectStatus(ctx context.Context, in StatusInput) (*StatusView, error) {
 			Fix: "install the chart (its crds/ directory), or kubectl apply -f charts/berth/crds"})
 	}
 	return v, nil
+}
+
+// SecondarySchedulerResource is the operator's API.
+var SecondarySchedulerResource = schema.GroupVersionResource{Group: "berth.dev", Version: "v1alpha1", Resource: "secondaryschedulers"}
+
+func secondarySchedulerCheck(ns string, u unstructured.Unstructured) Check {
+	c := Check{Area: "component", Name: "secondaryscheduler/" + u.GetName()}
+	cond := func(t string) (status, reason, msg string) {
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, x := range conds {
+			if m, ok := x.(map[string]any); ok && m["type"] == t {
+				status, _ = m["status"].(string)
+				reason, _ = m["reason"].(string)
+				msg, _ = m["message"].(string)
+			}
+		}
+		return status, reason, msg
+	}
+	avail, reason, msg := cond("Available")
+	degraded, dReason, dMsg := cond("Degraded")
+	fix := "kubectl -n " + ns + " describe secondaryscheduler " + u.GetName() + " (the operator's conditions name the field or image at fault)"
+	switch {
+	case avail == "True" && degraded == "True":
+		c.State, c.Detail, c.Fix = Warn, "Available, but Degraded ("+dReason+"): "+dMsg, fix
+	case avail == "True":
+		c.State, c.Detail = OK, "Available"
+	case avail == "":
+		c.State, c.Detail, c.Fix = Warn, "no Available condition yet: is the operator running?", "kubectl -n "+ns+" get deployments -l app.kubernetes.io/name=berth-operator"
+	default:
+		c.State, c.Detail, c.Fix = Fail, "not Available ("+reason+"): "+msg, fix
+	}
+	return c
 }
 
 func webhookCheck(ctx context.Context, client kubernetes.Interface, ns, config string, wh admissionregistrationv1.MutatingWebhook) Check {
