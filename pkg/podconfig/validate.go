@@ -275,15 +275,25 @@ func OlderNetwork(a, b *berthv1alpha1.PodNetwork) bool {
 }
 
 // AcceptNetworks decides every PodNetwork of the cluster: the refusals of each (none means
-// accepted). Networks are decided oldest first, each on its own (ValidateNetwork) and then
-// against the older ones already accepted, so a refused network claims nothing: a bridge, a
-// range or a VLAN is taken only by an accepted network.
+// accepted). Networks already accepted are decided first, then the others, each group oldest
+// first: a network that holds its bridge, range and VLAN keeps them against any newcomer, even
+// one created in the same second with a name that sorts first (creation times have one-second
+// precision). Each is checked on its own (ValidateNetwork) and then against those accepted
+// before it, so a refused network claims nothing: a bridge, a range or a VLAN is taken only by
+// an accepted network.
 func (p Policy) AcceptNetworks(all []berthv1alpha1.PodNetwork, reserved []NamedPrefix) map[string]field.ErrorList {
 	order := make([]*berthv1alpha1.PodNetwork, 0, len(all))
 	for i := range all {
 		order = append(order, &all[i])
 	}
-	sort.Slice(order, func(i, j int) bool { return OlderNetwork(order[i], order[j]) })
+	sort.Slice(order, func(i, j int) bool {
+		ai, _ := Accepted(order[i])
+		aj, _ := Accepted(order[j])
+		if ai != aj {
+			return ai
+		}
+		return OlderNetwork(order[i], order[j])
+	})
 	out := make(map[string]field.ErrorList, len(all))
 	var accepted []*berthv1alpha1.PodNetwork
 	path := field.NewPath("spec")

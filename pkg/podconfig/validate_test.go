@@ -191,6 +191,10 @@ func TestAcceptNetworks(t *testing.T) {
 	spec := func(bridge, cidr string) berthv1alpha1.PodNetworkSpec {
 		return berthv1alpha1.PodNetworkSpec{Bridge: bridge, CIDR: cidr}
 	}
+	accepted := func(pn berthv1alpha1.PodNetwork) berthv1alpha1.PodNetwork {
+		pn.Status.Conditions = []metav1.Condition{{Type: berthv1alpha1.ConditionAccepted, Status: metav1.ConditionTrue}}
+		return pn
+	}
 	vlan := func(s berthv1alpha1.PodNetworkSpec, id int32) berthv1alpha1.PodNetworkSpec {
 		s.VLAN = &berthv1alpha1.PodNetworkVLAN{ID: id, Parent: "ens9"}
 		return s
@@ -211,6 +215,10 @@ func TestAcceptNetworks(t *testing.T) {
 			map[string]string{"squat": "spec.cidr"}},
 		{"same age: name orders", []berthv1alpha1.PodNetwork{mk("z", 0, spec("berth1", "192.168.2.0/24")), mk("a", 0, spec("berth1", "192.168.1.0/24"))},
 			map[string]string{"z": "spec.bridge"}},
+		// A newcomer of the same second whose name sorts first must not take the bridge of a
+		// network already accepted (and in use).
+		{"accepted keeps its bridge against a same-second newcomer", []berthv1alpha1.PodNetwork{accepted(mk("zz-first", 0, spec("berth1", "192.168.2.0/24"))), mk("aa-second", 0, spec("berth1", "192.168.1.0/24"))},
+			map[string]string{"aa-second": "spec.bridge"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

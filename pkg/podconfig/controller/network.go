@@ -46,6 +46,8 @@ type NetworkReconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Policy    podconfig.Policy
+	// Recheck (default DefaultNetworkRecheck): see DefaultNetworkRecheck.
+	Recheck time.Duration
 }
 
 // SetupWithManager registers the controller. Any PodNetwork change may change the decision
@@ -136,7 +138,24 @@ func (r *NetworkReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if len(refused) > 0 && conditionMsg(pn.Status.Conditions, berthv1alpha1.ConditionAccepted) != conditionMsg(status.Conditions, berthv1alpha1.ConditionAccepted) {
 		r.event(pn, corev1.EventTypeWarning, EventNetworkRefused, "%s", conditionMsg(status.Conditions, berthv1alpha1.ConditionAccepted))
 	}
-	return conflictRequeue(r.writeStatus(ctx, pn, status))
+	res, err := conflictRequeue(r.writeStatus(ctx, pn, status))
+	if err == nil && res.RequeueAfter == 0 {
+		// The discovered ranges (a node's podCIDR, a new ServiceCIDR) change without any event
+		// this controller watches: every decision is taken again after a while.
+		res.RequeueAfter = r.recheck()
+	}
+	return res, err
+}
+
+// DefaultNetworkRecheck is how often a network is decided again without an event, so a range
+// that appears in the cluster (a node's podCIDR, a ServiceCIDR) refuses it in time.
+const DefaultNetworkRecheck = time.Minute
+
+func (r *NetworkReconciler) recheck() time.Duration {
+	if r.Recheck > 0 {
+		return r.Recheck
+	}
+	return DefaultNetworkRecheck
 }
 
 // discover returns the cluster's own ranges the API tells: ServiceCIDR objects (the service

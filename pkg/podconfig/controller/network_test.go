@@ -130,3 +130,31 @@ func TestNetworkDeletionWaitsForPool(t *testing.T) {
 		t.Fatalf("want the network gone, got %v", err)
 	}
 }
+
+// A range that appears later (a node's podCIDR) refuses an accepted network on the next
+// decision, which comes without any event the controller watches: every reconcile asks to be
+// run again after the recheck period.
+func TestNetworkRecheckedForNewRanges(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	r, c := newNetworkReconciler(t, network("a", 0, "berth-a", "10.250.3.0/24"), node)
+	ctx := context.Background()
+	res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: "a"}})
+	if err != nil || res.RequeueAfter != DefaultNetworkRecheck {
+		t.Fatalf("reconcile: %v, requeue %v; want a recheck after %v", err, res.RequeueAfter, DefaultNetworkRecheck)
+	}
+	reconcileNetworks(t, r, "a")
+	pn := &berthv1alpha1.PodNetwork{}
+	_ = c.Get(ctx, client.ObjectKey{Name: "a"}, pn)
+	if ok, why := podconfig.Accepted(pn); !ok {
+		t.Fatalf("want accepted first, got %q", why)
+	}
+	node.Spec.PodCIDRs = []string{"10.250.3.0/24"}
+	if err := c.Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	reconcileNetworks(t, r, "a")
+	_ = c.Get(ctx, client.ObjectKey{Name: "a"}, pn)
+	if ok, why := podconfig.Accepted(pn); ok || !strings.Contains(why, "the pod range of node n1") {
+		t.Fatalf("accepted=%v %q; want refused naming node n1's pod range", ok, why)
+	}
+}
