@@ -25,7 +25,7 @@ func BenchmarkCycle(b *testing.B) {
 		tp.pl.Index().SetNodeImages(n.Name, nodeImagesObj(n.Name, imgs...))
 	}
 	p := pod("registry.local/team/app-7:v1", "registry.local/team/app-200:v1")
-	all, _ := tp.h.snap.NodeInfos().List()
+	all, _ := tp.h.Snapshot.NodeInfos().List()
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()

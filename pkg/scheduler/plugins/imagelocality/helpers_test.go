@@ -6,29 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/plugintest"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
 
 const mb = mib
-
-// fakeHandle provides only what the plugin uses; anything else panics through the nil
-// embedded interface, which would expose an unexpected dependency.
-type fakeHandle struct {
-	fwk.Handle
-	snap    *cache.Snapshot
-	factory informers.SharedInformerFactory
-}
-
-func (h *fakeHandle) SnapshotSharedLister() fwk.SharedLister {
-	return h.snap
-}
-func (h *fakeHandle) SharedInformerFactory() informers.SharedInformerFactory { return h.factory }
 
 // clock is a settable test clock.
 type clock struct{ t time.Time }
@@ -103,7 +89,7 @@ func pod(images ...string) *v1.Pod {
 type testPlugin struct {
 	pl    *NodeImageLocality
 	clock *clock
-	h     *fakeHandle
+	h     *plugintest.Handle
 }
 
 func newTestPlugin(t testing.TB, args *Args, ns []*v1.Node) *testPlugin {
@@ -115,7 +101,7 @@ func newTestPlugin(t testing.TB, args *Args, ns []*v1.Node) *testPlugin {
 		}
 	}
 	c := &clock{t: t0}
-	h := &fakeHandle{snap: cache.NewSnapshot(nil, ns)}
+	h := &plugintest.Handle{Snapshot: cache.NewSnapshot(nil, ns)}
 	ix := NewIndex(args.AssumePulledFor.Duration, *args.UseNodeStatus, c.now)
 	for _, n := range ns {
 		if len(n.Status.Images) > 0 {
@@ -130,7 +116,7 @@ func (tp *testPlugin) scores(t testing.TB, p *v1.Pod) map[string]int64 {
 	t.Helper()
 	ctx := context.Background()
 	cs := framework.NewCycleState()
-	all, err := tp.h.snap.NodeInfos().List()
+	all, err := tp.h.Snapshot.NodeInfos().List()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +146,7 @@ func (tp *testPlugin) reserve(t testing.TB, p *v1.Pod, nodeName string) {
 	t.Helper()
 	ctx := context.Background()
 	cs := framework.NewCycleState()
-	all, _ := tp.h.snap.NodeInfos().List()
+	all, _ := tp.h.Snapshot.NodeInfos().List()
 	if st := tp.pl.PreScore(ctx, cs, p, all); !st.IsSuccess() && !st.IsSkip() {
 		t.Fatal(st)
 	}

@@ -193,7 +193,7 @@ func TestSameAsInTreeWhenNamesMatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		all, _ := tp.h.snap.NodeInfos().List()
+		all, _ := tp.h.Snapshot.NodeInfos().List()
 		for _, ni := range all {
 			want, st := ref.(fwk.ScorePlugin).Score(context.Background(), framework.NewCycleState(), p, ni)
 			if !st.IsSuccess() {
@@ -233,7 +233,7 @@ func TestNormalisedMatching(t *testing.T) {
 	}
 	// The in-tree plugin on the same node status: the short name never matches.
 	ref, _ := intree.New(context.Background(), nil, tp.h)
-	ni, _ := tp.h.snap.NodeInfos().Get("n01")
+	ni, _ := tp.h.Snapshot.NodeInfos().Get("n01")
 	if s, _ := ref.(fwk.ScorePlugin).Score(context.Background(), framework.NewCycleState(), pod("nginx:1.16"), ni); s != 0 {
 		t.Errorf("in-tree scored %d for a short name; the premise of this plugin changed", s)
 	}

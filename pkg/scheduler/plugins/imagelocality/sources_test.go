@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/plugintest"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -42,7 +43,7 @@ func TestInformers(t *testing.T) {
 		t.Fatal(err)
 	}
 	factory := informers.NewSharedInformerFactory(cs, 0)
-	h := &fakeHandle{snap: cache.NewSnapshot(nil, []*v1.Node{n0, n1, n2}), factory: factory}
+	h := &plugintest.Handle{Snapshot: cache.NewSnapshot(nil, []*v1.Node{n0, n1, n2}), Factory: factory}
 	args, _ := ParseArgs(nil)
 	pl, err := newWithClients(ctx, args, h, dyn, cs.Discovery())
 	if err != nil {
@@ -103,7 +104,7 @@ func TestNoNodeImagesAPI(t *testing.T) {
 	n0 := node("n00", v1.ContainerImage{Names: []string{"docker.io/library/web:2"}, SizeBytes: 2000 * mb})
 	cs := fake.NewClientset(n0)
 	factory := informers.NewSharedInformerFactory(cs, 0)
-	h := &fakeHandle{snap: cache.NewSnapshot(nil, []*v1.Node{n0}), factory: factory}
+	h := &plugintest.Handle{Snapshot: cache.NewSnapshot(nil, []*v1.Node{n0}), Factory: factory}
 	args, _ := ParseArgs(nil)
 	pl, err := newWithClients(ctx, args, h, dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), cs.Discovery())
 	if err != nil {

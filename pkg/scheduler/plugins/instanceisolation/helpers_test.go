@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/plugintest"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -39,11 +40,7 @@ func (b *pb) ownedUID(kind, name string, uid types.UID) *pb {
 func (b *pb) pod() *v1.Pod { return b.p }
 
 // nodeInfo is a snapshot NodeInfo holding pods.
-func nodeInfo(name string, pods ...*v1.Pod) fwk.NodeInfo {
-	ni := framework.NewNodeInfo(pods...)
-	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	return ni
-}
+func nodeInfo(name string, pods ...*v1.Pod) fwk.NodeInfo { return plugintest.NodeInfo(name, pods...) }
 
 func mustArgs(t testing.TB, a *Args) *Args {
 	t.Helper()

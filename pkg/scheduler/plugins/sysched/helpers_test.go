@@ -25,19 +25,9 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"sigs.k8s.io/yaml"
 
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/plugintest"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/sysched/profiles"
 )
-
-// fakeHandle provides only what SySched uses; any other Handle method panics through the nil
-// embedded interface, which would expose an unexpected dependency.
-type fakeHandle struct {
-	fwk.Handle
-	factory  informers.SharedInformerFactory
-	recorder *events.FakeRecorder
-}
-
-func (h *fakeHandle) SharedInformerFactory() informers.SharedInformerFactory { return h.factory }
-func (h *fakeHandle) EventRecorder() events.EventRecorderLogger              { return h.recorder }
 
 type shape struct {
 	version    string
@@ -91,7 +81,7 @@ func newEnv(t *testing.T, sh shape, args *Args, objs ...*unstructured.Unstructur
 	}
 	factory := informers.NewSharedInformerFactory(e.cs, 0)
 	e.recorder = events.NewFakeRecorder(100)
-	h := &fakeHandle{factory: factory, recorder: e.recorder}
+	h := &plugintest.Handle{Factory: factory, Recorder: e.recorder}
 	if args == nil {
 		var err error
 		args, err = ParseArgs(nil)
@@ -168,11 +158,7 @@ func withPodProfile(p string) func(*v1.Pod) {
 	return func(pod *v1.Pod) { pod.Spec.SecurityContext = &v1.PodSecurityContext{SeccompProfile: localhost(p)} }
 }
 
-func nodeInfo(name string) fwk.NodeInfo {
-	ni := framework.NewNodeInfo()
-	ni.SetNode(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}})
-	return ni
-}
+func nodeInfo(name string) fwk.NodeInfo { return plugintest.NodeInfo(name) }
 
 // scoreAll runs PreScore, Score and NormalizeScore over nodes as the framework would and
 // returns raw and normalised scores in node order.

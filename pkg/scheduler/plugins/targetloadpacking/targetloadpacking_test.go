@@ -18,6 +18,7 @@ import (
 	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware"
 	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/plugintest"
 )
 
 type clock struct {
@@ -52,9 +53,7 @@ func newPlugin(t testing.TB, w *lat.Watcher, extraArgs string, clk *clock) *Targ
 }
 
 func nodeInfo(n *v1.Node, pods ...*v1.Pod) *framework.NodeInfo {
-	ni := framework.NewNodeInfo(pods...)
-	ni.SetNode(n)
-	return ni
+	return plugintest.NodeInfoOf(n, pods...)
 }
 
 func score(t testing.TB, pl *TargetLoadPacking, pod *v1.Pod, n *v1.Node) int64 {
