@@ -1,0 +1,559 @@
+package monitoring
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
+)
+
+const (
+	schedulerName = "berth-scheduler-monitoring"
+	schedulerJob  = release + "-scheduler-metrics"
+	watcherJob    = release + "-loadwatcher-metrics"
+	agentJob      = release + "-agent-metrics"
+	operatorJob   = release + "-operator-metrics"
+	// The identity Prometheus scrapes with, and one the chart's role is not bound to.
+	promNamespace = "monitoring"
+	promAccount   = "prometheus"
+	otherAccount  = "not-prometheus"
+	// As testValues: the watcher alert's threshold and `for`, Prometheus' evaluation interval.
+	watcherUnreachable = 3 * time.Second
+	watcherFor         = 5 * time.Second
+	evalInterval       = time.Second
+	staleFor           = 3 * time.Second
+	staleAfter         = 3 * time.Second
+)
+
+// noData are the dashboard queries that cannot return data in this suite, and why. Every other
+// panel query must.
+var noData = map[string]string{
+	"kube_node_status_allocatable": "requested CPU comes from kube-state-metrics, which the suite does not run",
+	"berth_isolation_webhook_requests_total": "the operator (which serves the isolation webhook) does not run here; " +
+		"e2e/suites/isolation and admission exercise the webhook itself",
+	"berth_agent_podnet_attachments": "PodConfig attachments need a real node with a CRI (e2e/suites/podconfig); " +
+		"the suite's agents run on simulated nodes",
+}
+
+// TestPrometheusScrapesBerth: the real Prometheus, configured from the chart's ServiceMonitors
+// and PrometheusRule, scrapes berth-scheduler (HTTPS, bearer token, SubjectAccessReview),
+// berth-loadwatcher and two berth-agents; every dashboard query returns data; the watcher alert
+// fires within its `for` plus one evaluation of the watcher going away and resolves when it is
+// back; the stale-nodes alert fires when the agents stop.
+func TestPrometheusScrapesBerth(t *testing.T) {
+	promBin := framework.NeedHostTool(t, "prometheus", "prometheus")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c := shared
+	r, err := render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, job := range []string{schedulerJob, watcherJob, agentJob, operatorJob} {
+		if r.endpoints[job] == nil {
+			t.Fatalf("the chart rendered no ServiceMonitor %s (have %v)", job, keys(r.endpoints))
+		}
+	}
+	dir := t.TempDir()
+
+	// The load pipeline: two simulated nodes, their agents and the load watcher.
+	loads := []stack.NodeLoad{{Name: "mon-node-a", CPU: 30, Memory: 40}, {Name: "mon-node-b", CPU: 60, Memory: 20}}
+	for _, n := range loads {
+		if err := c.AddNodes(ctx, cluster.NodeSpec{Name: n.Name, CPU: "8", Memory: "16Gi", Pods: 110}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := stack.Start(ctx, c, stack.Options{Prefix: "mon-", Nodes: loads, Dir: filepath.Join(dir, "stack"),
+		WatcherArgs: []string{"--stale-after=" + staleAfter.String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stopStack(c, st) })
+	sched, err := c.StartBerthScheduler(ctx, cluster.SchedulerOptions{Name: "berth-scheduler-monitoring",
+		Config: stack.TLPConfig(schedulerName, st.Watcher.URL, 40, 300, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.StopComponent(sched.Process) })
+
+	// Prometheus' identity: a ServiceAccount bound to the chart's own metrics-reader role.
+	promToken, otherToken, err := scraperTokens(ctx, c, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenFile, err := writeFile(dir, "prometheus-token", []byte(promToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schedTarget := "127.0.0.1:" + strconv.Itoa(sched.Port)
+	// Without the binding the scheduler refuses the token: the 403 docs/runbooks.md names.
+	if code, err := getStatus(ctx, "https://"+schedTarget+"/metrics", otherToken); err != nil || code != http.StatusForbidden {
+		t.Errorf("scheduler /metrics with an unbound ServiceAccount's token: %d %v, want 403", code, err)
+	}
+
+	// Prometheus, from the rendered scrape settings and rules.
+	watcherAddr := strings.TrimPrefix(st.Watcher.URL, "http://")
+	targets := map[string][]string{schedulerJob: {schedTarget}, watcherJob: {watcherAddr}}
+	for _, n := range loads {
+		targets[agentJob] = append(targets[agentJob], st.Agents[n.Name].Addr)
+	}
+	cfg := fmt.Sprintf("global:\n  scrape_interval: 1s\n  evaluation_interval: %s\nrule_files: [berth-rules.yaml]\nscrape_configs:\n", evalInterval)
+	for _, job := range []string{schedulerJob, watcherJob, agentJob} {
+		sc, err := scrapeJob(job, r.endpoints[job], targets[job], tokenFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg += sc
+	}
+	if _, err := writeFile(dir, "berth-rules.yaml", r.rules); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath, err := writeFile(dir, "prometheus.yml", []byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prom := &promAPI{url: "http://127.0.0.1:" + strconv.Itoa(port)}
+	pp, err := c.StartComponent(ctx, cluster.ProcessSpec{Name: "prometheus-monitoring", Binary: promBin, Args: []string{
+		"--config.file=" + cfgPath, "--storage.tsdb.path=" + filepath.Join(dir, "tsdb"),
+		"--web.listen-address=127.0.0.1:" + strconv.Itoa(port),
+	}}, cluster.HTTPCheck(prom.url+"/-/ready"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.StopComponent(pp) })
+
+	// Every target up: the scheduler's through HTTPS, the token and the SubjectAccessReview.
+	if err := poll(ctx, time.Minute, func() (bool, string) {
+		res, err := prom.query(ctx, `up`)
+		if err != nil {
+			return false, err.Error()
+		}
+		up := map[string]int{}
+		for _, s := range res {
+			if s.value == 1 {
+				up[s.metric["job"]]++
+			}
+		}
+		ok := up[schedulerJob] == 1 && up[watcherJob] == 1 && up[agentJob] == len(loads)
+		return ok, fmt.Sprintf("targets up per job: %v", up)
+	}); err != nil {
+		t.Fatalf("%v\nprometheus targets: %s\nprometheus log:\n%s", err, prom.targets(ctx), pp.Tail(20))
+	}
+
+	// Pods for berth-scheduler while Prometheus scrapes it, so the attempt counters and
+	// histograms move inside the dashboard's rate windows. Two, one after the other: the first
+	// attempt creates the histogram's series, and a rate needs an increase Prometheus saw.
+	const ns = "monitoring-e2e"
+	if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"probe-1", "probe-2"} {
+		if i > 0 {
+			if err := poll(ctx, time.Minute, func() (bool, string) {
+				res, err := prom.query(ctx, `scheduler_scheduling_attempt_duration_seconds_count{job="`+schedulerJob+`"}`)
+				return err == nil && len(res) > 0, fmt.Sprintf("%d series, %v", len(res), err)
+			}); err != nil {
+				t.Fatalf("Prometheus never scraped the first attempt: %v", err)
+			}
+		}
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, framework.Pod(ns, name, map[string]string{"probe": name},
+			framework.PodSpec(schedulerName, "100m", "64Mi")), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := framework.WaitPods(ctx, c.Client, ns, "probe="+name, 1, time.Minute, framework.Bound); err != nil {
+			t.Fatalf("%v\n%s", err, sched.Tail(20))
+		}
+	}
+
+	t.Run("every dashboard panel query returns data", func(t *testing.T) {
+		testDashboard(ctx, t, prom, r.dashboard)
+	})
+
+	t.Run("the watcher alert fires when the watcher is killed and resolves when it is back", func(t *testing.T) {
+		const alert = "BerthLoadWatcherUnreachable"
+		if state := prom.alertState(ctx, alert); state != "" {
+			t.Fatalf("%s is %s before the watcher stops", alert, state)
+		}
+		killed := time.Now()
+		c.StopComponent(st.Watcher.Process)
+		pending, firing, err := prom.waitFiring(ctx, alert, time.Minute)
+		if err != nil {
+			t.Fatalf("%v\nscheduler log:\n%s", err, sched.Tail(20))
+		}
+		// From the expression turning true (pending) to firing: `for`, rounded up to the next
+		// evaluation; the 200 ms polling blurs either end.
+		active := firing.Sub(pending)
+		if active < watcherFor-500*time.Millisecond || active > watcherFor+evalInterval+500*time.Millisecond {
+			t.Errorf("%s went pending → firing in %s, want its for (%s) plus at most one evaluation (%s)", alert, active, watcherFor, evalInterval)
+		}
+		// And pending no earlier than the threshold allows, no later than threshold + one
+		// scheduler refresh (1 s) + one scrape + one evaluation (+ polling slack).
+		if d := pending.Sub(killed); d < watcherUnreachable-time.Second || d > watcherUnreachable+3*time.Second+time.Second {
+			t.Errorf("%s pending %s after the watcher stopped, want about %s", alert, d, watcherUnreachable)
+		}
+		t.Logf("%s: pending %s after the kill, firing %s later", alert, pending.Sub(killed).Round(100*time.Millisecond), active.Round(100*time.Millisecond))
+
+		w, err := restartWatcher(ctx, c, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Watcher = w
+		back := time.Now()
+		if err := poll(ctx, 30*time.Second, func() (bool, string) {
+			s := prom.alertState(ctx, alert)
+			return s == "", "alert state " + s
+		}); err != nil {
+			t.Fatalf("%s did not resolve after the watcher came back: %v\nscheduler log:\n%s", alert, err, sched.Tail(20))
+		}
+		// One refresh, one scrape, one evaluation, plus slack for the 2-core machine.
+		if d := time.Since(back); d > 10*time.Second {
+			t.Errorf("%s resolved %s after the watcher came back, want within 10s", alert, d)
+		}
+	})
+
+	t.Run("the stale-nodes alert fires when the agents stop", func(t *testing.T) {
+		const alert = "BerthNodesLoadStale"
+		// The restarted watcher first needs the agents' reports again.
+		if err := poll(ctx, 30*time.Second, func() (bool, string) {
+			s := prom.alertState(ctx, alert)
+			return s == "", "alert state " + s
+		}); err != nil {
+			t.Fatalf("%s with every agent reporting: %v", alert, err)
+		}
+		for _, a := range st.Agents {
+			a.Stop(c)
+		}
+		st.Agents = nil
+		stopped := time.Now()
+		pending, firing, err := prom.waitFiring(ctx, alert, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if active := firing.Sub(pending); active < staleFor-500*time.Millisecond || active > staleFor+evalInterval+500*time.Millisecond {
+			t.Errorf("%s went pending → firing in %s, want its for (%s) plus at most one evaluation", alert, active, staleFor)
+		}
+		t.Logf("%s: firing %s after the agents stopped (staleAfter %s, for %s)", alert, firing.Sub(stopped).Round(100*time.Millisecond), staleAfter, staleFor)
+	})
+}
+
+// testDashboard evaluates every panel target of the dashboard against Prometheus, with the
+// dashboard's variables as Grafana would fill them for this Prometheus.
+func testDashboard(ctx context.Context, t *testing.T, prom *promAPI, raw string) {
+	var d struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal([]byte(raw), &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Panels) == 0 {
+		t.Fatal("the dashboard has no panels")
+	}
+	fill := strings.NewReplacer("$scheduler_job", schedulerJob, "$__rate_interval", "2m")
+	for _, p := range d.Panels {
+		if len(p.Targets) == 0 {
+			t.Errorf("panel %q has no query", p.Title)
+		}
+		for _, tg := range p.Targets {
+			q := fill.Replace(tg.Expr)
+			if strings.Contains(q, "$") {
+				t.Errorf("panel %q: unknown variable left in %s", p.Title, q)
+				continue
+			}
+			if why, skip := noDataReason(q); skip {
+				// Still a valid query: Prometheus must accept it.
+				if _, err := prom.query(ctx, q); err != nil {
+					t.Errorf("panel %q: %s: %v", p.Title, q, err)
+				}
+				t.Logf("panel %q: %s has no data here: %s", p.Title, q, why)
+				continue
+			}
+			if err := poll(ctx, time.Minute, func() (bool, string) {
+				res, err := prom.query(ctx, q)
+				if err != nil {
+					return false, err.Error()
+				}
+				for _, s := range res {
+					if !math.IsNaN(s.value) {
+						return true, ""
+					}
+				}
+				return false, fmt.Sprintf("%d series, none with a number", len(res))
+			}); err != nil {
+				t.Errorf("panel %q: %s returns no data: %v", p.Title, q, err)
+			}
+		}
+	}
+}
+
+func noDataReason(q string) (string, bool) {
+	for m, why := range noData {
+		if strings.Contains(q, m) {
+			return why, true
+		}
+	}
+	return "", false
+}
+
+// scraperTokens applies the chart's metrics-reader ClusterRole, binds it to Prometheus'
+// ServiceAccount as docs/runbooks.md says, and returns that account's token and the token of
+// an account it is not bound to.
+func scraperTokens(ctx context.Context, c *cluster.Cluster, r *rendered) (prom, other string, err error) {
+	var role rbacv1.ClusterRole
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(r.metricsReader.Object, &role); err != nil {
+		return "", "", err
+	}
+	if _, err := c.Client.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", "", fmt.Errorf("applying the chart's %s: %w", role.Name, err)
+	}
+	if err := framework.EnsureNamespace(ctx, c.Client, promNamespace); err != nil {
+		return "", "", err
+	}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "prometheus-berth-metrics"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: promNamespace, Name: promAccount}}}
+	if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", "", err
+	}
+	tokens := make([]string, 2)
+	for i, sa := range []string{promAccount, otherAccount} {
+		if _, err := c.Client.CoreV1().ServiceAccounts(promNamespace).Create(ctx,
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: promNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", "", err
+		}
+		exp := int64(3600)
+		tr, err := c.Client.CoreV1().ServiceAccounts(promNamespace).CreateToken(ctx, sa,
+			&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+		if err != nil {
+			return "", "", fmt.Errorf("token of %s/%s: %w", promNamespace, sa, err)
+		}
+		tokens[i] = tr.Status.Token
+	}
+	return tokens[0], tokens[1], nil
+}
+
+// restartWatcher starts the load watcher again on the address the scheduler, the agents and
+// Prometheus know, with the flags stack.Start gave it.
+func restartWatcher(ctx context.Context, c *cluster.Cluster, st *stack.Stack) (*stack.Watcher, error) {
+	kc, err := stack.WatcherKubeconfig(ctx, c, st.Opts.Prefix+"berth-loadwatcher", st.Opts.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--listen=" + strings.TrimPrefix(st.Watcher.URL, "http://"), "--kubeconfig=" + kc,
+		"--source=agent", "--agent-service-account=" + st.Opts.Namespace + "/" + st.Opts.ServiceAccount}, st.Opts.WatcherArgs...)
+	p, err := c.StartComponent(ctx, cluster.ProcessSpec{Name: st.Opts.Prefix + "berth-loadwatcher-again",
+		Binary: filepath.Join(c.BinDir, "berth-loadwatcher"), Args: args}, cluster.HTTPCheck(st.Watcher.URL+"/readyz"))
+	if err != nil {
+		return nil, fmt.Errorf("restarting the load watcher: %w", err)
+	}
+	return &stack.Watcher{Process: p, URL: st.Watcher.URL}, nil
+}
+
+func stopStack(c *cluster.Cluster, st *stack.Stack) {
+	for _, a := range st.Agents {
+		a.Stop(c)
+	}
+	c.StopComponent(st.Watcher.Process)
+}
+
+// getStatus GETs url with a bearer token; the scheduler's certificate is self-signed.
+func getStatus(ctx context.Context, u, token string) (int, error) {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed loopback certificate
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}
+
+// poll calls f every 200 ms until it says done or timeout passes; the error carries f's last
+// explanation.
+func poll(ctx context.Context, timeout time.Duration, f func() (bool, string)) error {
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		ok, why := f()
+		if ok {
+			return nil
+		}
+		last = why
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %s: %s", timeout, last)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %s", ctx.Err(), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func keys(m map[string]map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// promAPI reads Prometheus' HTTP API.
+type promAPI struct{ url string }
+
+type sample struct {
+	metric map[string]string
+	value  float64
+}
+
+func (p *promAPI) get(ctx context.Context, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, b)
+	}
+	return json.Unmarshal(b, out)
+}
+
+// query evaluates an instant vector query now.
+func (p *promAPI) query(ctx context.Context, q string) ([]sample, error) {
+	var r struct {
+		Data struct {
+			ResultType string `json:"resultType"`
+			Result     []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := p.get(ctx, "/api/v1/query?query="+url.QueryEscape(q), &r); err != nil {
+		return nil, err
+	}
+	if r.Data.ResultType != "vector" {
+		return nil, fmt.Errorf("%s: result type %q, want vector", q, r.Data.ResultType)
+	}
+	var out []sample
+	for _, s := range r.Data.Result {
+		str, _ := s.Value[1].(string)
+		v, err := strconv.ParseFloat(str, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: value %v: %w", q, s.Value[1], err)
+		}
+		out = append(out, sample{metric: s.Metric, value: v})
+	}
+	return out, nil
+}
+
+// alertState is "", "pending" or "firing" (the most advanced of the alert's instances).
+func (p *promAPI) alertState(ctx context.Context, name string) string {
+	var r struct {
+		Data struct {
+			Alerts []struct {
+				Labels map[string]string `json:"labels"`
+				State  string            `json:"state"`
+			} `json:"alerts"`
+		} `json:"data"`
+	}
+	if err := p.get(ctx, "/api/v1/alerts", &r); err != nil {
+		return "error: " + err.Error()
+	}
+	state := ""
+	for _, a := range r.Data.Alerts {
+		if a.Labels["alertname"] == name && (state == "" || a.State == "firing") {
+			state = a.State
+		}
+	}
+	return state
+}
+
+// waitFiring returns when the alert was first seen pending and first seen firing; seeing it
+// firing without a pending phase is an error (its `for` would have been skipped).
+func (p *promAPI) waitFiring(ctx context.Context, name string, timeout time.Duration) (pending, firing time.Time, err error) {
+	err = poll(ctx, timeout, func() (bool, string) {
+		s := p.alertState(ctx, name)
+		now := time.Now()
+		switch s {
+		case "pending":
+			if pending.IsZero() {
+				pending = now
+			}
+		case "firing":
+			firing = now
+			return true, ""
+		}
+		return false, "alert state " + strconv.Quote(s)
+	})
+	if err != nil {
+		return pending, firing, fmt.Errorf("%s never fired: %w", name, err)
+	}
+	if pending.IsZero() {
+		return pending, firing, fmt.Errorf("%s fired without being seen pending first", name)
+	}
+	return pending, firing, nil
+}
+
+// targets is Prometheus' view of its targets, for failure messages.
+func (p *promAPI) targets(ctx context.Context) string {
+	var r struct {
+		Data struct {
+			ActiveTargets []struct {
+				ScrapeURL string `json:"scrapeUrl"`
+				Health    string `json:"health"`
+				LastError string `json:"lastError"`
+			} `json:"activeTargets"`
+		} `json:"data"`
+	}
+	if err := p.get(ctx, "/api/v1/targets", &r); err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, t := range r.Data.ActiveTargets {
+		fmt.Fprintf(&b, "\n  %s %s %s", t.ScrapeURL, t.Health, t.LastError)
+	}
+	return b.String()
+}
