@@ -3,6 +3,7 @@ package chart
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -256,4 +257,72 @@ func unstructuredMap(obj map[string]any, path ...string) (map[string]any, bool, 
 	}
 	m, ok := cur.(map[string]any)
 	return m, ok, nil
+}
+
+// helm lint --strict accepts the monitoring values (lint knows no monitoring.coreos.com/v1, so
+// this covers the dashboard and the NOTES path).
+func TestMonitoringHelmLint(t *testing.T) {
+	helm := helmBin(t)
+	dir, err := Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := filepath.Join(t.TempDir(), "monitoring.yaml")
+	if err := os.WriteFile(values, []byte(monitoringValues), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(helm, "lint", "--strict", dir, "-f", values).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "0 chart(s) failed") {
+		t.Fatalf("helm lint: %v\n%s", err, out)
+	}
+}
+
+// values.schema.json refuses monitoring values the templates could not use.
+func TestMonitoringSchemaRejects(t *testing.T) {
+	cases := []struct{ values, path string }{
+		{"monitoring: {prometheusRule: {staleNodesRatio: 2}}", "/monitoring/prometheusRule/staleNodesRatio"},
+		{"monitoring: {prometheusRule: {watcherUnreachableFor: soon}}", "/monitoring/prometheusRule/watcherUnreachableFor"},
+		{"monitoring: {serviceMonitors: {interval: 0.5}}", "/monitoring/serviceMonitors/interval"},
+		{"monitoring: {serviceMonitors: {bearerTokenFile: token}}", "/monitoring/serviceMonitors/bearerTokenFile"},
+		{"monitoring: {dashboards: {label: x}}", "/monitoring/dashboards"},
+	}
+	for _, tc := range cases {
+		v := map[string]any{}
+		if err := yaml.Unmarshal([]byte(tc.values), &v); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Render("berth", "berth-system", v)
+		if err == nil || !strings.Contains(err.Error(), tc.path) {
+			t.Errorf("%s: %v, want a schema error at %s", tc.values, err, tc.path)
+		}
+	}
+	// A Prometheus ServiceAccount without its namespace cannot be bound.
+	v := map[string]any{}
+	if err := yaml.Unmarshal([]byte("monitoring: {serviceMonitors: {enabled: true, prometheusServiceAccount: {name: prom, namespace: \"\"}}}"), &v); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := renderMonitoringErr("berth", "berth-system", v); err == nil || !strings.Contains(err.Error(), "prometheusServiceAccount.namespace") {
+		t.Errorf("a Prometheus ServiceAccount without namespace: %v, want the template to refuse it", err)
+	}
+}
+
+// renderMonitoringErr is renderMonitoring with the API, returning the error instead of failing.
+func renderMonitoringErr(rel, ns string, v map[string]any) (*Rendered, error) {
+	ch, err := Load()
+	if err != nil {
+		return nil, err
+	}
+	kv, err := chartutil.ParseKubeVersion(KubeVersion)
+	if err != nil {
+		return nil, err
+	}
+	inst := action.NewInstall(&action.Configuration{})
+	inst.DryRun, inst.ClientOnly, inst.Replace = true, true, true
+	inst.ReleaseName, inst.Namespace, inst.KubeVersion = rel, ns, kv
+	inst.APIVersions = chartutil.VersionSet{monitoringAPI}
+	r, err := inst.Run(ch, v)
+	if err != nil {
+		return nil, err
+	}
+	return &Rendered{Manifest: r.Manifest}, nil
 }
