@@ -23,9 +23,10 @@ func TestMain(m *testing.M) {
 	tempCheck := framework.IsolateTemp()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	c, err := cluster.Start(ctx, cluster.Config{
-		// berth-scheduler schedules the suite's pods; agents' pods are bound directly. Berth's
-		// CRDs stay: berth-operator runs (for its /metrics).
+		// berth-scheduler schedules the suite's pods; agents' pods are bound directly. The
+		// SPO CRDs are not needed; the tests install the chart's own crds/ (installChartCRDs).
 		WithoutDefaultScheduler: true,
+		WithoutBerthCRDs:        true,
 	})
 	cancel()
 	if err != nil {

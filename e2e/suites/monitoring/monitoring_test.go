@@ -98,6 +98,7 @@ func TestPrometheusScrapesBerth(t *testing.T) {
 
 	// berth-operator, for its /metrics only (HTTPS behind TokenReview and SubjectAccessReview,
 	// like the scheduler's, but controller-runtime's server rather than the scheduler's).
+	installChartCRDs(ctx, t, c)
 	opPort, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
