@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -288,6 +290,13 @@ func TestPrometheusScrapesBerth(t *testing.T) {
 // dashboard's variables as Grafana would fill them for this Prometheus.
 func testDashboard(ctx context.Context, t *testing.T, prom *promAPI, raw string) {
 	var d struct {
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Type       string `json:"type"`
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
 		Panels []struct {
 			Title   string `json:"title"`
 			Targets []struct {
@@ -300,6 +309,26 @@ func testDashboard(ctx context.Context, t *testing.T, prom *promAPI, raw string)
 	}
 	if len(d.Panels) == 0 {
 		t.Fatal("the dashboard has no panels")
+	}
+	// The scheduler_job variable's own query, label_values(<selector>, job), as Grafana asks
+	// it: it must offer the scheduler's job (else every scheduler panel shows nothing).
+	for _, v := range d.Templating.List {
+		if v.Type != "query" {
+			continue
+		}
+		m := regexp.MustCompile(`^label_values\((.+), (\w+)\)$`).FindStringSubmatch(v.Definition)
+		if m == nil {
+			t.Errorf("variable %s: cannot read its query %q", v.Name, v.Definition)
+			continue
+		}
+		res, err := prom.query(ctx, "count by ("+m[2]+") ("+m[1]+")")
+		var got []string
+		for _, s := range res {
+			got = append(got, s.metric[m[2]])
+		}
+		if err != nil || v.Name == "scheduler_job" && !slices.Contains(got, schedulerJob) {
+			t.Errorf("variable %s (%s) offers %v (%v), want %s among them", v.Name, v.Definition, got, err, schedulerJob)
+		}
 	}
 	fill := strings.NewReplacer("$scheduler_job", schedulerJob, "$__rate_interval", "2m")
 	for _, p := range d.Panels {
