@@ -91,8 +91,12 @@ func TestPrometheusScrapesBerth(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stopStack(c, st) })
-	sched, err := c.StartBerthScheduler(ctx, cluster.SchedulerOptions{Name: "berth-scheduler-monitoring",
-		Config: stack.TLPConfig(schedulerName, st.Watcher.URL, 40, 300, 1)})
+	// Decision records on, as the chart's default: the dashboard's records panel reads them.
+	schedCfg, err := framework.WithDecisionRecord(stack.TLPConfig(schedulerName, st.Watcher.URL, 40, 300, 1), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched, err := c.StartBerthScheduler(ctx, cluster.SchedulerOptions{Name: "berth-scheduler-monitoring", Config: schedCfg})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ type store struct {
 }
 
 func newStore(capacity, topK int, now func() time.Time) *store {
+	registerMetrics()
 	return &store{
 		capacity: capacity,
 		topK:     topK,
@@ -81,7 +82,9 @@ func (s *store) begin(pod *v1.Pod, profile string, weights map[string]int) *atte
 		ok := key(old.rec.Namespace, old.rec.Name)
 		delete(s.byName, ok)
 		s.remember(ok)
+		evictedRecords.Inc()
 	}
+	storedRecords.Set(float64(s.ll.Len()))
 	return a
 }
 
