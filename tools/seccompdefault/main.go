@@ -60,14 +60,8 @@ func main() {
 			}
 		}
 	}
-	d := Data{Source: "github.com/containerd/containerd/v2/contrib/seccomp DefaultProfile, containerd's default capability set", Arch: runtime.GOARCH}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, m := range bi.Deps {
-			if m.Path == "github.com/containerd/containerd/v2" {
-				d.Version = m.Version
-			}
-		}
-	}
+	d := Data{Source: "github.com/containerd/containerd/v2/contrib/seccomp DefaultProfile, containerd's default capability set",
+		Version: depVersion("github.com/containerd/containerd/v2"), Arch: runtime.GOARCH}
 	for n := range set {
 		d.Syscalls = append(d.Syscalls, n)
 	}
@@ -111,14 +105,7 @@ func writeUniverse(out string) error {
 		Source   string   `json:"source"`
 		Version  string   `json:"version"`
 		Syscalls []string `json:"syscalls"`
-	}{Source: "golang.org/x/sys/unix zsysnum_linux_*.go, every architecture"}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, m := range bi.Deps {
-			if m.Path == "golang.org/x/sys" {
-				u.Version = m.Version
-			}
-		}
-	}
+	}{Source: "golang.org/x/sys/unix zsysnum_linux_*.go, every architecture", Version: depVersion("golang.org/x/sys")}
 	for n := range set {
 		u.Syscalls = append(u.Syscalls, n)
 	}
@@ -128,4 +115,16 @@ func writeUniverse(out string) error {
 		return err
 	}
 	return os.WriteFile(out, append(b, '\n'), 0o644)
+}
+
+// depVersion is the version of module path this tool was built with: the data names it.
+func depVersion(path string) string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range bi.Deps {
+			if m.Path == path {
+				return m.Version
+			}
+		}
+	}
+	return ""
 }
