@@ -3,9 +3,6 @@ package monitoring
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -33,31 +30,9 @@ const promOperatorVersion = "v0.85.0"
 // throwaway module, so Berth's go.mod and go.work stay untouched) and reads the CRDs.
 func promOperatorCRDs(t *testing.T, files ...string) []*apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module promoperator.test\n\ngo 1.26\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("go", "mod", "download", "-json", "github.com/prometheus-operator/prometheus-operator@"+promOperatorVersion)
-	cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	out, err := cmd.Output()
+	crds, err := framework.ModuleCRDs(t.TempDir(), "github.com/prometheus-operator/prometheus-operator", promOperatorVersion, "example/prometheus-operator-crd", files...)
 	if err != nil {
-		t.Fatalf("downloading the Prometheus Operator %s through the module proxy: %v\n%s", promOperatorVersion, err, out)
-	}
-	var mod struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		t.Fatalf("Prometheus Operator %s: %v %s", promOperatorVersion, err, mod.Error)
-	}
-	var crds []*apiextensionsv1.CustomResourceDefinition
-	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join(mod.Dir, "example", "prometheus-operator-crd", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.Unmarshal(b, crd); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		crds = append(crds, crd)
+		t.Fatal(err)
 	}
 	return crds
 }

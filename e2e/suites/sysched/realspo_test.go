@@ -2,11 +2,7 @@ package sysched
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
@@ -33,32 +28,9 @@ const spoVersion = "v0.10.0"
 // spoCRDs downloads SPO's module through the Go module proxy and reads its CRDs.
 func spoCRDs(t *testing.T, files ...string) []*apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	dir := t.TempDir()
-	cmd := exec.Command("go", "mod", "download", "-json", "sigs.k8s.io/security-profiles-operator@"+spoVersion)
-	// A module of its own: the download must not touch Berth's go.mod or go.work.
-	cmd.Dir, cmd.Env = dir, append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module spo.test\n\ngo 1.26\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.Output()
+	crds, err := framework.ModuleCRDs(t.TempDir(), "sigs.k8s.io/security-profiles-operator", spoVersion, "deploy/base-crds/crds", files...)
 	if err != nil {
-		t.Fatalf("downloading SPO %s through the module proxy: %v\n%s", spoVersion, err, out)
-	}
-	var mod struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		t.Fatalf("SPO %s: %v %s", spoVersion, err, mod.Error)
-	}
-	var crds []*apiextensionsv1.CustomResourceDefinition
-	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join(mod.Dir, "deploy", "base-crds", "crds", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.Unmarshal(b, crd); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		crds = append(crds, crd)
+		t.Fatal(err)
 	}
 	return crds
 }
