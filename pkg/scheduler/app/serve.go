@@ -44,6 +44,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/metrics/resources"
 
+	"github.com/berth-sched/berth/pkg/placedload"
 	"github.com/berth-sched/berth/pkg/scheduler/explain"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/decisionrecord"
 )
@@ -112,7 +113,8 @@ func runScheduler(c *cobra.Command, opts *options.Options, registryOptions []app
 		cancel()
 	}()
 
-	cc, sched, err := app.Setup(ctx, opts, wrapRegistry(rec, registryOptions))
+	placed := &placedRegistry{}
+	cc, sched, err := app.Setup(ctx, opts, wrapRegistry(rec, placed, registryOptions))
 	if err != nil {
 		return err
 	}
@@ -127,7 +129,7 @@ func runScheduler(c *cobra.Command, opts *options.Options, registryOptions []app
 	}
 	stop := func() {}
 	if cc.SecureServing != nil {
-		if stop, err = serveSecure(ctx, cc, sched, explain.Handler(rec, podGetter(cc), profiles)); err != nil {
+		if stop, err = serveSecure(ctx, cc, sched, explain.Handler(rec, podGetter(cc), profiles), placed); err != nil {
 			return err
 		}
 		// Upstream's Run serves the port when SecureServing is set; Berth already does.
@@ -138,8 +140,9 @@ func runScheduler(c *cobra.Command, opts *options.Options, registryOptions []app
 }
 
 // wrapRegistry applies the registry options with the DecisionRecord factory bound to this
-// scheduler's recorder (no package state: each command has its own recorder).
-func wrapRegistry(rec *explain.Recorder, options []app.Option) app.Option {
+// scheduler's recorder and every factory wrapped to report its load-aware engine to placed (no
+// package state: each command has its own recorder and registry).
+func wrapRegistry(rec *explain.Recorder, placed *placedRegistry, options []app.Option) app.Option {
 	return func(r runtime.Registry) error {
 		tmp := runtime.Registry{}
 		for _, o := range options {
@@ -151,7 +154,7 @@ func wrapRegistry(rec *explain.Recorder, options []app.Option) app.Option {
 			if name == decisionrecord.Name {
 				f = decisionrecord.NewFactory(rec)
 			}
-			if err := r.Register(name, f); err != nil {
+			if err := r.Register(name, placed.wrap(name, f)); err != nil {
 				return err
 			}
 		}
@@ -166,8 +169,8 @@ func podGetter(cc *schedulerserverconfig.CompletedConfig) explain.PodGetter {
 
 // serveSecure serves upstream's endpoints (/healthz, /livez, /readyz, /metrics,
 // /metrics/resources, /configz, SLIs, profiling, flagz, statusz — as upstream's Run would)
-// plus explain.Path, behind the same filter chain upstream uses.
-func serveSecure(ctx context.Context, cc *schedulerserverconfig.CompletedConfig, sched *scheduler.Scheduler, explainHandler http.Handler) (func(), error) {
+// plus explain.Path and placedload.Path, behind the same filter chain upstream uses.
+func serveSecure(ctx context.Context, cc *schedulerserverconfig.CompletedConfig, sched *scheduler.Scheduler, explainHandler, placedHandler http.Handler) (func(), error) {
 	logger := klog.FromContext(ctx)
 	var checks, readyz []healthz.HealthChecker
 	if cc.ComponentConfig.LeaderElection.LeaderElect && cc.LeaderElection != nil {
@@ -215,6 +218,7 @@ func serveSecure(ctx context.Context, cc *schedulerserverconfig.CompletedConfig,
 		flagz.Install(m, componentName, cc.Flagz)
 	}
 	m.Handle(explain.Path, explainHandler)
+	m.Handle(placedload.Path, placedHandler)
 	if utilfeature.DefaultFeatureGate.Enabled(zpagesfeatures.ComponentStatusz) {
 		statusz.Install(m, componentName, statusz.NewRegistry(compatibility.DefaultBuildEffectiveVersion(), statusz.WithListedPaths(m.ListedPaths())))
 	}

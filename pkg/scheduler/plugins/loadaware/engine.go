@@ -218,3 +218,15 @@ func RoundScore(x float64) int64 {
 	}
 	return int64(math.Round(math.Round(min(max(x, 0), 100)*1e9) / 1e9))
 }
+
+// Unreported is what Score adds to each node for placed pods its report does not include yet,
+// for the nodes where that is not nothing (read for `kubectl berth nodes`, not in a cycle).
+func (e *Engine) Unreported() map[string]Estimate {
+	out := map[string]Estimate{}
+	for _, n := range e.Tracker.Nodes() {
+		if u := e.Node(n).Unreported; u != (Estimate{}) {
+			out[n] = u
+		}
+	}
+	return out
+}

@@ -315,3 +315,16 @@ func (t *Tracker) EventHandler() cache.ResourceEventHandler {
 		},
 	}
 }
+
+// Nodes lists the nodes with tracked placed pods.
+func (t *Tracker) Nodes() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]string, 0, len(t.byNode))
+	for n, b := range t.byNode {
+		if len(b.load()) > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
