@@ -162,7 +162,7 @@ func TestLeader(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ns, h, err := CLIOptions{Lease: DefaultLease, SchedulerNamespace: tc.ns}.leader(context.Background(), c)
+			ns, h, err := CLIOptions{Lease: DefaultLease, SchedulerNamespace: tc.ns}.Scheduler().Leader(context.Background(), c)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want %q", err, tc.wantErr)

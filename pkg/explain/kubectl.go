@@ -14,8 +14,6 @@ import (
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/berth-sched/berth/pkg/berthctl/reach"
 )
@@ -164,7 +162,7 @@ func Explain(ctx context.Context, o CLIOptions, name string, info io.Writer) (Re
 		return rec, nil, fmt.Errorf("reading pod %s/%s: %w", ns, name, err)
 	}
 
-	base, who, stop, err := o.scheduler(ctx, cfg, client)
+	base, who, hc, stop, err := o.Scheduler().Open(ctx, cfg, client)
 	if err != nil {
 		return rec, nil, err
 	}
@@ -172,10 +170,6 @@ func Explain(ctx context.Context, o CLIOptions, name string, info io.Writer) (Re
 	q := url.Values{"namespace": {ns}, "name": {name}}
 	if uid != "" {
 		q.Set("uid", uid)
-	}
-	hc, err := o.httpClient(cfg)
-	if err != nil {
-		return rec, nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+Path+"?"+q.Encode(), nil)
 	if err != nil {
@@ -208,53 +202,13 @@ func Explain(ctx context.Context, o CLIOptions, name string, info io.Writer) (Re
 	return rec, nil, fmt.Errorf("%s answered %d: %s", who, resp.StatusCode, strings.TrimSpace(string(body)))
 }
 
-// scheduler returns the base URL of the scheduler to ask, a description of it, and a stop
-// function for the port-forward.
-func (o CLIOptions) scheduler(ctx context.Context, cfg *rest.Config, client kubernetes.Interface) (string, string, func(), error) {
-	if o.SchedulerURL != "" {
-		u, err := url.Parse(o.SchedulerURL)
-		if err != nil || u.Scheme != "https" || u.Host == "" {
-			return "", "", nil, fmt.Errorf("--scheduler-url %q: want https://host:port", o.SchedulerURL)
-		}
-		return strings.TrimSuffix(o.SchedulerURL, "/"), "scheduler " + u.Host, func() {}, nil
-	}
-	leaseNS, holder, err := o.leader(ctx, client)
-	if err != nil {
-		return "", "", nil, err
-	}
-	pod, err := reach.LeaderPod(ctx, client, leaseNS, o.Lease, holder)
-	if err != nil {
-		return "", "", nil, err
-	}
-	local, stop, err := reach.PortForward(ctx, cfg, client, pod, o.Port)
-	if err != nil {
-		return "", "", nil, err
-	}
-	return fmt.Sprintf("https://127.0.0.1:%d", local), fmt.Sprintf("leader pod %s/%s", leaseNS, pod.Name), stop, nil
-}
-
-// leader reads the Lease and returns its namespace and holder identity.
-func (o CLIOptions) leader(ctx context.Context, client kubernetes.Interface) (string, string, error) {
+// Scheduler is how the options reach the leader scheduler (reach.Scheduler).
+func (o CLIOptions) Scheduler() reach.Scheduler {
 	namespaces := DefaultLeaseNamespaces
 	if o.SchedulerNamespace != "" {
 		namespaces = []string{o.SchedulerNamespace}
 	}
-	l, err := reach.FindLease(ctx, client, namespaces, o.Lease)
-	if err != nil {
-		return "", "", err
-	}
-	holder, err := reach.Holder(l, time.Now())
-	var expired *reach.ExpiredLeaseError
-	if errors.As(err, &expired) {
-		return "", "", fmt.Errorf("%w, and records live only in the running leader's memory", err)
-	}
-	if err != nil {
-		return "", "", err
-	}
-	return l.Namespace, holder, nil
-}
-
-// httpClient presents the caller's own credentials to the scheduler (reach.HTTPClient).
-func (o CLIOptions) httpClient(cfg *rest.Config) (*http.Client, error) {
-	return reach.HTTPClient(cfg, reach.TLS{CAFile: o.CAFile, Insecure: o.InsecureSkipVerify, Forwarded: o.SchedulerURL == ""}, o.Timeout)
+	return reach.Scheduler{URL: o.SchedulerURL, Namespaces: namespaces, Lease: o.Lease, Port: o.Port,
+		CAFile: o.CAFile, Insecure: o.InsecureSkipVerify, Timeout: o.Timeout,
+		ExpiredNote: "and records live only in the running leader's memory"}
 }

@@ -7,9 +7,11 @@ package reach
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -193,4 +195,71 @@ func HTTPClient(cfg *rest.Config, t TLS, timeout time.Duration) (*http.Client, e
 		return nil, err
 	}
 	return &http.Client{Transport: rt, Timeout: timeout}, nil
+}
+
+// Scheduler is how a command reaches berth-scheduler's secure port: the leader found by its
+// Lease and port-forwarded through the API server (the default), or a URL the caller can reach.
+type Scheduler struct {
+	// URL (https://host:port) skips the Lease and the port-forward.
+	URL string
+	// Namespaces are searched in order for the Lease named Lease.
+	Namespaces []string
+	Lease      string
+	// Port is the scheduler pod's secure port.
+	Port int
+	// CAFile verifies the scheduler's certificate; Insecure skips verification. Through the
+	// port-forward verification is skipped unless CAFile is set (berth-scheduler serves a
+	// self-signed certificate unless given one; the tunnel itself is the API server's).
+	CAFile   string
+	Insecure bool
+	Timeout  time.Duration
+	// ExpiredNote is added to the error when the Lease has expired (what that means for the
+	// command).
+	ExpiredNote string
+}
+
+// Open returns the base URL of the scheduler to ask, a description of it, a client that
+// presents the caller's own credentials, and a stop function for the port-forward.
+func (s Scheduler) Open(ctx context.Context, cfg *rest.Config, client kubernetes.Interface) (string, string, *http.Client, func(), error) {
+	hc, err := HTTPClient(cfg, TLS{CAFile: s.CAFile, Insecure: s.Insecure, Forwarded: s.URL == ""}, s.Timeout)
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	if s.URL != "" {
+		u, err := url.Parse(s.URL)
+		if err != nil || u.Scheme != "https" || u.Host == "" {
+			return "", "", nil, nil, fmt.Errorf("--scheduler-url %q: want https://host:port", s.URL)
+		}
+		return strings.TrimSuffix(s.URL, "/"), "scheduler " + u.Host, hc, func() {}, nil
+	}
+	ns, holder, err := s.Leader(ctx, client)
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	pod, err := LeaderPod(ctx, client, ns, s.Lease, holder)
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	local, stop, err := PortForward(ctx, cfg, client, pod, s.Port)
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	return fmt.Sprintf("https://127.0.0.1:%d", local), fmt.Sprintf("leader pod %s/%s", ns, pod.Name), hc, stop, nil
+}
+
+// Leader reads the Lease and returns its namespace and holder identity.
+func (s Scheduler) Leader(ctx context.Context, client kubernetes.Interface) (string, string, error) {
+	l, err := FindLease(ctx, client, s.Namespaces, s.Lease)
+	if err != nil {
+		return "", "", err
+	}
+	holder, err := Holder(l, time.Now())
+	var expired *ExpiredLeaseError
+	if errors.As(err, &expired) && s.ExpiredNote != "" {
+		err = fmt.Errorf("%w, %s", err, s.ExpiredNote)
+	}
+	if err != nil {
+		return "", "", err
+	}
+	return l.Namespace, holder, nil
 }
