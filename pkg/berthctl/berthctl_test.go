@@ -3,6 +3,7 @@ package berthctl
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"net/http"
@@ -33,6 +34,7 @@ import (
 	"github.com/berth-sched/berth/pkg/berthctl/reach"
 	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/berth-sched/berth/pkg/loadwatcher"
+	"github.com/berth-sched/berth/pkg/placedload"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -172,6 +174,17 @@ func TestNodesGolden(t *testing.T) {
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			view := collect(t, tc.selector)
+			// The scheduler's placed load: a recorded answer for wide and json, an unreachable
+			// scheduler for table and yaml (the view still shows what it measured).
+			if tc.output == "wide" || tc.output == "json" {
+				var ans placedload.Answer
+				if err := json.Unmarshal([]byte(recordedPlaced), &ans); err != nil {
+					t.Fatal(err)
+				}
+				AddPlaced(view, &ans, "leader pod berth-system/berth-scheduler-0", nil)
+			} else {
+				AddPlaced(view, nil, "", errors.New(`no Lease "berth-scheduler" in berth-system or kube-system`))
+			}
 			if err := SortNodes(view, tc.sortBy); err != nil {
 				t.Fatal(err)
 			}
@@ -455,3 +468,7 @@ func TestStatusGolden(t *testing.T) {
 		})
 	}
 }
+
+// recordedPlaced is berth-scheduler's /debug/berth/placed answer with both load-aware plugins
+// having placed a pod on busy that its report does not include yet.
+const recordedPlaced = `{"profiles":[{"profile":"berth-scheduler","plugin":"LoadVariationRiskBalancing","nodes":{"busy":{"milliCPU":300,"memoryBytes":268435456}}},{"profile":"berth-scheduler","plugin":"TargetLoadPacking","nodes":{"busy":{"milliCPU":150,"memoryBytes":0}}}]}`

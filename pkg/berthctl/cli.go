@@ -31,8 +31,10 @@ type Options struct {
 	WatcherPortForward bool
 	WatcherPort        int
 	Window             string
-	// SchedulerNamespace and Lease name the scheduler's leader-election Lease (status).
+	// SchedulerNamespace and Lease name the scheduler's leader-election Lease; SchedulerPort
+	// is its secure port (nodes reads the placed load there).
 	SchedulerNamespace, Lease string
+	SchedulerPort             int
 	Selector, SortBy, Output  string
 	Timeout                   time.Duration
 }
@@ -72,10 +74,10 @@ func (o *Options) flags(name, usage string, stderr io.Writer) *pflag.FlagSet {
 	if name == "nodes" {
 		fs.StringVarP(&o.Selector, "selector", "l", "", "only nodes matching this label selector")
 		fs.StringVar(&o.SortBy, "sort-by", "name", "name, cpu, memory (measured average, highest first), cpu-requests, memory-requests, age (oldest first) or load (missing, stale, fresh)")
-	} else {
-		fs.StringVar(&o.SchedulerNamespace, "scheduler-namespace", "", "namespace of the scheduler's Lease (default: berth-system, then kube-system)")
-		fs.StringVar(&o.Lease, "lease", "berth-scheduler", "name of the Lease the scheduler elects its leader on")
+		fs.IntVar(&o.SchedulerPort, "scheduler-port", 10259, "the scheduler's secure port in its pod (the placed load is read there, with your credentials)")
 	}
+	fs.StringVar(&o.SchedulerNamespace, "scheduler-namespace", "", "namespace of the scheduler's Lease (default: berth-system, then kube-system)")
+	fs.StringVar(&o.Lease, "lease", "berth-scheduler", "name of the Lease the scheduler elects its leader on")
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	return fs
 }
@@ -157,6 +159,8 @@ func (o Options) runNodes(ctx context.Context, kube *reach.Kube, dyn dynamic.Int
 	if err != nil {
 		return err
 	}
+	ans, who, err := o.readPlaced(ctx, kube)
+	AddPlaced(view, ans, who, err)
 	if err := SortNodes(view, o.SortBy); err != nil {
 		return err
 	}

@@ -36,9 +36,9 @@ var NodeImagesResource = schema.GroupVersionResource{Group: berthv1alpha1.GroupV
 // NodesView is `kubectl berth nodes`' answer, as -o json|yaml prints it.
 type NodesView struct {
 	Watcher WatcherView `json:"watcher"`
-	// PlacedPodEstimate says where the scheduler's estimate of pods placed since a node's last
-	// report would come from; berth-scheduler keeps it in memory and serves it nowhere yet, so
-	// no per-node number is shown (the client does not recompute it).
+	// PlacedPodEstimate says where the per-node placed load (NodeView.Placed) was read from,
+	// the leader scheduler's /debug/berth/placed, or why it was not (the client never
+	// recomputes it).
 	PlacedPodEstimate string     `json:"placedPodEstimate"`
 	Nodes             []NodeView `json:"nodes"`
 }
@@ -67,6 +67,9 @@ type NodeView struct {
 	CPU        ResourceView `json:"cpu"`
 	Memory     ResourceView `json:"memory"`
 	Images     *ImagesView  `json:"images,omitempty"`
+	// Placed is what the scheduler's load-aware plugins add to the node for pods placed since
+	// its last report, per profile and plugin, as the leader serves it.
+	Placed []PlacedLoad `json:"placed,omitempty"`
 }
 
 // ResourceView is one resource of a node, in percent of the node (measured: of capacity, as
@@ -132,7 +135,7 @@ func CollectNodes(ctx context.Context, client kubernetes.Interface, dyn dynamic.
 	}
 	view := &NodesView{
 		Watcher:           WatcherView{From: from, Source: doc.Source, Window: doc.Window.Duration, Time: doc.Timestamp},
-		PlacedPodEstimate: "not served by berth-scheduler (it is held in the scheduler's memory only)",
+		PlacedPodEstimate: "not asked",
 		Nodes:             []NodeView{},
 	}
 	for i := range nodes.Items {

@@ -99,7 +99,7 @@ func WriteNodes(w io.Writer, view *NodesView, output string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := "NODE\tLOAD\tAGE\tCPU AVG\tCPU NOW\tCPU REQ\tMEM AVG\tMEM NOW\tMEM REQ\tCPU MEASURED/REQUESTED"
 	if wide {
-		head += "\tMEM MEASURED/REQUESTED\tCLASS\tIMAGES\tIMAGES AGE"
+		head += "\tMEM MEASURED/REQUESTED\tCLASS\tIMAGES\tIMAGES AGE\tPLACED CPU"
 	}
 	fmt.Fprintln(tw, head)
 	for _, n := range view.Nodes {
@@ -119,7 +119,7 @@ func WriteNodes(w io.Writer, view *NodesView, output string) error {
 				}
 				imgAge = Age(n.Images.AgeSeconds)
 			}
-			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s", Bar(n.Memory.Average, n.Memory.RequestedPercent), class, imgs, imgAge)
+			fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t%s", Bar(n.Memory.Average, n.Memory.RequestedPercent), class, imgs, imgAge, placedCell(n.Placed))
 		}
 		fmt.Fprintln(tw)
 	}
