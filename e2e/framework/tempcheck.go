@@ -1,11 +1,15 @@
 package framework
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
+
+	"github.com/berth-sched/berth/e2e/cluster"
 )
 
 // IsolateTemp points TMPDIR at a fresh private directory for this test binary and every process
@@ -68,6 +72,31 @@ func BerthTempEntries(dir string) []string {
 func RunIsolated(m interface{ Run() int }) {
 	check := IsolateTemp()
 	code := m.Run()
+	if err := check(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// RunWithCluster is the TestMain of a suite whose tests share one local cluster: in a private
+// temporary directory it starts the cluster with cfg (bounded by timeout), hands it to set, runs
+// the tests, stops the cluster, and exits non-zero if the tests failed, the cluster did not
+// start, or anything named berth-* was left behind.
+func RunWithCluster(m interface{ Run() int }, cfg cluster.Config, timeout time.Duration, set func(*cluster.Cluster)) {
+	check := IsolateTemp()
+	code := func() int {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		c, err := cluster.Start(ctx, cfg)
+		cancel()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "starting the local cluster:", err)
+			return 1
+		}
+		defer c.Stop()
+		set(c)
+		return m.Run()
+	}()
 	if err := check(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		code = 1

@@ -1,9 +1,6 @@
 package failover
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -19,24 +16,5 @@ var suite *cluster.Cluster
 // temporary directory, runs the tests, stops it, and fails the suite if anything named berth-*
 // is left behind.
 func TestMain(m *testing.M) {
-	check := framework.IsolateTemp()
-	code := run(m)
-	if err := check(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
-}
-
-func run(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Config{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "failover suite: starting the cluster:", err)
-		return 1
-	}
-	defer c.Stop()
-	suite = c
-	return m.Run()
+	framework.RunWithCluster(m, cluster.Config{}, 2*time.Minute, func(c *cluster.Cluster) { suite = c })
 }

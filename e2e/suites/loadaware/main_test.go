@@ -6,10 +6,8 @@ package loadaware
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -25,31 +23,17 @@ import (
 // apiserver instead of three).
 var shared *cluster.Cluster
 
+// TestMain shares one cluster among the tests; everything the suite and its processes put in
+// the temporary directory (cluster directory, schedulers' default configurations, fixture
+// /proc writers) must be gone after teardown.
 func TestMain(m *testing.M) {
-	// Everything the suite and its processes put in the temporary directory must be gone after
-	// teardown (cluster directory, schedulers' default configurations, fixture /proc writers).
-	tempCheck := framework.IsolateTemp()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	c, err := cluster.Start(ctx, cluster.Config{
+	framework.RunWithCluster(m, cluster.Config{
 		// Pods here are either bound directly (agent pods) or by berth-scheduler: the stock
 		// scheduler is not needed (the controller-manager is: default service accounts and
 		// lifting the not-ready taint off KWOK nodes).
 		WithoutDefaultScheduler: true,
 		WithoutBerthCRDs:        true,
-	})
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the local cluster:", err)
-		os.Exit(1)
-	}
-	shared = c
-	code := m.Run()
-	c.Stop()
-	if err := tempCheck(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
+	}, 3*time.Minute, func(c *cluster.Cluster) { shared = c })
 }
 
 // metricLine returns the first line of a Prometheus text page that starts with prefix.

@@ -5,9 +5,6 @@
 package monitoring
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -17,28 +14,13 @@ import (
 
 var shared *cluster.Cluster
 
+// TestMain shares one cluster among the tests; everything the suite and its processes
+// (Prometheus' TSDB included) put in the temporary directory must be gone after teardown.
 func TestMain(m *testing.M) {
-	// Everything the suite and its processes (Prometheus' TSDB included) put in the temporary
-	// directory must be gone after teardown.
-	tempCheck := framework.IsolateTemp()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	c, err := cluster.Start(ctx, cluster.Config{
+	framework.RunWithCluster(m, cluster.Config{
 		// berth-scheduler schedules the suite's pods; agents' pods are bound directly. The
 		// SPO CRDs are not needed; the tests install the chart's own crds/ (installChartCRDs).
 		WithoutDefaultScheduler: true,
 		WithoutBerthCRDs:        true,
-	})
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the local cluster:", err)
-		os.Exit(1)
-	}
-	shared = c
-	code := m.Run()
-	c.Stop()
-	if err := tempCheck(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
+	}, 3*time.Minute, func(c *cluster.Cluster) { shared = c })
 }
