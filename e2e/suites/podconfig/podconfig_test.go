@@ -78,22 +78,9 @@ func TestPodConfigRealNode(t *testing.T) {
 	framework.NeedRealNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	img, err := framework.NetechoImage(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := cluster.Start(ctx, cluster.Config{
-		RealNode:    &cluster.RealNodeConfig{NodeName: realNode, Images: []string{img}},
-		WithoutKWOK: true, Logf: t.Logf,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
+	c := framework.StartPodConfigCluster(ctx, t, realNode)
 	e := &env{ctx: ctx, c: c, rn: c.RealNode()}
-	if err := framework.InstallPodConfigCRDs(ctx, c.RESTConfig); err != nil {
-		t.Fatal(err)
-	}
+	var err error
 	s := runtime.NewScheme()
 	_ = corev1.AddToScheme(s)
 	_ = berthv1alpha1.AddToScheme(s)
