@@ -76,24 +76,8 @@ func Age(s *int64) string {
 
 // WriteNodes prints view as table, wide, json or yaml.
 func WriteNodes(w io.Writer, view *NodesView, output string) error {
-	switch output {
-	case "json":
-		b, err := json.MarshalIndent(view, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
+	if done, err := writeStructured(w, view, output, "table, wide, json or yaml"); done {
 		return err
-	case "yaml":
-		b, err := yaml.Marshal(view)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	case "", "table", "wide":
-	default:
-		return fmt.Errorf("--output %q: want table, wide, json or yaml", output)
 	}
 	wide := output == "wide"
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -133,4 +117,29 @@ func WriteNodes(w io.Writer, view *NodesView, output string) error {
 	_, err := fmt.Fprintf(w, "\nmeasured: %s average and latest sample from %s (source %s); requested: sum of pod requests over allocatable\nbar, 5%% a cell: # measured within requests, - requested but idle, + measured beyond requests, ? not measured\nplaced-pod estimate: %s\n",
 		window, view.Watcher.From, view.Watcher.Source, view.PlacedPodEstimate)
 	return err
+}
+
+// writeStructured prints v as json or yaml when output asks for them (done), refuses an output
+// that is none of want (done, with the error), and leaves table and wide to the caller.
+func writeStructured(w io.Writer, v any, output, want string) (bool, error) {
+	switch output {
+	case "json":
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return true, err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return true, err
+	case "yaml":
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return true, err
+		}
+		_, err = w.Write(b)
+		return true, err
+	case "", "table", "wide":
+		return false, nil
+	default:
+		return true, fmt.Errorf("--output %q: want %s", output, want)
+	}
 }

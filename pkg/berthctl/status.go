@@ -2,7 +2,6 @@ package berthctl
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -20,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	"github.com/berth-sched/berth/pkg/berthctl/reach"
 	"github.com/berth-sched/berth/pkg/loadapi"
@@ -394,24 +392,8 @@ func ptr[T any](v T) *T { return &v }
 
 // WriteStatus prints view as a table, json or yaml.
 func WriteStatus(w io.Writer, view *StatusView, output string) error {
-	switch output {
-	case "json":
-		b, err := json.MarshalIndent(view, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
+	if done, err := writeStructured(w, view, output, "table, json or yaml"); done {
 		return err
-	case "yaml":
-		b, err := yaml.Marshal(view)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	case "", "table", "wide":
-	default:
-		return fmt.Errorf("--output %q: want table, json or yaml", output)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "AREA\tNAME\tSTATE\tVERSION\tDETAIL")

@@ -259,17 +259,7 @@ func (e *env) deletePod(t *testing.T, p *corev1.Pod) {
 
 func (e *env) waitPC(t *testing.T, ns, name, what string, ok func(*berthv1alpha1.PodConfig) bool) *berthv1alpha1.PodConfig {
 	t.Helper()
-	pc := &berthv1alpha1.PodConfig{}
-	err := wait.PollUntilContextTimeout(e.ctx, 100*time.Millisecond, 45*time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := e.cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pc); err != nil {
-			return false, nil
-		}
-		return ok(pc), nil
-	})
-	if err != nil {
-		t.Fatalf("PodConfig %s/%s: %s: %v; last status %+v", ns, name, what, err, pc.Status)
-	}
-	return pc
+	return framework.WaitPodConfig(e.ctx, t, e.cl, ns, name, what, 45*time.Second, ok)
 }
 
 // pool returns the IPAllocation of the network as address → allocation (nil if absent).

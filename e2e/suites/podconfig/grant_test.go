@@ -32,17 +32,7 @@ func onePodConfig(name, att, network string) *berthv1alpha1.PodConfig {
 // waitPC waits until ok holds for PodConfig name and returns it.
 func (e *env) waitPC(t *testing.T, name, what string, ok func(*berthv1alpha1.PodConfig) bool) *berthv1alpha1.PodConfig {
 	t.Helper()
-	pc := &berthv1alpha1.PodConfig{}
-	err := wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := e.cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pc); err != nil {
-			return false, nil
-		}
-		return ok(pc), nil
-	})
-	if err != nil {
-		t.Fatalf("PodConfig %s: %s: %v; last status %+v", name, what, err, pc.Status)
-	}
-	return pc
+	return framework.WaitPodConfig(e.ctx, t, e.cl, ns, name, what, 60*time.Second, ok)
 }
 
 func allIn(state berthv1alpha1.AttachmentState, n int) func(*berthv1alpha1.PodConfig) bool {

@@ -255,17 +255,7 @@ func podConfig(ns, name string, atts ...berthv1alpha1.NetworkAttachment) *berthv
 // waitPodConfig polls a PodConfig until ok says it is where it should be.
 func (e *env) waitPodConfig(t *testing.T, ns, name string, ok func(*berthv1alpha1.PodConfig) bool) *berthv1alpha1.PodConfig {
 	t.Helper()
-	pc := &berthv1alpha1.PodConfig{}
-	err := wait.PollUntilContextTimeout(e.ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		if err := e.admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pc); err != nil {
-			return false, nil
-		}
-		return ok(pc), nil
-	})
-	if err != nil {
-		t.Fatalf("PodConfig %s/%s never got there: status %+v", ns, name, pc.Status)
-	}
-	return pc
+	return framework.WaitPodConfig(e.ctx, t, e.admin, ns, name, "the expected status", 60*time.Second, ok)
 }
 
 func degradedWith(msgs ...string) func(*berthv1alpha1.PodConfig) bool {

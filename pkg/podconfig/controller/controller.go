@@ -146,7 +146,6 @@ type want struct {
 // held is an address this PodConfig holds for one pod UID and attachment.
 type held struct {
 	network string
-	prefix  netip.Prefix
 	addr    netip.Addr
 	podName string
 }
@@ -284,10 +283,6 @@ func (r *Reconciler) holdings(ctx context.Context, pc *berthv1alpha1.PodConfig) 
 	out := map[entryKey][]held{}
 	for i := range list.Items {
 		obj := &list.Items[i]
-		prefix, err := netip.ParsePrefix(obj.Spec.CIDR)
-		if err != nil {
-			continue
-		}
 		for _, e := range obj.Spec.Allocations {
 			if e.PodNamespace != pc.Namespace || e.PodConfig != pc.Name {
 				continue
@@ -297,7 +292,7 @@ func (r *Reconciler) holdings(ctx context.Context, pc *berthv1alpha1.PodConfig) 
 				continue
 			}
 			k := entryKey{e.PodUID, e.Attachment}
-			out[k] = append(out[k], held{network: obj.Name, prefix: prefix.Masked(), addr: addr, podName: e.PodName})
+			out[k] = append(out[k], held{network: obj.Name, addr: addr, podName: e.PodName})
 		}
 	}
 	return out, nil
