@@ -98,7 +98,11 @@ func (pl *SySched) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	if !pl.args.filterNotInstalled() {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	ids := pl.st.requiredIDs(pl.st.podSet(pod))
+	// The set is kept in the cycle state: PreScore reads it from there rather than resolving
+	// the pod's profiles a second time.
+	ps := pl.st.podSet(pod)
+	cs.Write(stateKey, &cycleData{ps: ps})
+	ids := pl.st.requiredIDs(ps)
 	if len(ids) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}

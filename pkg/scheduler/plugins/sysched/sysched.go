@@ -101,7 +101,7 @@ func (c *cycleData) Clone() fwk.StateData { return c }
 // PreScore resolves the incoming pod's syscall set once per cycle so Score is pure bit
 // arithmetic, and reports profiles it cannot find on the pod.
 func (pl *SySched) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
-	ps := pl.st.podSet(pod)
+	ps := pl.podSetFor(cs, pod)
 	sink := explain.SinkFrom(cs)
 	cs.Write(stateKey, &cycleData{ps: ps, sink: sink})
 	if sink != nil {
