@@ -58,6 +58,10 @@ type Report struct {
 	Latest  Latest         `json:"latest"`
 	Windows []WindowReport `json:"windows"`
 	PodUIDs []string       `json:"podUIDs"`
+	// Pods is the measured use of the pods in PodUIDs the agent could read (a pod whose cgroup
+	// was gone or unreadable is in PodUIDs and not here). Optional: an agent or watcher without
+	// per-pod data leaves it out, and readers fall back to time-based rules.
+	Pods []PodUsage `json:"pods,omitempty"`
 	// Instance names one run of the agent process (random at start) and Seq numbers its reports
 	// from 1. The watcher orders reports by them and by its own receive time, never by Time, so
 	// an agent whose clock was ahead cannot shadow the reports that follow. Both are optional
@@ -82,6 +86,35 @@ type NodeStatus struct {
 	// PodUIDs are the pods the node agent saw running when it sampled (only with ?pods=true),
 	// so the scheduler can tell which pods it just bound the numbers do not include yet.
 	PodUIDs []string `json:"podUIDs,omitempty"`
+	// Pods is the per-pod use the agent reported with PodUIDs (only with ?pods=true).
+	Pods []PodUsage `json:"pods,omitempty"`
+}
+
+// MaxPods bounds Report.Pods like DefaultMaxPodUIDs bounds PodUIDs.
+const MaxPods = DefaultMaxPodUIDs
+
+// PodUsage is one pod's measured use, in the node's units: percent of the node's capacity, so
+// a pod's numbers subtract directly from its node's.
+type PodUsage struct {
+	UID string `json:"uid"`
+	// Latest is the pod's share in the node's newest sample.
+	Latest Latest `json:"latest"`
+	// Windows are the pod's averages over the node's windows (same names as Report.Windows).
+	// Why averaged over every sample of the node's window, counting 0 before the pod was first
+	// seen: the number is then exactly what the node's window average already holds of this
+	// pod, which is what an estimate for a just-placed pod must not count again.
+	Windows []PodWindow `json:"windows,omitempty"`
+	// CPUMillicores and MemoryBytes are the latest sample in absolute units, for consumers that
+	// compare a pod against another node's capacity (hot-spot relief).
+	CPUMillicores int64 `json:"cpuMillicores,omitempty"`
+	MemoryBytes   int64 `json:"memoryBytes,omitempty"`
+}
+
+// PodWindow is one pod's average over one of the node's windows, in percent of node capacity.
+type PodWindow struct {
+	Window string  `json:"window"`
+	CPU    float64 `json:"cpu"`
+	Memory float64 `json:"memory"`
 }
 
 // Response is what GET /watcher serves: the upstream document, whose fields stay at the top

@@ -25,7 +25,7 @@ func sampleResponse() Response {
 		}},
 	}
 	r.Nodes = map[string]NodeStatus{
-		"node-a": {Updated: 1_699_999_998, PodUIDs: []string{"uid-1", "uid-2"}},
+		"node-a": {Updated: 1_699_999_998, PodUIDs: []string{"uid-1", "uid-2"}, Pods: []PodUsage{{UID: "uid-1", Latest: Latest{CPU: 3}}}},
 		"node-b": {Stale: true},
 	}
 	return r
@@ -36,14 +36,15 @@ func sampleResponse() Response {
 func TestRoundTrip(t *testing.T) {
 	rep := Report{Node: "node-a", Time: 1_700_000_000, Latest: Latest{CPU: 12.5, Memory: 40},
 		Windows: []WindowReport{{Window: "5m", Samples: 300, CPU: ResourceStats{Avg: 10, Std: 2, P95: 15}, Memory: ResourceStats{Avg: 40, Std: 1, P95: 41}}},
-		PodUIDs: []string{"uid-1"}, Instance: "3f9a0c2e71b84d5a", Seq: 42}
+		PodUIDs: []string{"uid-1"}, Instance: "3f9a0c2e71b84d5a", Seq: 42,
+		Pods: []PodUsage{{UID: "uid-1", Latest: Latest{CPU: 3, Memory: 2}, Windows: []PodWindow{{Window: "5m", CPU: 1.5, Memory: 2}}, CPUMillicores: 240, MemoryBytes: 1 << 30}}}
 	tests := []struct {
 		name   string
 		in     any
 		out    any
 		fields []string
 	}{
-		{"report", &rep, &Report{}, []string{`"node":`, `"time":`, `"latest":`, `"windows":`, `"podUIDs":`, `"samples":`, `"p95":`, `"instance":`, `"seq":`}},
+		{"report", &rep, &Report{}, []string{`"node":`, `"time":`, `"latest":`, `"windows":`, `"podUIDs":`, `"samples":`, `"p95":`, `"instance":`, `"seq":`, `"pods":`, `"uid":`, `"cpuMillicores":`, `"memoryBytes":`}},
 		{"response", ptr(sampleResponse()), &Response{}, []string{`"timestamp":`, `"window":`, `"source":`, `"data":`, `"NodeMetricsMap":`, `"berthNodes":`, `"updated":`, `"stale":true`, `"podUIDs":`}},
 	}
 	for _, tc := range tests {
