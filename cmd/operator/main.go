@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -19,6 +20,7 @@ import (
 	isolationwebhook "github.com/berth-sched/berth/pkg/isolation/webhook"
 	"github.com/berth-sched/berth/pkg/operator"
 	"github.com/berth-sched/berth/pkg/podconfig"
+	"github.com/berth-sched/berth/pkg/rebalancer"
 )
 
 func main() {
@@ -62,6 +64,10 @@ func main() {
 	flag.DurationVar(&o.PodConfigRemovalTimeout, "podconfig-removal-timeout", 5*time.Minute,
 		"how long a pod's links may wait for removal on a node that is gone or not Ready before their addresses are freed anyway")
 	isolation := isolationwebhook.BindFlags(flag.CommandLine)
+	rebalance := flag.Bool("rebalancer", false,
+		"run the Rebalancer controller (hot-spot relief: evicts berth-scheduled pods off nodes that stay hot; needs the Rebalancer CRD and eviction RBAC)")
+	rebalanceProtected := flag.String("rebalancer-protected-namespaces", "",
+		"comma-separated namespaces the rebalancer never evicts from, besides kube-system (the chart passes its release namespace)")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	// --kubeconfig is registered by controller-runtime's config package.
@@ -117,8 +123,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "berth-operator: instance-isolation webhook:", err)
 		os.Exit(1)
 	}
+	if *rebalance {
+		if err := rebalancer.Setup(mgr, strings.Split(*rebalanceProtected, ",")); err != nil {
+			fmt.Fprintln(os.Stderr, "berth-operator: rebalancer:", err)
+			os.Exit(1)
+		}
+	}
 	log.Info("starting", "metrics", o.MetricsAddr, "metricsSecure", *metricsSecure, "health", o.HealthAddr, "leaderElect", o.LeaderElection,
-		"podconfig", o.PodConfig)
+		"podconfig", o.PodConfig, "rebalancer", *rebalance)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		fmt.Fprintln(os.Stderr, "berth-operator:", err)
 		os.Exit(1)

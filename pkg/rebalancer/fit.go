@@ -1,0 +1,97 @@
+package rebalancer
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeaffinity"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeunschedulable"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/tainttoleration"
+
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
+)
+
+// Fitter runs the scheduler's own Filter verdicts for one pod on one node, in process: the
+// upstream NodeUnschedulable, TaintToleration, NodeAffinity and NodeResourcesFit plugins and
+// Berth's InstanceIsolation, each PreFilter then Filter, exactly as a scheduling cycle calls
+// them. Why in process rather than asking the scheduler: a round checks many pod×node pairs,
+// and the verdict must not depend on the scheduler being reachable.
+type Fitter struct {
+	plugins []fwk.FilterPlugin
+}
+
+// NewFitter builds the plugins with their default arguments. InstanceIsolation gets an empty
+// index, so its Filter counts the classes of the pods given for the node (its own fallback).
+func NewFitter(ctx context.Context) (*Fitter, error) {
+	fts := feature.Features{}
+	var out []fwk.FilterPlugin
+	add := func(p fwk.Plugin, err error) error {
+		if err != nil {
+			return err
+		}
+		fp, ok := p.(fwk.FilterPlugin)
+		if !ok {
+			return fmt.Errorf("%s is not a Filter plugin", p.Name())
+		}
+		out = append(out, fp)
+		return nil
+	}
+	fitArgs := &config.NodeResourcesFitArgs{ScoringStrategy: &config.ScoringStrategy{
+		Type:      config.LeastAllocated,
+		Resources: []config.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}},
+	}}
+	iiArgs, err := instanceisolation.ParseArgs(nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, step := range []func() error{
+		func() error { return add(nodeunschedulable.New(ctx, nil, nil, fts)) },
+		func() error { return add(tainttoleration.New(ctx, nil, nil, fts)) },
+		func() error { return add(nodeaffinity.New(ctx, &config.NodeAffinityArgs{}, nil, fts)) },
+		func() error { return add(noderesources.NewFit(ctx, fitArgs, nil, fts)) },
+		func() error {
+			return add(instanceisolation.NewWithIndex(ctx, iiArgs, instanceisolation.NewIndex()), nil)
+		},
+	} {
+		if err := step(); err != nil {
+			return nil, fmt.Errorf("building the Filter plugins: %w", err)
+		}
+	}
+	return &Fitter{plugins: out}, nil
+}
+
+// Fits says whether pod passes every Filter on node holding pods; reason names the first plugin
+// that refused and why.
+func (f *Fitter) Fits(ctx context.Context, pod *corev1.Pod, node *corev1.Node, pods []*corev1.Pod) (bool, string) {
+	// The pod as the scheduler sees it when its replacement is created: not bound anywhere.
+	p := pod.DeepCopy()
+	p.Spec.NodeName = ""
+	ni := framework.NewNodeInfo(pods...)
+	ni.SetNode(node)
+	nodes := []fwk.NodeInfo{ni}
+	for _, pl := range f.plugins {
+		state := framework.NewCycleState()
+		if pf, ok := pl.(fwk.PreFilterPlugin); ok {
+			res, st := pf.PreFilter(ctx, state, p, nodes)
+			if st.IsSkip() {
+				continue
+			}
+			if !st.IsSuccess() {
+				return false, fmt.Sprintf("%s: %s", pl.Name(), st.Message())
+			}
+			if res != nil && !res.AllNodes() && !res.NodeNames.Has(node.Name) {
+				return false, fmt.Sprintf("%s: node not among the pod's allowed nodes", pl.Name())
+			}
+		}
+		if st := pl.Filter(ctx, state, p, ni); !st.IsSuccess() {
+			return false, fmt.Sprintf("%s: %s", pl.Name(), st.Message())
+		}
+	}
+	return true, ""
+}
