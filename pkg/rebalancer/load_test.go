@@ -26,9 +26,15 @@ func doc(ts int64, nodes map[string][]watcher.Metric, status map[string]loadapi.
 
 func TestParse(t *testing.T) {
 	now := t0
-	cpuL := func(v float64) watcher.Metric { return watcher.Metric{Type: watcher.CPU, Operator: watcher.Latest, Value: v} }
-	cpuA := func(v float64) watcher.Metric { return watcher.Metric{Type: watcher.CPU, Operator: watcher.Average, Value: v} }
-	memA := func(v float64) watcher.Metric { return watcher.Metric{Type: watcher.Memory, Operator: watcher.Average, Value: v} }
+	cpuL := func(v float64) watcher.Metric {
+		return watcher.Metric{Type: watcher.CPU, Operator: watcher.Latest, Value: v}
+	}
+	cpuA := func(v float64) watcher.Metric {
+		return watcher.Metric{Type: watcher.CPU, Operator: watcher.Average, Value: v}
+	}
+	memA := func(v float64) watcher.Metric {
+		return watcher.Metric{Type: watcher.Memory, Operator: watcher.Average, Value: v}
+	}
 	d := doc(now.Unix()-100, map[string][]watcher.Metric{
 		"latest-wins": {cpuA(50), cpuL(90), memA(20)},
 		"avg-only":    {cpuA(40)},
