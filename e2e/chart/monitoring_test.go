@@ -2,6 +2,7 @@ package chart
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,18 +157,27 @@ func TestMonitoringObjects(t *testing.T) {
 		switch o.GetKind() {
 		case "ServiceMonitor":
 			eps, _, _ := unstructuredSlice(o.Object, "spec", "endpoints")
-			if len(eps) != 1 {
-				t.Fatalf("%s: endpoints %v", o.GetName(), eps)
+			// The scheduler also serves /metrics/resources (requests and node allocatable).
+			wantPaths := map[string]string{"berth-scheduler-metrics": "/metrics,/metrics/resources"}[o.GetName()]
+			if wantPaths == "" {
+				wantPaths = "/metrics"
 			}
-			ep := eps[0].(map[string]any)
-			_, hasToken := ep["bearerTokenFile"]
-			if secure[o.GetName()] {
-				tls, _ := ep["tlsConfig"].(map[string]any)
-				if ep["scheme"] != "https" || !hasToken || tls["insecureSkipVerify"] != true {
-					t.Errorf("%s: %v, want https with the bearer token file and insecureSkipVerify (self-signed)", o.GetName(), ep)
+			var paths []string
+			for _, e := range eps {
+				ep := e.(map[string]any)
+				paths = append(paths, fmt.Sprint(ep["path"]))
+				_, hasToken := ep["bearerTokenFile"]
+				if secure[o.GetName()] {
+					tls, _ := ep["tlsConfig"].(map[string]any)
+					if ep["scheme"] != "https" || !hasToken || tls["insecureSkipVerify"] != true {
+						t.Errorf("%s: %v, want https with the bearer token file and insecureSkipVerify (self-signed)", o.GetName(), ep)
+					}
+				} else if ep["scheme"] != "http" || hasToken {
+					t.Errorf("%s: %v, want plain http without a token", o.GetName(), ep)
 				}
-			} else if ep["scheme"] != "http" || hasToken {
-				t.Errorf("%s: %v, want plain http without a token", o.GetName(), ep)
+			}
+			if strings.Join(paths, ",") != wantPaths {
+				t.Errorf("%s scrapes %v, want %s", o.GetName(), paths, wantPaths)
 			}
 			if o.GetLabels()["release"] != "kube-prometheus" {
 				t.Errorf("%s lacks monitoring.serviceMonitors.labels: %v", o.GetName(), o.GetLabels())

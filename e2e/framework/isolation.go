@@ -1,10 +1,16 @@
 package framework
 
 import (
+	"context"
 	"fmt"
+	"strings"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
@@ -74,4 +80,82 @@ func RenameProfile(entries, pick, name string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no profile %q in the rendered entries", pick)
+}
+
+// ChartIsolationArgs returns the --isolation-* arguments of the operator Deployment named
+// deployment in the chart's rendered objs, each flag in set given its value there instead (the
+// suites move the webhook to loopback and shorten its lifetimes).
+func ChartIsolationArgs(objs []*unstructured.Unstructured, deployment string, set map[string]string) ([]string, error) {
+	var args []string
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" || o.GetName() != deployment {
+			continue
+		}
+		cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		if len(cs) == 0 {
+			return nil, fmt.Errorf("deployment %s has no containers", deployment)
+		}
+		raw, _ := cs[0].(map[string]any)["args"].([]any)
+		for _, a := range raw {
+			s, _ := a.(string)
+			if !strings.HasPrefix(s, "--isolation") {
+				continue
+			}
+			if v, ok := set[strings.SplitN(s, "=", 2)[0]]; ok {
+				s = strings.SplitN(s, "=", 2)[0] + "=" + v
+			}
+			args = append(args, s)
+		}
+	}
+	if len(args) == 0 {
+		return nil, fmt.Errorf("the chart rendered no --isolation-* arguments for deployment %s", deployment)
+	}
+	return args, nil
+}
+
+// InstallChartWebhook creates the chart's isolation webhook Secret and
+// MutatingWebhookConfiguration from its rendered objs, the configuration pointed at url. Why a
+// URL: the API server of a simulated-node cluster runs outside any pod network, and the webhook
+// listens on loopback. The returned func deletes what was created.
+func InstallChartWebhook(ctx context.Context, cs kubernetes.Interface, objs []*unstructured.Unstructured, url string) (func(), error) {
+	var undo []func()
+	cleanup := func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	bg := context.Background()
+	for _, o := range objs {
+		var err error
+		switch o.GetKind() {
+		case "MutatingWebhookConfiguration":
+			var m admissionregistrationv1.MutatingWebhookConfiguration
+			if err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &m); err != nil {
+				break
+			}
+			for i := range m.Webhooks {
+				m.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url}
+			}
+			if _, err = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &m, metav1.CreateOptions{}); err == nil {
+				undo = append(undo, func() {
+					_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(bg, m.Name, metav1.DeleteOptions{})
+				})
+			}
+		case "Secret":
+			var s corev1.Secret
+			if err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &s); err != nil {
+				break
+			}
+			if _, err = cs.CoreV1().Secrets(s.Namespace).Create(ctx, &s, metav1.CreateOptions{}); err == nil {
+				undo = append(undo, func() { _ = cs.CoreV1().Secrets(s.Namespace).Delete(bg, s.Name, metav1.DeleteOptions{}) })
+			}
+		default:
+			continue
+		}
+		if err != nil {
+			cleanup()
+			return nil, fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	return cleanup, nil
 }

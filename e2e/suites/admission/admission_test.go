@@ -760,34 +760,15 @@ func (e *env) trustingClient(ctx context.Context, t *testing.T) *http.Client {
 // holding exactly the chart's operator RBAC.
 func (e *env) startOperator(ctx context.Context, t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
-	var args []string
-	for _, o := range objs {
-		if o.GetKind() != "Deployment" || o.GetName() != "berth-operator" {
-			continue
-		}
-		cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-		for _, a := range cs[0].(map[string]any)["args"].([]any) {
-			s := a.(string)
-			if !strings.HasPrefix(s, "--isolation") {
-				continue
-			}
-			switch k, _, _ := strings.Cut(s, "="); k {
-			case "--isolation-webhook-bind-address":
-				s = k + "=" + e.hookAddr
-			case "--isolation-webhook-cert-hosts":
-				s = k + "=127.0.0.1"
-			case "--isolation-webhook-ca-validity":
-				s = k + "=" + caValidity.String()
-			case "--isolation-webhook-cert-validity":
-				s = k + "=" + certValidity.String()
-			case "--isolation-webhook-sync-interval":
-				s = k + "=1s"
-			}
-			args = append(args, s)
-		}
-	}
-	if len(args) == 0 {
-		t.Fatal("the chart rendered no --isolation-* arguments for the operator")
+	args, err := framework.ChartIsolationArgs(objs, "berth-operator", map[string]string{
+		"--isolation-webhook-bind-address":  e.hookAddr,
+		"--isolation-webhook-cert-hosts":    "127.0.0.1",
+		"--isolation-webhook-ca-validity":   caValidity.String(),
+		"--isolation-webhook-cert-validity": certValidity.String(),
+		"--isolation-webhook-sync-interval": "1s",
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	kc, err := e.c.WriteKubeconfig("berth-operator-e2e", cluster.Identity{User: opUser})
 	if err != nil {

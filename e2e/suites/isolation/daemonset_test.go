@@ -108,7 +108,7 @@ isolation: {enabled: true, mode: berth}`, &v); err != nil {
 
 	// Phase 1: the policies alone.
 	for _, o := range objs {
-		createAdmission(ctx, t, c, o, "")
+		createAdmission(ctx, t, c, o)
 	}
 	// why: a new binding takes effect a moment after it is created; the tenant's first
 	// DaemonSet must meet it.
@@ -257,50 +257,24 @@ func tenantClient(ctx context.Context, t *testing.T, c *cluster.Cluster) kuberne
 	return cs
 }
 
-// createAdmission creates the chart's admission object o, removed when the test ends: without
-// url the policies and their bindings, with url the webhook's Secret and configuration
-// (pointed at url).
-func createAdmission(ctx context.Context, t *testing.T, c *cluster.Cluster, o *unstructured.Unstructured, url string) {
+// createAdmission creates the chart's admission policy or binding o, removed when the test
+// ends (the webhook's objects come from framework.InstallChartWebhook).
+func createAdmission(ctx context.Context, t *testing.T, c *cluster.Cluster, o *unstructured.Unstructured) {
 	t.Helper()
 	adm := c.Client.AdmissionregistrationV1()
 	bg := context.Background()
 	var err error
 	switch o.GetKind() {
 	case "ValidatingAdmissionPolicy":
-		if url != "" {
-			return
-		}
 		var p admissionregistrationv1.ValidatingAdmissionPolicy
 		toTyped(t, o, &p)
 		_, err = adm.ValidatingAdmissionPolicies().Create(ctx, &p, metav1.CreateOptions{})
 		t.Cleanup(func() { _ = adm.ValidatingAdmissionPolicies().Delete(bg, p.Name, metav1.DeleteOptions{}) })
 	case "ValidatingAdmissionPolicyBinding":
-		if url != "" {
-			return
-		}
 		var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
 		toTyped(t, o, &b)
 		_, err = adm.ValidatingAdmissionPolicyBindings().Create(ctx, &b, metav1.CreateOptions{})
 		t.Cleanup(func() { _ = adm.ValidatingAdmissionPolicyBindings().Delete(bg, b.Name, metav1.DeleteOptions{}) })
-	case "MutatingWebhookConfiguration":
-		if url == "" {
-			return
-		}
-		var m admissionregistrationv1.MutatingWebhookConfiguration
-		toTyped(t, o, &m)
-		// why: the API server runs outside any pod network here; the webhook listens on
-		// loopback, so the chart's Service reference becomes a URL to it.
-		m.Webhooks[0].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url}
-		_, err = adm.MutatingWebhookConfigurations().Create(ctx, &m, metav1.CreateOptions{})
-		t.Cleanup(func() { _ = adm.MutatingWebhookConfigurations().Delete(bg, m.Name, metav1.DeleteOptions{}) })
-	case "Secret":
-		if url == "" {
-			return
-		}
-		var s corev1.Secret
-		toTyped(t, o, &s)
-		_, err = c.Client.CoreV1().Secrets(s.Namespace).Create(ctx, &s, metav1.CreateOptions{})
-		t.Cleanup(func() { _ = c.Client.CoreV1().Secrets(s.Namespace).Delete(bg, s.Name, metav1.DeleteOptions{}) })
 	default:
 		return
 	}
@@ -315,17 +289,9 @@ func createAdmission(ctx context.Context, t *testing.T, c *cluster.Cluster, o *u
 // API server calls it.
 func (e *env) startWebhook(ctx context.Context, t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
-	var args []string
-	for _, o := range objs {
-		if o.GetKind() != "Deployment" || o.GetName() != chartVals+"-operator" {
-			continue
-		}
-		cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-		for _, a := range cs[0].(map[string]any)["args"].([]any) {
-			if s := a.(string); strings.HasPrefix(s, "--isolation") {
-				args = append(args, s)
-			}
-		}
+	args, err := framework.ChartIsolationArgs(objs, chartVals+"-operator", nil)
+	if err != nil {
+		t.Fatal(err)
 	}
 	fs := flag.NewFlagSet("operator", flag.ContinueOnError)
 	f := webhook.BindFlags(fs)
@@ -341,9 +307,11 @@ func (e *env) startWebhook(ctx context.Context, t *testing.T, objs []*unstructur
 		t.Fatal(err)
 	}
 	o.BindAddress, o.Certs.Hosts = fmt.Sprintf("127.0.0.1:%d", port), []string{"127.0.0.1"}
-	for _, obj := range objs {
-		createAdmission(ctx, t, e.c, obj, "https://"+o.BindAddress+webhook.Path)
+	undo, err := framework.InstallChartWebhook(ctx, e.c.Client, objs, "https://"+o.BindAddress+webhook.Path)
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(undo)
 	s, err := webhook.New(o, e.c.Client, logr.Discard(), nil)
 	if err != nil {
 		t.Fatal(err)

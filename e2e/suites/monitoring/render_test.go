@@ -37,18 +37,25 @@ monitoring:
     staleNodesFor: 3s
   dashboards:
     enabled: true
+# The webhook, so the dashboard's admissions panel has requests to show (ipp mode needs no
+# scheduler profile of its own).
+isolation:
+  enabled: true
+  mode: ipp
 `
 
 // rendered is what the suite takes from the chart.
 type rendered struct {
 	// ServiceMonitor endpoints by job (the ServiceMonitor's, i.e. its Service's, name).
-	endpoints map[string]map[string]any
+	endpoints map[string][]map[string]any
 	// rules is the PrometheusRule's spec as a Prometheus rule file.
 	rules []byte
 	// metricsReader is ClusterRole <release>-metrics-reader.
 	metricsReader *unstructured.Unstructured
 	// dashboard is files/dashboards/berth.json as the ConfigMap carries it.
 	dashboard string
+	// objs is every object the chart rendered.
+	objs []*unstructured.Unstructured
 }
 
 // render renders charts/berth client-side as if the Prometheus Operator's API existed.
@@ -77,15 +84,17 @@ func render() (*rendered, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &rendered{endpoints: map[string]map[string]any{}}
+	out := &rendered{endpoints: map[string][]map[string]any{}, objs: objs}
 	for _, o := range objs {
 		switch {
 		case o.GetKind() == "ServiceMonitor":
 			eps, _, _ := unstructured.NestedSlice(o.Object, "spec", "endpoints")
-			if len(eps) != 1 {
-				return nil, fmt.Errorf("ServiceMonitor %s: %d endpoints, want 1", o.GetName(), len(eps))
+			if len(eps) == 0 {
+				return nil, fmt.Errorf("ServiceMonitor %s has no endpoints", o.GetName())
 			}
-			out.endpoints[o.GetName()] = eps[0].(map[string]any)
+			for _, ep := range eps {
+				out.endpoints[o.GetName()] = append(out.endpoints[o.GetName()], ep.(map[string]any))
+			}
 		case o.GetKind() == "PrometheusRule":
 			spec, _, _ := unstructured.NestedMap(o.Object, "spec")
 			if out.rules, err = yaml.Marshal(spec); err != nil {
@@ -104,12 +113,25 @@ func render() (*rendered, error) {
 	return out, nil
 }
 
-// scrapeJob is one Prometheus scrape_config translated from a rendered ServiceMonitor
-// endpoint, as the Prometheus Operator would generate it, with a loopback target instead of
-// the Service's endpoints and tokenFile standing in for the token mounted in Prometheus' pod.
-func scrapeJob(job string, ep map[string]any, targets []string, tokenFile string) (string, error) {
+// scrapeJob is the Prometheus scrape_configs translated from a rendered ServiceMonitor's
+// endpoints, as the Prometheus Operator would generate them (one config per endpoint, each
+// labelled job=<Service>), with loopback targets instead of the Service's endpoints and
+// tokenFile standing in for the token mounted in Prometheus' pod.
+func scrapeJob(job string, eps []map[string]any, targets []string, tokenFile string) (string, error) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "  - job_name: %s\n", job)
+	for i, ep := range eps {
+		sc, err := scrapeEndpoint(fmt.Sprintf("%s/%d", job, i), job, ep, targets, tokenFile)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(sc)
+	}
+	return b.String(), nil
+}
+
+func scrapeEndpoint(name, job string, ep map[string]any, targets []string, tokenFile string) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  - job_name: %s\n", name)
 	fmt.Fprintf(&b, "    scrape_interval: %v\n", ep["interval"])
 	fmt.Fprintf(&b, "    scheme: %v\n", ep["scheme"])
 	fmt.Fprintf(&b, "    metrics_path: %v\n", ep["path"])
@@ -126,7 +148,7 @@ func scrapeJob(job string, ep map[string]any, targets []string, tokenFile string
 	for i, t := range targets {
 		quoted[i] = strconv.Quote(t)
 	}
-	fmt.Fprintf(&b, "    static_configs:\n      - targets: [%s]\n", strings.Join(quoted, ", "))
+	fmt.Fprintf(&b, "    static_configs:\n      - targets: [%s]\n        labels: {job: %s}\n", strings.Join(quoted, ", "), job)
 	return b.String(), nil
 }
 

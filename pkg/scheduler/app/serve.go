@@ -42,7 +42,6 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
-	"k8s.io/kubernetes/pkg/scheduler/metrics/resources"
 
 	"github.com/berth-sched/berth/pkg/placedload"
 	"github.com/berth-sched/berth/pkg/scheduler/explain"
@@ -200,7 +199,7 @@ func serveSecure(ctx context.Context, cc *schedulerserverconfig.CompletedConfig,
 	healthz.InstallReadyzHandler(m, readyz...)
 	configz.InstallHandler(m)
 	m.Handle("/metrics", legacyregistry.HandlerWithReset())
-	res := resources.Handler(cc.InformerFactory.Core().V1().Pods().Lister())
+	res := resourcesHandler(cc.InformerFactory.Core().V1().Pods().Lister(), cc.InformerFactory.Core().V1().Nodes().Lister())
 	m.HandleFunc("/metrics/resources", func(w http.ResponseWriter, req *http.Request) {
 		if isLeader(req.Context(), cc) {
 			res.ServeHTTP(w, req)
