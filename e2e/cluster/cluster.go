@@ -89,8 +89,8 @@ type Cluster struct {
 	ownsDir  bool
 	stopped  bool
 	KWOKAddr string
-	// node is the real node's state when Config.RealNode is set.
-	node *RealNode
+	// real is the real nodes' state when Config.RealNode is set.
+	real *realNodes
 	// onStop run after the processes stop and before the directory is removed (OnStop).
 	onStop []func()
 }
@@ -170,7 +170,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
-	if err := c.startRealNode(ctx); err != nil {
+	if err := c.startRealNodes(ctx); err != nil {
 		return nil, err
 	}
 	cfg.Logf("cluster ready at %s (kubeconfig %s)", c.Host, c.Kubeconfig)
@@ -235,7 +235,12 @@ func (c *Cluster) start(ctx context.Context, name string, args []string, check f
 // check passes. Berth's own binaries are started through it by the suites.
 func (c *Cluster) StartComponent(ctx context.Context, spec ProcessSpec, check func(context.Context) error) (*Process, error) {
 	spec.Args = append(spec.Args, c.cfg.ExtraArgs[spec.Name]...)
-	spec = c.inClusterNetNS(spec)
+	return c.launch(ctx, c.inClusterNetNS(spec), check)
+}
+
+// launch starts a process of the cluster as given (StartComponent without the extra arguments
+// and namespace) and waits until check passes.
+func (c *Cluster) launch(ctx context.Context, spec ProcessSpec, check func(context.Context) error) (*Process, error) {
 	spec.Detach = c.cfg.Detach
 	c.cfg.Logf("starting %s", spec.Name)
 	p, err := StartProcess(spec, c.logDir())
@@ -260,6 +265,19 @@ func (c *Cluster) StartComponent(ctx context.Context, spec ProcessSpec, check fu
 // StopComponent stops one process the cluster started (e.g. to kill a Berth binary mid-test).
 func (c *Cluster) StopComponent(p *Process) {
 	p.Stop(stopGrace)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, q := range c.procs {
+		if q == p {
+			c.procs = append(c.procs[:i], c.procs[i+1:]...)
+			break
+		}
+	}
+}
+
+// killComponent is StopComponent with SIGKILL at once.
+func (c *Cluster) killComponent(p *Process) {
+	p.Kill()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, q := range c.procs {
@@ -470,12 +488,17 @@ func (c *Cluster) startKWOK(ctx context.Context) error {
 
 // WriteKubeconfig writes a kubeconfig for id (issuing its client certificate) and returns its path.
 func (c *Cluster) WriteKubeconfig(name string, id Identity) (string, error) {
+	return c.writeKubeconfig(name, c.Host, id)
+}
+
+// writeKubeconfig is WriteKubeconfig for a client that reaches the apiserver at server.
+func (c *Cluster) writeKubeconfig(name, server string, id Identity) (string, error) {
 	cert, key, err := c.PKI.ClientCert(id)
 	if err != nil {
 		return "", err
 	}
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["berth-local"] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthority: c.PKI.CACert}
+	cfg.Clusters["berth-local"] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: c.PKI.CACert}
 	cfg.AuthInfos[id.User] = &clientcmdapi.AuthInfo{ClientCertificate: cert, ClientKey: key}
 	cfg.Contexts["berth-local"] = &clientcmdapi.Context{Cluster: "berth-local", AuthInfo: id.User}
 	cfg.CurrentContext = "berth-local"

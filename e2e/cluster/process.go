@@ -111,6 +111,13 @@ func (p *Process) Stop(grace time.Duration) {
 	stopGroup(p.cmd.Process.Pid, p.done, grace)
 }
 
+// Kill ends the process group with SIGKILL at once, as a crash would.
+func (p *Process) Kill() {
+	defer os.Remove(p.PIDFile)
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
 func stopGroup(pid int, done <-chan struct{}, grace time.Duration) {
 	signals := []syscall.Signal{syscall.SIGTERM, syscall.SIGTERM, syscall.SIGKILL}
 	for _, sig := range signals {

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -40,53 +41,92 @@ const RealNodePackages = "apt-get install -y containerd runc containernetworking
 // (not root, or a tool missing).
 var ErrRealNodeUnavailable = errors.New("real node unavailable")
 
-// RealNodeConfig adds one real node (containerd, kubelet, kube-proxy, CNI bridge) to the
-// cluster. With it the whole cluster runs inside a network namespace of its own; the harness
-// still reaches every component at 127.0.0.1:<port>. It needs root.
+// RealNodeConfig adds real nodes (containerd, kubelet, kube-proxy, CNI bridge) to the cluster.
+// With it the control plane runs inside a network namespace of its own, which is also the first
+// node's; every further node has a namespace of its own, linked to the first by a veth into
+// NodeLinkBridge and routed, so pods reach each other by IP across nodes. The harness still
+// reaches every component at 127.0.0.1:<port>. It needs root.
 type RealNodeConfig struct {
-	// NodeName of the kubelet's node; default "berth-real".
+	// NodeName of the first node's kubelet; default "berth-real". Node i (from 2) is
+	// NodeName-i.
 	NodeName string
-	// Labels added to the node (kubelet --node-labels).
+	// Count of real nodes; default 1, at most MaxRealNodes.
+	Count int
+	// Labels added to every node (kubelet --node-labels).
 	Labels map[string]string
 	// ImageDir holds the image tarballs `make images` writes (pause.tar is required); every
-	// *.tar in it is imported into containerd. Default: BinDir/images.
+	// *.tar in it is imported into every node's containerd. Default: BinDir/images.
 	ImageDir string
 	// Images, if set, are the tarballs to import instead of every *.tar in ImageDir (pause.tar
 	// is always imported).
 	Images []string
-	// ClusterDNS deploys CoreDNS (kube-system/coredns behind kube-dns at ClusterDNSIP) once
-	// the node is Ready, so pods resolve Service names; it needs coredns.tar in ImageDir.
+	// ClusterDNS deploys CoreDNS (kube-system/coredns behind kube-dns at ClusterDNSIP) on the
+	// first node once every node is Ready, so pods resolve Service names; it needs coredns.tar
+	// in ImageDir.
 	ClusterDNS bool
 }
 
-// RealNode describes the running real node of a cluster.
+// RealNode describes one running real node of a cluster.
 type RealNode struct {
 	NodeName string
-	// NetNS is the bind-mounted network namespace of the whole cluster:
-	// `nsenter --net=<NetNS> ip addr` looks inside.
+	// Index of the node, from 0 (the node in the cluster's namespace).
+	Index int
+	// IP is the node's InternalIP (on its pod bridge); Subnet its pod subnet.
+	IP, Subnet string
+	// NetNS is the bind-mounted network namespace of the node (the first node's is the whole
+	// control plane's): `nsenter --net=<NetNS> ip addr` looks inside.
 	NetNS string
 	// ContainerdSocket for `ctr -a <socket> -n k8s.io ...`.
 	ContainerdSocket string
 	// CgroupName is the cgroup (in every hierarchy) the node's pods live under.
 	CgroupName string
-	// Network is the CNI network name (unique per cluster).
+	// Network is the CNI network name (unique per cluster, shared by its nodes).
 	Network string
 	// NetNSInode identifies the namespace in /proc/<pid>/ns/net.
 	NetNSInode uint64
 
-	paths     realNodePaths
-	ns        *netNS
-	fwd       *forwarder
-	tools     map[string]string
-	cgroups   []string // created cgroup roots, one per hierarchy
-	sysctls   map[string]string
-	kubelet   *Process
-	kubeProxy *Process
-	// createdHostPaths did not exist before the node started (see hostPaths).
+	addr       nodeAddr
+	paths      realNodePaths
+	ns         *netNS
+	tools      map[string]string
+	cgroups    []string // created cgroup roots, one per hierarchy
+	containerd *Process
+	kubelet    *Process
+	kubeProxy  *Process
+	stopped    bool
+}
+
+// realNodes is what the real nodes of a cluster share: the control plane's namespace and its
+// forwarder, host state to restore, and the host lock.
+type realNodes struct {
+	nodes []*RealNode
+	fwd   *forwarder
+	tools map[string]string
+	// sysctls are the kernel tunables found before the first kubelet started.
+	sysctls map[string]string
+	// createdHostPaths did not exist before the nodes started (see hostPaths).
 	createdHostPaths []string
 	shimSockets      []string
 	// hostLock is held from network creation to the end of teardown (see lockHost).
 	hostLock *os.File
+}
+
+func (rs *realNodes) cgroups() []string {
+	var out []string
+	for _, n := range rs.nodes {
+		out = append(out, n.cgroups...)
+	}
+	return out
+}
+
+func (rs *realNodes) sockets() []string {
+	var out []string
+	for _, n := range rs.nodes {
+		if n.paths.Socket != "" {
+			out = append(out, n.paths.Socket)
+		}
+	}
+	return out
 }
 
 // realNodeLockPath serialises real nodes across processes: `go test ./e2e/...` runs suites
@@ -130,27 +170,53 @@ func WhileNoRealNode(timeout time.Duration, f func()) error {
 	return nil
 }
 
-func (c *Cluster) realNode() *RealNode {
+func (c *Cluster) realNodes() *realNodes {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.node
+	return c.real
 }
 
-// RealNode returns the cluster's real node, or nil when it runs none.
+func (c *Cluster) realNode() *RealNode {
+	if rs := c.realNodes(); rs != nil && len(rs.nodes) > 0 {
+		return rs.nodes[0]
+	}
+	return nil
+}
+
+// RealNode returns the cluster's first real node (the one in the control plane's namespace),
+// or nil when it runs none.
 func (c *Cluster) RealNode() *RealNode { return c.realNode() }
+
+// RealNodes returns every real node of the cluster, first node first (nil when it runs none).
+func (c *Cluster) RealNodes() []*RealNode {
+	if rs := c.realNodes(); rs != nil {
+		return append([]*RealNode(nil), rs.nodes...)
+	}
+	return nil
+}
+
+// RealNodeNamed returns the real node called name, or nil.
+func (c *Cluster) RealNodeNamed(name string) *RealNode {
+	for _, n := range c.RealNodes() {
+		if n.NodeName == name {
+			return n
+		}
+	}
+	return nil
+}
 
 // Ctr runs ctr against the real node's containerd, in the namespace the kubelet uses.
 func (r *RealNode) Ctr(ctx context.Context, args ...string) (string, error) {
 	return run(ctx, r.tools["ctr"], append([]string{"-a", r.ContainerdSocket, "-n", "k8s.io"}, args...)...)
 }
 
-// InNetNS runs a command inside the cluster's network namespace.
+// InNetNS runs a command inside the node's network namespace.
 func (r *RealNode) InNetNS(ctx context.Context, name string, args ...string) (string, error) {
 	return run(ctx, r.tools["nsenter"], append([]string{"--net=" + r.NetNS, "--", name}, args...)...)
 }
 
-// DialContext connects to addr inside the cluster's network namespace (for pod or node
-// addresses, which exist nowhere else).
+// DialContext connects to addr inside the node's network namespace (for pod or node
+// addresses, which exist nowhere else; every pod is reachable from every node).
 func (r *RealNode) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	return r.ns.dial(ctx, network, addr)
 }
@@ -160,14 +226,14 @@ func (r *RealNode) DialContext(ctx context.Context, network, addr string) (net.C
 // webhook a test or the demo serves from its own process). Without a real node the cluster
 // shares the root namespace's loopback and there is nothing to do. stop ends the relay.
 func (c *Cluster) ExposeLoopbackPort(port int) (stop func(), err error) {
-	r := c.realNode()
-	if r == nil || r.fwd == nil {
+	rs := c.realNodes()
+	if rs == nil || rs.fwd == nil {
 		return func() {}, nil
 	}
-	if err := r.fwd.expose(port); err != nil {
+	if err := rs.fwd.expose(port); err != nil {
 		return nil, fmt.Errorf("relaying 127.0.0.1:%d into the cluster's network namespace: %w", port, err)
 	}
-	return func() { r.fwd.unrelay(port) }, nil
+	return func() { rs.fwd.unrelay(port) }, nil
 }
 
 func run(ctx context.Context, bin string, args ...string) (string, error) {
@@ -200,11 +266,19 @@ func (c *Cluster) realNodePreflight() error {
 	if c.cfg.Detach {
 		return fmt.Errorf("%w: a real node cannot be detached (its namespace forwarder lives in this process)", ErrRealNodeUnavailable)
 	}
+	cp := *rc
+	rc = &cp
 	if rc.NodeName == "" {
-		rc = &RealNodeConfig{NodeName: "berth-real", Labels: rc.Labels, ImageDir: rc.ImageDir, Images: rc.Images, ClusterDNS: rc.ClusterDNS}
+		rc.NodeName = "berth-real"
 	}
-	if !validNodeName(rc.NodeName) {
-		return fmt.Errorf("%w: node name %q is not a lowercase DNS name", ErrRealNodeUnavailable, rc.NodeName)
+	if rc.Count == 0 {
+		rc.Count = 1
+	}
+	if rc.Count < 0 || rc.Count > MaxRealNodes {
+		return fmt.Errorf("%w: %d real nodes asked for; between 1 and %d fit", ErrRealNodeUnavailable, rc.Count, MaxRealNodes)
+	}
+	if !validNodeName(rc.NodeName) || len(rc.NodeName) > 60 {
+		return fmt.Errorf("%w: node name %q is not a lowercase DNS name of at most 60 characters", ErrRealNodeUnavailable, rc.NodeName)
 	}
 	c.cfg.RealNode = rc
 	var missing []string
@@ -250,10 +324,33 @@ func (c *Cluster) realNodePreflight() error {
 	extra[APIServer] = append([]string{"--bind-address=0.0.0.0", "--advertise-address=" + RealNodeIP,
 		"--endpoint-reconciler-type=lease", "--kubelet-preferred-address-types=InternalIP,Hostname"}, extra[APIServer]...)
 	c.cfg.ExtraArgs = extra
+	rs := &realNodes{tools: tools}
+	for i := 0; i < rc.Count; i++ {
+		a := nodeAddrs(i)
+		n := &RealNode{NodeName: realNodeName(rc.NodeName, i), Index: i, IP: a.IP, Subnet: a.Subnet, addr: a, tools: tools}
+		rs.nodes = append(rs.nodes, n)
+	}
 	c.mu.Lock()
-	c.node = &RealNode{NodeName: rc.NodeName, tools: tools}
+	c.real = rs
 	c.mu.Unlock()
 	return nil
+}
+
+// realNodeName names node i (from 0): the first keeps the configured name.
+func realNodeName(first string, i int) string {
+	if i == 0 {
+		return first
+	}
+	return fmt.Sprintf("%s-%d", first, i+1)
+}
+
+// componentName names a node's component process (and its log file): the first node's keep
+// the bare names.
+func (r *RealNode) componentName(component string) string {
+	if r.Index == 0 {
+		return component
+	}
+	return component + "-" + r.NodeName
 }
 
 func lookTool(name string) (string, error) {
@@ -304,7 +401,8 @@ func (c *Cluster) realNodeImages() ([]string, error) {
 	return out, nil
 }
 
-// realNodeIPs are the extra addresses the apiserver's certificate must name.
+// realNodeIPs are the extra addresses the apiserver's certificate must name: the first node's
+// IP, where every other node's kubelet and kube-proxy reach it.
 func (c *Cluster) realNodeIPs() []net.IP {
 	if c.cfg.RealNode == nil {
 		return nil
@@ -312,75 +410,158 @@ func (c *Cluster) realNodeIPs() []net.IP {
 	return []net.IP{net.ParseIP(RealNodeIP)}
 }
 
-// realNodeNetwork creates the cluster's network namespace: loopback, the bridge with the
-// node IP, and forwarding switched on inside it only (ClusterIP traffic between pods).
+// realNodeNetwork creates the nodes' network namespaces: the cluster's (the first node's:
+// loopback, its pod bridge with the node IP) and, for every further node, one joined to it by
+// a veth into NodeLinkBridge, with a pod bridge of its own and routes to every other node's
+// pod subnet. Forwarding is switched on inside the namespaces only.
 func (c *Cluster) realNodeNetwork() error {
-	r := c.realNode()
-	if r == nil {
+	rs := c.realNodes()
+	if rs == nil {
 		return nil
 	}
 	lock, err := lockHost(10 * time.Minute)
 	if err != nil {
 		return err
 	}
-	r.hostLock = lock
+	rs.hostLock = lock
 	id := make([]byte, 4)
 	_, _ = rand.Read(id)
 	suffix := hex.EncodeToString(id)
-	r.CgroupName = "berth-" + suffix
-	r.Network = "berth-" + suffix
-	r.paths = newRealNodePaths(c.Dir)
-	r.ContainerdSocket = r.paths.Socket
-	r.createdHostPaths = absentHostPaths()
-	ns, err := createNetNS(filepath.Join(c.Dir, "netns", "net"))
-	if err != nil {
-		return fmt.Errorf("creating the cluster's network namespace: %w", err)
-	}
-	r.ns, r.NetNS = ns, ns.Path
-	r.fwd = newForwarder(ns)
-	if r.NetNSInode, err = ns.Inode(); err != nil {
-		return err
-	}
-	ctx := context.Background()
-	for _, args := range [][]string{
-		{"link", "set", "lo", "up"},
-		{"link", "add", RealNodeBridge, "type", "bridge"},
-		{"addr", "add", RealNodeIP + "/24", "dev", RealNodeBridge},
-		{"link", "set", RealNodeBridge, "up"},
-		// The API server and host-network pods dial ClusterIPs (a webhook's Service, the load
-		// watcher's): a locally made packet needs a route before kube-proxy's OUTPUT rules can
-		// DNAT it to a pod. Without one: "network is unreachable".
-		{"route", "add", ServiceCIDR, "dev", RealNodeBridge, "src", RealNodeIP},
-	} {
-		if _, err := r.InNetNS(ctx, r.tools["ip"], args...); err != nil {
-			return fmt.Errorf("setting up the cluster's network: %w", err)
+	rs.createdHostPaths = absentHostPaths()
+	for _, n := range rs.nodes {
+		n.Network = "berth-" + suffix
+		n.CgroupName = "berth-" + suffix
+		nsPath := filepath.Join(c.Dir, "netns", "net")
+		n.paths = newRealNodePaths(c.Dir)
+		if n.Index > 0 {
+			n.CgroupName = fmt.Sprintf("berth-%s-%d", suffix, n.Index+1)
+			nsPath = filepath.Join(c.Dir, "netns", n.NodeName)
+			n.paths = newNodePaths(filepath.Join(c.Dir, "node-"+n.NodeName))
+		}
+		n.ContainerdSocket = n.paths.Socket
+		ns, err := createNetNS(nsPath)
+		if err != nil {
+			return fmt.Errorf("creating the network namespace of node %s: %w", n.NodeName, err)
+		}
+		n.ns, n.NetNS = ns, ns.Path
+		if n.NetNSInode, err = ns.Inode(); err != nil {
+			return err
 		}
 	}
-	return ns.runIn(func() error {
-		// /proc/sys/net is the opening thread's namespace: this only affects the cluster's.
-		return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
-	})
+	first := rs.nodes[0]
+	rs.fwd = newForwarder(first.ns)
+	ctx := context.Background()
+	ip := func(n *RealNode, args ...string) error {
+		if _, err := n.InNetNS(ctx, rs.tools["ip"], args...); err != nil {
+			return fmt.Errorf("setting up the network of node %s: %w", n.NodeName, err)
+		}
+		return nil
+	}
+	for _, n := range rs.nodes {
+		for _, args := range [][]string{
+			{"link", "set", "lo", "up"},
+			{"link", "add", RealNodeBridge, "type", "bridge"},
+			{"addr", "add", n.IP + "/24", "dev", RealNodeBridge},
+			{"link", "set", RealNodeBridge, "up"},
+			// The API server and host-network pods dial ClusterIPs (a webhook's Service, the
+			// load watcher's): a locally made packet needs a route before kube-proxy's OUTPUT
+			// rules can DNAT it to a pod. Without one: "network is unreachable".
+			{"route", "add", ServiceCIDR, "dev", RealNodeBridge, "src", n.IP},
+		} {
+			if err := ip(n, args...); err != nil {
+				return err
+			}
+		}
+	}
+	if len(rs.nodes) > 1 {
+		l := first.addr
+		for _, args := range [][]string{
+			{"link", "add", NodeLinkBridge, "type", "bridge"},
+			{"addr", "add", l.LinkIP + "/24", "dev", NodeLinkBridge},
+			{"link", "set", NodeLinkBridge, "up"},
+		} {
+			if err := ip(first, args...); err != nil {
+				return err
+			}
+		}
+		for _, n := range rs.nodes[1:] {
+			// The cluster namespace's end is named for the node's index; the node's end,
+			// created there and moved into the node's namespace by path, is its uplink.
+			host := fmt.Sprintf("vnode%d", n.Index+1)
+			if err := ip(first, "link", "add", host, "type", "veth", "peer", "name", NodeUplink, "netns", n.NetNS); err != nil {
+				return err
+			}
+			for _, args := range [][]string{{"link", "set", host, "master", NodeLinkBridge}, {"link", "set", host, "up"}} {
+				if err := ip(first, args...); err != nil {
+					return err
+				}
+			}
+			for _, args := range [][]string{
+				{"addr", "add", n.addr.LinkIP + "/24", "dev", NodeUplink},
+				{"link", "set", NodeUplink, "up"},
+			} {
+				if err := ip(n, args...); err != nil {
+					return err
+				}
+			}
+		}
+		// Every node routes every other node's pod subnet to that node's link address.
+		for _, n := range rs.nodes {
+			for _, m := range rs.nodes {
+				if m == n {
+					continue
+				}
+				if err := ip(n, "route", "add", m.Subnet, "via", m.addr.LinkIP, "dev", n.addr.LinkDev); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, n := range rs.nodes {
+		if err := n.ns.runIn(func() error {
+			// /proc/sys/net is the opening thread's namespace: this only affects the node's.
+			return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
+		}); err != nil {
+			return fmt.Errorf("node %s: switching on forwarding: %w", n.NodeName, err)
+		}
+	}
+	return nil
 }
 
 // inClusterNetNS rewrites a component's command to run inside the cluster's namespace (through
 // nsenter, which joins only the network namespace and then execs the binary, so the pid and
 // process group stay the component's) and forwards the loopback ports it names.
 func (c *Cluster) inClusterNetNS(spec ProcessSpec) ProcessSpec {
-	r := c.realNode()
-	if r == nil || r.ns == nil {
+	rs := c.realNodes()
+	if rs == nil || rs.fwd == nil {
 		return spec
 	}
 	for _, p := range loopbackPorts(spec.Args) {
-		if err := r.fwd.forward(p); err != nil {
+		if err := rs.fwd.forward(p); err != nil {
 			c.cfg.Logf("not forwarding 127.0.0.1:%d for %s: %v", p, spec.Name, err)
 		}
 	}
-	spec.Args = append([]string{"--net=" + r.NetNS, "--", spec.Binary}, spec.Args...)
-	spec.Binary = r.tools["nsenter"]
+	return inNetNS(spec, rs.tools["nsenter"], rs.nodes[0].NetNS)
+}
+
+func inNetNS(spec ProcessSpec, nsenter, netns string) ProcessSpec {
+	spec.Args = append([]string{"--net=" + netns, "--", spec.Binary}, spec.Args...)
+	spec.Binary = nsenter
 	return spec
 }
 
-// nsHTTPCheck is httpCheck over connections made inside the namespace.
+// startInNode runs a component of node r inside r's namespace. The first node's go through
+// StartComponent like the control plane; the others' ports stay in their own namespaces.
+func (c *Cluster) startInNode(ctx context.Context, r *RealNode, spec ProcessSpec, check func(context.Context) error) (*Process, error) {
+	spec.Name = r.componentName(spec.Name)
+	if r.Index == 0 {
+		return c.StartComponent(ctx, spec, check)
+	}
+	spec.Args = append(spec.Args, c.cfg.ExtraArgs[spec.Name]...)
+	return c.launch(ctx, inNetNS(spec, r.tools["nsenter"], r.NetNS), check)
+}
+
+// nsHTTPCheck is httpCheck over connections made inside the node's namespace.
 func (r *RealNode) nsHTTPCheck(url string) func(context.Context) error {
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 		DialContext: r.ns.dial, TLSClientConfig: insecureLoopback(), DisableKeepAlives: true}}
@@ -401,13 +582,64 @@ func (r *RealNode) nsHTTPCheck(url string) func(context.Context) error {
 	}
 }
 
-// startRealNode runs containerd, imports the images, writes the CNI config and runs the
-// kubelet and kube-proxy, then waits for the node to be Ready.
-func (c *Cluster) startRealNode(ctx context.Context) error {
-	r := c.realNode()
-	if r == nil {
+// startRealNodes starts every node: containerd and the image imports on all nodes at once
+// (imports dominate), then each node's kubelet and kube-proxy, then waits until every node
+// is Ready. A node that fails is named in the error; Start's caller then stops the cluster,
+// which tears down every node.
+func (c *Cluster) startRealNodes(ctx context.Context) error {
+	rs := c.realNodes()
+	if rs == nil {
 		return nil
 	}
+	imgs, err := c.realNodeImages()
+	if err != nil {
+		return err
+	}
+	errs := make([]error, len(rs.nodes))
+	var wg sync.WaitGroup
+	for i, n := range rs.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.startContainerd(ctx, n, imgs)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, n := range rs.nodes {
+		if err := c.realNodeCgroups(n); err != nil {
+			return err
+		}
+	}
+	rs.sysctls = readKernelTunables()
+	// From here on the nodes have state outside Dir: record it for TeardownKilled.
+	c.saveRecord()
+	for _, n := range rs.nodes {
+		if err := c.startNodeAgents(ctx, n); err != nil {
+			return err
+		}
+	}
+	for _, n := range rs.nodes {
+		if err := c.waitRealNodeReady(ctx, n); err != nil {
+			return err
+		}
+	}
+	if c.cfg.RealNode.ClusterDNS {
+		return c.startClusterDNS(ctx)
+	}
+	return nil
+}
+
+// nodeEnv: containerd and runc live in sbin on Debian; make sure the daemons find them.
+func nodeEnv(tools map[string]string) []string {
+	return []string{"PATH=" + strings.Join(toolDirs(tools), ":") + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+}
+
+// startContainerd writes the node's containerd and CNI configuration, runs containerd and
+// imports the images.
+func (c *Cluster) startContainerd(ctx context.Context, r *RealNode, imgs []string) error {
 	p := r.paths
 	for _, d := range []string{p.ContainerdDir, p.CNIBin, p.CNIConf, p.CNIData, p.Kubelet, p.PodLogs, p.VolumePlugins} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -419,25 +651,23 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 			return err
 		}
 	}
-	conf, err := cniConfig(r.Network, p)
+	conf, err := cniConfig(r.Network, p, r.addr)
 	if err != nil {
 		return err
 	}
 	files := map[string]string{
 		filepath.Join(p.ContainerdDir, "config.toml"): containerdConfig(p, PauseImage),
 		filepath.Join(p.CNIConf, "10-berth.conflist"): conf,
-		p.ResolvConf: resolvConf(),
-		filepath.Join(p.Root, "kubelet-config.yaml"): kubeletConfig(p, c.PKI.CACert, "/"+r.CgroupName),
+		p.ResolvConf: resolvConf(r.addr),
+		filepath.Join(p.Root, "kubelet-config.yaml"): kubeletConfig(p, r.addr, c.PKI.CACert, "/"+r.CgroupName),
 	}
 	for path, content := range files {
 		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 			return err
 		}
 	}
-	// containerd and runc live in sbin on Debian; make sure the daemons find them.
-	env := []string{"PATH=" + strings.Join(toolDirs(r.tools), ":") + ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-	_, err = c.StartComponent(ctx, ProcessSpec{Name: Containerd, Binary: r.tools["containerd"],
-		Args: []string{"--config", filepath.Join(p.ContainerdDir, "config.toml"), "--log-level", "warn"}, Env: env},
+	r.containerd, err = c.startInNode(ctx, r, ProcessSpec{Name: Containerd, Binary: r.tools["containerd"],
+		Args: []string{"--config", filepath.Join(p.ContainerdDir, "config.toml"), "--log-level", "warn"}, Env: nodeEnv(r.tools)},
 		func(ctx context.Context) error {
 			_, err := run(ctx, r.tools["ctr"], "-a", p.Socket, "version")
 			return err
@@ -445,58 +675,53 @@ func (c *Cluster) startRealNode(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	imgs, err := c.realNodeImages()
-	if err != nil {
-		return err
-	}
 	for _, img := range imgs {
 		if _, err := r.Ctr(ctx, "images", "import", img); err != nil {
-			return &ComponentError{Component: Containerd, Err: fmt.Errorf("importing %s: %w", img, err)}
+			return &ComponentError{Component: r.componentName(Containerd), Err: fmt.Errorf("node %s: importing %s: %w", r.NodeName, img, err)}
 		}
 	}
-	if err := c.realNodeCgroups(); err != nil {
-		return err
-	}
-	r.sysctls = readKernelTunables()
-	// From here on the node has state outside Dir: record it for TeardownKilled.
-	c.saveRecord()
+	return nil
+}
 
+// startNodeAgents runs the node's kubelet and kube-proxy. The first node's talk to the API
+// server on the namespace's loopback like the control plane; the others at the first node's
+// IP (which the serving certificate names).
+func (c *Cluster) startNodeAgents(ctx context.Context, r *RealNode) error {
+	p := r.paths
+	server := c.Host
+	if r.Index > 0 {
+		server = "https://" + net.JoinHostPort(RealNodeIP, c.Host[strings.LastIndexByte(c.Host, ':')+1:])
+	}
 	if err := makeRShared(p.Kubelet); err != nil {
 		return err
 	}
-	kubeletKC, err := c.WriteKubeconfig(Kubelet, Identity{User: "system:node:" + r.NodeName, Groups: []string{"system:nodes"}})
+	kubeletKC, err := c.writeKubeconfig(r.componentName(Kubelet), server, Identity{User: "system:node:" + r.NodeName, Groups: []string{"system:nodes"}})
 	if err != nil {
 		return err
 	}
 	args := []string{
 		"--config=" + filepath.Join(p.Root, "kubelet-config.yaml"), "--kubeconfig=" + kubeletKC,
-		"--root-dir=" + p.Kubelet, "--cert-dir=" + filepath.Join(p.Kubelet, "pki"), "--hostname-override=" + r.NodeName, "--node-ip=" + RealNodeIP, "--v=2",
+		"--root-dir=" + p.Kubelet, "--cert-dir=" + filepath.Join(p.Kubelet, "pki"), "--hostname-override=" + r.NodeName, "--node-ip=" + r.IP, "--v=2",
 	}
 	if lbl := labelArg(c.cfg.RealNode.Labels); lbl != "" {
 		args = append(args, "--node-labels="+lbl)
 	}
-	if r.kubelet, err = c.StartComponent(ctx, ProcessSpec{Name: Kubelet, Binary: filepath.Join(c.BinDir, Kubelet), Args: args, Env: env},
+	if r.kubelet, err = c.startInNode(ctx, r, ProcessSpec{Name: Kubelet, Binary: filepath.Join(c.BinDir, Kubelet), Args: args, Env: nodeEnv(r.tools)},
 		r.nsHTTPCheck(fmt.Sprintf("http://127.0.0.1:%d/healthz", kubeletHealthz))); err != nil {
 		return err
 	}
-	proxyKC, err := c.WriteKubeconfig(KubeProxy, Identity{User: "system:kube-proxy"})
+	proxyKC, err := c.writeKubeconfig(r.componentName(KubeProxy), server, Identity{User: "system:kube-proxy"})
 	if err != nil {
 		return err
 	}
 	proxyConf := filepath.Join(p.Root, "kube-proxy-config.yaml")
-	if err := os.WriteFile(proxyConf, []byte(kubeProxyConfig(proxyKC, r.NodeName)), 0o644); err != nil {
+	if err := os.WriteFile(proxyConf, []byte(kubeProxyConfig(proxyKC, r.NodeName, r.addr)), 0o644); err != nil {
 		return err
 	}
-	if r.kubeProxy, err = c.StartComponent(ctx, ProcessSpec{Name: KubeProxy, Binary: filepath.Join(c.BinDir, KubeProxy),
-		Args: []string{"--config=" + proxyConf, "--v=2"}, Env: env},
+	if r.kubeProxy, err = c.startInNode(ctx, r, ProcessSpec{Name: KubeProxy, Binary: filepath.Join(c.BinDir, KubeProxy),
+		Args: []string{"--config=" + proxyConf, "--v=2"}, Env: nodeEnv(r.tools)},
 		r.nsHTTPCheck(fmt.Sprintf("http://127.0.0.1:%d/healthz", proxyHealthz))); err != nil {
 		return err
-	}
-	if err := c.waitRealNodeReady(ctx); err != nil {
-		return err
-	}
-	if c.cfg.RealNode.ClusterDNS {
-		return c.startClusterDNS(ctx)
 	}
 	return nil
 }
@@ -522,8 +747,7 @@ func labelArg(labels map[string]string) string {
 	return strings.Join(kv, ",")
 }
 
-func (c *Cluster) waitRealNodeReady(ctx context.Context) error {
-	r := c.realNode()
+func (c *Cluster) waitRealNodeReady(ctx context.Context, r *RealNode) error {
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, c.cfg.ReadyTimeout, true, func(ctx context.Context) (bool, error) {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, r.NodeName, metav1.GetOptions{})
@@ -541,7 +765,7 @@ func (c *Cluster) waitRealNodeReady(ctx context.Context) error {
 		return false, nil
 	})
 	if err != nil {
-		return &ComponentError{Component: Kubelet, Err: fmt.Errorf("node %s not Ready after %s (%s)", r.NodeName, c.cfg.ReadyTimeout, last),
+		return &ComponentError{Component: r.componentName(Kubelet), Err: fmt.Errorf("node %s not Ready after %s (%s)", r.NodeName, c.cfg.ReadyTimeout, last),
 			LogPath: r.kubelet.LogPath, LogTail: r.kubelet.Tail(30)}
 	}
 	return nil

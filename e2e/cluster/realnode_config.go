@@ -6,31 +6,61 @@ import (
 	"strings"
 )
 
-// Addresses of the real node. They exist only inside the cluster's own network namespace, so
+// Addresses of the real nodes. They exist only inside the cluster's network namespaces, so
 // every cluster can use the same ones and none of them reaches the machine's root namespace.
+// RealNodeIP and RealNodeSubnet are the first node's (the cluster namespace's); node i (from
+// 0) has 10.244.i.1 on 10.244.i.0/24 (see nodeAddrs).
 const (
 	RealNodeIP     = "10.244.0.1"
 	RealNodeSubnet = "10.244.0.0/24"
-	// RealNodeBridge is the pod (CNI) bridge inside the cluster's namespace; the node IP is on
+	// RealPodCIDR covers every real node's pod subnet (KWOK's simulated pods use 10.244.128.0/17).
+	RealPodCIDR = "10.244.0.0/17"
+	// RealNodeBridge is the pod (CNI) bridge inside each node's namespace; the node IP is on
 	// it. Its name is outside Berth's bridge prefix ("berth"), so no PodNetwork can name it;
 	// the agent would refuse it anyway (it carries no Berth mark).
 	RealNodeBridge = "cnibr0"
+	// NodeLinkBridge joins the nodes: a bridge in the cluster namespace (the first node's)
+	// with NodeLinkIP, where every other node's uplink (NodeUplink, a veth) is a port. It
+	// exists only when the cluster runs more than one real node.
+	NodeLinkBridge = "nodebr0"
+	NodeLinkSubnet = "10.243.0.0/24"
+	// NodeUplink is the name of a node's link to NodeLinkBridge inside its own namespace.
+	NodeUplink = "eth0"
+	// MaxRealNodes bounds RealNodeConfig.Count (each node is a containerd, a kubelet and a
+	// kube-proxy: more than a few do not fit a small machine, and the subnets must stay below
+	// KWOK's).
+	MaxRealNodes = 8
 	// ServiceCIDR is the cluster's Service range (the API server's --service-cluster-ip-range).
 	ServiceCIDR = "10.96.0.0/16"
 	// ClusterDNSIP is what pods get as nameserver (nothing serves it unless a test deploys DNS).
 	ClusterDNSIP = "10.96.0.10"
-	// unusedNameserver is the kubelet's resolv.conf for dnsPolicy: Default pods: the node IP,
-	// where nothing listens on port 53, so no pod ever asks the machine's real resolver.
-	unusedNameserver = RealNodeIP
 	kubeletPort      = 10250
 	kubeletHealthz   = 10248
 	proxyHealthz     = 10256
 	proxyMetrics     = 10249
 )
 
+// nodeAddr is where node i (from 0) sits on the cluster's private network.
+type nodeAddr struct {
+	IP      string // the node IP, on its pod bridge
+	Subnet  string // its pod subnet
+	First   string // the first address IPAM hands out
+	LinkIP  string // its address on NodeLinkBridge (the first node's is the bridge's own)
+	LinkDev string // where that address lives in the node's namespace
+}
+
+func nodeAddrs(i int) nodeAddr {
+	a := nodeAddr{IP: fmt.Sprintf("10.244.%d.1", i), Subnet: fmt.Sprintf("10.244.%d.0/24", i),
+		First: fmt.Sprintf("10.244.%d.10", i), LinkIP: fmt.Sprintf("10.243.0.%d", i+1), LinkDev: NodeUplink}
+	if i == 0 {
+		a.LinkDev = NodeLinkBridge
+	}
+	return a
+}
+
 // realNodePaths are the files and directories of one real node, all under the cluster Dir.
 type realNodePaths struct {
-	Root          string // Dir/node
+	Root          string // Dir/node (the first node) or Dir/node-<name>
 	ContainerdDir string
 	Socket        string
 	CNIBin        string
@@ -42,8 +72,9 @@ type realNodePaths struct {
 	ResolvConf    string
 }
 
-func newRealNodePaths(dir string) realNodePaths {
-	root := dir + "/node"
+func newRealNodePaths(dir string) realNodePaths { return newNodePaths(dir + "/node") }
+
+func newNodePaths(root string) realNodePaths {
 	return realNodePaths{
 		Root:          root,
 		ContainerdDir: root + "/containerd",
@@ -98,7 +129,7 @@ state = %[2]q
 // cniConfig renders the pod network: Debian's bridge plugin on the node's bridge with no
 // gateway mode and no masquerading (no NAT, nothing switches on forwarding by itself), IPs from
 // host-local, and portmap for hostPort.
-func cniConfig(network string, p realNodePaths) (string, error) {
+func cniConfig(network string, p realNodePaths, a nodeAddr) (string, error) {
 	conf := map[string]any{
 		"cniVersion": "1.0.0",
 		"name":       network,
@@ -110,9 +141,9 @@ func cniConfig(network string, p realNodePaths) (string, error) {
 					"type":    "host-local",
 					"dataDir": p.CNIData,
 					"ranges": []any{[]any{map[string]any{
-						"subnet": RealNodeSubnet, "rangeStart": "10.244.0.10", "gateway": RealNodeIP,
+						"subnet": a.Subnet, "rangeStart": a.First, "gateway": a.IP,
 					}}},
-					"routes": []any{map[string]any{"dst": "0.0.0.0/0", "gw": RealNodeIP}},
+					"routes": []any{map[string]any{"dst": "0.0.0.0/0", "gw": a.IP}},
 				},
 			},
 			map[string]any{"type": "portmap", "capabilities": map[string]any{"portMappings": true}},
@@ -123,7 +154,7 @@ func cniConfig(network string, p realNodePaths) (string, error) {
 }
 
 // kubeletConfig renders the KubeletConfiguration of the real node.
-func kubeletConfig(p realNodePaths, caFile, cgroupRoot string) string {
+func kubeletConfig(p realNodePaths, a nodeAddr, caFile, cgroupRoot string) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: %[1]s
@@ -156,14 +187,14 @@ imageGCLowThresholdPercent: 99
 serializeImagePulls: false
 rotateCertificates: false
 serverTLSBootstrap: false
-`, RealNodeIP, kubeletPort, kubeletHealthz, p.Socket, cgroupRoot, p.PodLogs, p.VolumePlugins, p.ResolvConf,
+`, a.IP, kubeletPort, kubeletHealthz, p.Socket, cgroupRoot, p.PodLogs, p.VolumePlugins, p.ResolvConf,
 		ClusterDNSIP, caFile)
 }
 
 // kubeProxyConfig renders kube-proxy's configuration: iptables mode (rules live in the
-// cluster's namespace), node ports only on the bridge subnet, no localhost node ports (so no
-// route_localnet), and no conntrack table sizing (a host-wide setting).
-func kubeProxyConfig(kubeconfig, nodeName string) string {
+// node's namespace), node ports only on the node's bridge subnet, no localhost node ports (so
+// no route_localnet), and no conntrack table sizing (a host-wide setting).
+func kubeProxyConfig(kubeconfig, nodeName string, a nodeAddr) string {
 	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: %s}
@@ -175,10 +206,12 @@ metricsBindAddress: 127.0.0.1:%d
 nodePortAddresses: [%q]
 iptables: {localhostNodePorts: false}
 conntrack: {maxPerCore: 0, min: 0}
-`, kubeconfig, nodeName, RealNodeSubnet, proxyHealthz, proxyMetrics, RealNodeSubnet)
+`, kubeconfig, nodeName, RealPodCIDR, proxyHealthz, proxyMetrics, a.Subnet)
 }
 
-func resolvConf() string { return "nameserver " + unusedNameserver + "\n" }
+// resolvConf is the kubelet's resolv.conf for dnsPolicy: Default pods: the node IP, where
+// nothing listens on port 53, so no pod ever asks the machine's real resolver.
+func resolvConf(a nodeAddr) string { return "nameserver " + a.IP + "\n" }
 
 // validNodeName is the DNS-1123 subdomain check the apiserver applies to node names.
 func validNodeName(n string) bool {

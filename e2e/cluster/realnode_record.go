@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -27,16 +28,30 @@ type NodeRecord struct {
 	Sysctls          map[string]string `json:"sysctls"`
 	CreatedHostPaths []string          `json:"createdHostPaths"`
 	NetNSInode       uint64            `json:"netnsInode"`
+	// Nodes are every node's name and containerd socket (the first node's too).
+	Nodes []NodeRecordEntry `json:"nodes,omitempty"`
+}
+
+// NodeRecordEntry is one real node in a NodeRecord.
+type NodeRecordEntry struct {
+	Name       string `json:"name"`
+	Socket     string `json:"socket"`
+	CgroupName string `json:"cgroupName"`
+	NetNSInode uint64 `json:"netnsInode"`
 }
 
 // saveRecord writes the node's record (best effort: without it a killed owner's cgroups stay).
 func (c *Cluster) saveRecord() {
-	r := c.realNode()
-	if r == nil {
+	rs := c.realNodes()
+	if rs == nil || len(rs.nodes) == 0 {
 		return
 	}
-	rec := NodeRecord{NodeName: r.NodeName, CgroupName: r.CgroupName, Network: r.Network, Cgroups: r.cgroups,
-		Sysctls: r.sysctls, CreatedHostPaths: r.createdHostPaths, NetNSInode: r.NetNSInode}
+	r := rs.nodes[0]
+	rec := NodeRecord{NodeName: r.NodeName, CgroupName: r.CgroupName, Network: r.Network, Cgroups: rs.cgroups(),
+		Sysctls: rs.sysctls, CreatedHostPaths: rs.createdHostPaths, NetNSInode: r.NetNSInode}
+	for _, n := range rs.nodes {
+		rec.Nodes = append(rec.Nodes, NodeRecordEntry{Name: n.NodeName, Socket: n.paths.Socket, CgroupName: n.CgroupName, NetNSInode: n.NetNSInode})
+	}
 	b, err := json.Marshal(rec)
 	if err == nil {
 		err = os.WriteFile(filepath.Join(c.Dir, recordFile), b, 0o644)
@@ -95,10 +110,22 @@ func TeardownKilled(dir string, logf func(string, ...any)) error {
 		return UnmountUnder(dir)
 	}
 	c := &Cluster{Dir: dir, cfg: Config{Logf: logf}}
-	c.node = &RealNode{NodeName: rec.NodeName, CgroupName: rec.CgroupName, Network: rec.Network,
-		NetNSInode: rec.NetNSInode, cgroups: rec.Cgroups, sysctls: rec.Sysctls,
-		createdHostPaths: rec.CreatedHostPaths, paths: newRealNodePaths(dir)}
-	c.node.ContainerdSocket = c.node.paths.Socket
-	logf("tearing down real node %s left by a killed run (cgroup %s)", rec.NodeName, rec.CgroupName)
+	// The cgroups of every node are in rec.Cgroups; the nodes carry the sockets, whose shims'
+	// host-side sockets teardown removes.
+	first := &RealNode{NodeName: rec.NodeName, CgroupName: rec.CgroupName, Network: rec.Network,
+		NetNSInode: rec.NetNSInode, cgroups: rec.Cgroups, paths: newRealNodePaths(dir)}
+	first.ContainerdSocket = first.paths.Socket
+	rs := &realNodes{nodes: []*RealNode{first}, sysctls: rec.Sysctls, createdHostPaths: rec.CreatedHostPaths}
+	names := []string{rec.NodeName}
+	for _, n := range rec.Nodes {
+		if n.Name == rec.NodeName {
+			continue
+		}
+		names = append(names, n.Name)
+		rs.nodes = append(rs.nodes, &RealNode{NodeName: n.Name, CgroupName: n.CgroupName, NetNSInode: n.NetNSInode,
+			ContainerdSocket: n.Socket, paths: realNodePaths{Socket: n.Socket}})
+	}
+	c.real = rs
+	logf("tearing down real nodes %s left by a killed run (cgroup %s)", strings.Join(names, ", "), rec.CgroupName)
 	return c.realNodeTeardown()
 }

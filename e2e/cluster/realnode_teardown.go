@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -113,8 +114,7 @@ func CgroupMounts() ([]Mount, error) {
 
 // realNodeCgroups creates the node's cgroup root in every hierarchy (the kubelet refuses a
 // cgroupRoot that does not exist) and remembers it for teardown.
-func (c *Cluster) realNodeCgroups() error {
-	r := c.realNode()
+func (c *Cluster) realNodeCgroups(r *RealNode) error {
 	ms, err := CgroupMounts()
 	if err != nil {
 		return err
@@ -173,35 +173,57 @@ func readKernelTunables() map[string]string {
 	return out
 }
 
-// realNodeBeforeStop stops the node's agents and its pods while containerd still runs, so
+// realNodeBeforeStop stops the nodes' agents and their pods while containerd still runs, so
 // every shim exits cleanly (and removes its socket) before the processes are stopped.
 func (c *Cluster) realNodeBeforeStop() {
-	r := c.realNode()
-	if r == nil {
+	rs := c.realNodes()
+	if rs == nil {
 		return
 	}
+	var wg sync.WaitGroup
+	for _, r := range rs.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.stopNodeAgents(r)
+			if socks := c.removeNodeTasks(r); len(socks) > 0 {
+				c.mu.Lock()
+				rs.shimSockets = append(rs.shimSockets, socks...)
+				c.mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (c *Cluster) stopNodeAgents(r *RealNode) {
 	for _, p := range []*Process{r.kubeProxy, r.kubelet} {
 		if p != nil {
 			c.StopComponent(p)
 		}
 	}
 	r.kubeProxy, r.kubelet = nil, nil
-	if r.tools["ctr"] == "" || r.paths.Socket == "" {
-		return
+}
+
+// removeNodeTasks deletes the node's containers' tasks through its containerd (when it still
+// runs) and returns the sockets of the shims that served them.
+func (c *Cluster) removeNodeTasks(r *RealNode) []string {
+	if r.tools["ctr"] == "" || r.paths.Socket == "" || r.stopped {
+		return nil
 	}
 	if _, err := os.Stat(r.paths.Socket); err != nil {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r.shimSockets = shimSockets(r.paths.Socket)
+	socks := shimSockets(r.paths.Socket)
 	// Application containers first, then sandboxes: deleting a sandbox's task ends the shim
 	// that also serves its pod's containers.
 	for _, kind := range []string{"container", "sandbox"} {
 		out, err := r.Ctr(ctx, "containers", "ls", "-q", `labels."io.cri-containerd.kind"==`+kind)
 		if err != nil {
-			c.cfg.Logf("real node: listing %ss: %v", kind, err)
-			return
+			c.cfg.Logf("real node %s: listing %ss: %v", r.NodeName, kind, err)
+			return socks
 		}
 		failed := map[string]error{}
 		for _, id := range strings.Fields(out) {
@@ -217,40 +239,38 @@ func (c *Cluster) realNodeBeforeStop() {
 		// is gone: only a task that is still listed failed to go.
 		left, err := r.Ctr(ctx, "tasks", "ls", "-q")
 		if err != nil {
-			c.cfg.Logf("real node: listing tasks: %v", err)
-			return
+			c.cfg.Logf("real node %s: listing tasks: %v", r.NodeName, err)
+			return socks
 		}
 		for _, id := range strings.Fields(left) {
 			if err, ok := failed[id]; ok {
-				c.cfg.Logf("real node: removing task %s: %v", id, err)
+				c.cfg.Logf("real node %s: removing task %s: %v", r.NodeName, id, err)
 			}
 		}
 	}
+	return socks
 }
 
-// realNodeTeardown runs once every process has stopped: it kills what could have escaped
-// (container processes in the node's cgroups, shims), unmounts everything under Dir, removes
-// the cgroups and the CNI cache, restores the kernel tunables and drops the namespace.
-func (c *Cluster) realNodeTeardown() error {
-	r := c.realNode()
+// StopRealNode stops one real node as a machine failure would: its kubelet, kube-proxy and
+// containerd are killed (no graceful pod shutdown, the API server is not told), then its
+// containers and their shims. The node's namespace, links and cgroups stay until the cluster
+// stops, so the rest of the cluster runs on; the API server sees the node stop reporting.
+func (c *Cluster) StopRealNode(name string) error {
+	r := c.RealNodeNamed(name)
 	if r == nil {
-		return nil
+		return fmt.Errorf("no real node %q", name)
 	}
-	defer func() {
-		c.mu.Lock()
-		c.node = nil
-		c.mu.Unlock()
-		if r.hostLock != nil {
-			r.hostLock.Close() // releases the flock
+	rs := c.realNodes()
+	socks := shimSockets(r.paths.Socket)
+	for _, p := range []*Process{r.kubelet, r.kubeProxy, r.containerd} {
+		if p != nil {
+			c.killComponent(p)
 		}
-	}()
-	var errs []error
-	if r.paths.Socket != "" {
-		r.shimSockets = append(r.shimSockets, shimSockets(r.paths.Socket)...)
 	}
-	// Processes first: a live process pins mounts, cgroups and the namespace.
+	r.kubelet, r.kubeProxy, r.containerd, r.stopped = nil, nil, nil, true
+	// Shims outlive containerd and keep the containers running: a stopped machine runs nothing.
 	for attempt := 0; attempt < 50; attempt++ {
-		pids := append(cgroupPIDs(r.cgroups), pidsWithArg(c.Dir)...)
+		pids := append(cgroupPIDs(r.cgroups), pidsWithArg(r.paths.Socket)...)
 		if len(pids) == 0 {
 			break
 		}
@@ -259,30 +279,74 @@ func (c *Cluster) realNodeTeardown() error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if r.fwd != nil {
-		r.fwd.close()
+	c.mu.Lock()
+	rs.shimSockets = append(rs.shimSockets, socks...)
+	c.mu.Unlock()
+	if left := cgroupPIDs(r.cgroups); len(left) > 0 {
+		return fmt.Errorf("node %s: processes %v survived SIGKILL", name, left)
 	}
-	if r.ns != nil {
-		r.ns.close()
+	return nil
+}
+
+// realNodeTeardown runs once every process has stopped: it kills what could have escaped
+// (container processes in the nodes' cgroups, shims), unmounts everything under Dir (the
+// namespaces' bind mounts among them: the namespaces, their links and iptables rules go with
+// their last user), removes the cgroups and the CNI cache, and restores the kernel tunables.
+func (c *Cluster) realNodeTeardown() error {
+	rs := c.realNodes()
+	if rs == nil {
+		return nil
+	}
+	defer func() {
+		c.mu.Lock()
+		c.real = nil
+		c.mu.Unlock()
+		if rs.hostLock != nil {
+			rs.hostLock.Close() // releases the flock
+		}
+	}()
+	var errs []error
+	for _, s := range rs.sockets() {
+		rs.shimSockets = append(rs.shimSockets, shimSockets(s)...)
+	}
+	cgroups := rs.cgroups()
+	// Processes first: a live process pins mounts, cgroups and the namespace.
+	for attempt := 0; attempt < 50; attempt++ {
+		pids := append(cgroupPIDs(cgroups), pidsWithArg(c.Dir)...)
+		if len(pids) == 0 {
+			break
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if rs.fwd != nil {
+		rs.fwd.close()
+	}
+	for _, n := range rs.nodes {
+		if n.ns != nil {
+			n.ns.close()
+		}
 	}
 	if err := UnmountUnder(c.Dir); err != nil {
 		errs = append(errs, err)
 	}
-	for _, cg := range r.cgroups {
+	for _, cg := range cgroups {
 		if err := removeCgroupTree(cg); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	// libcni caches results in /var/lib/cni whatever the config says; the files carry the
 	// network name, which is this cluster's own.
-	if r.Network != "" {
-		cached, _ := filepath.Glob(filepath.Join("/var/lib/cni/results", r.Network+"-*"))
+	if len(rs.nodes) > 0 && rs.nodes[0].Network != "" {
+		cached, _ := filepath.Glob(filepath.Join("/var/lib/cni/results", rs.nodes[0].Network+"-*"))
 		for _, f := range cached {
 			_ = os.Remove(f)
 		}
 	}
-	cleanHostPaths(c.Dir, r.shimSockets, r.createdHostPaths)
-	for k, v := range r.sysctls {
+	cleanHostPaths(c.Dir, rs.shimSockets, rs.createdHostPaths)
+	for k, v := range rs.sysctls {
 		if b, err := os.ReadFile("/proc/sys/" + k); err == nil && strings.TrimSpace(string(b)) != v {
 			if err := os.WriteFile("/proc/sys/"+k, []byte(v), 0o644); err != nil {
 				errs = append(errs, fmt.Errorf("restoring %s: %w", k, err))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func TestRealNodeConfigRendering(t *testing.T) {
 		}
 	})
 	t.Run("CNI: no gateway mode, no masquerade, bridge and IPAM inside the node", func(t *testing.T) {
-		s, err := cniConfig("berth-x", p)
+		s, err := cniConfig("berth-x", p, nodeAddrs(0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +61,7 @@ func TestRealNodeConfigRendering(t *testing.T) {
 	})
 	t.Run("kubelet", func(t *testing.T) {
 		var kc map[string]any
-		if err := yaml.Unmarshal([]byte(kubeletConfig(p, "/tmp/c1/pki/ca.crt", "/berth-ab")), &kc); err != nil {
+		if err := yaml.Unmarshal([]byte(kubeletConfig(p, nodeAddrs(0), "/tmp/c1/pki/ca.crt", "/berth-ab")), &kc); err != nil {
 			t.Fatal(err)
 		}
 		cases := map[string]any{
@@ -79,13 +80,13 @@ func TestRealNodeConfigRendering(t *testing.T) {
 		if anon["enabled"] != false {
 			t.Errorf("anonymous kubelet access not disabled: %v", auth)
 		}
-		if resolvConf() != "nameserver "+RealNodeIP+"\n" {
-			t.Errorf("resolv.conf %q", resolvConf())
+		if resolvConf(nodeAddrs(0)) != "nameserver "+RealNodeIP+"\n" {
+			t.Errorf("resolv.conf %q", resolvConf(nodeAddrs(0)))
 		}
 	})
 	t.Run("kube-proxy", func(t *testing.T) {
 		var pc map[string]any
-		if err := yaml.Unmarshal([]byte(kubeProxyConfig("/tmp/c1/kube-proxy.kubeconfig", "n1")), &pc); err != nil {
+		if err := yaml.Unmarshal([]byte(kubeProxyConfig("/tmp/c1/kube-proxy.kubeconfig", "n1", nodeAddrs(0))), &pc); err != nil {
 			t.Fatal(err)
 		}
 		if pc["mode"] != "iptables" || pc["hostnameOverride"] != "n1" {
@@ -99,6 +100,57 @@ func TestRealNodeConfigRendering(t *testing.T) {
 			t.Errorf("localhostNodePorts must be off (it needs route_localnet): %v", ipt)
 		}
 	})
+}
+
+func TestNodeAddrs(t *testing.T) {
+	cases := []struct {
+		i                                 int
+		ip, subnet, first, linkIP, linkDev string
+	}{
+		// The first node keeps the addresses suites know (RealNodeIP on RealNodeSubnet) and
+		// owns the link bridge; the others sit on it by their uplink.
+		{0, RealNodeIP, RealNodeSubnet, "10.244.0.10", "10.243.0.1", NodeLinkBridge},
+		{1, "10.244.1.1", "10.244.1.0/24", "10.244.1.10", "10.243.0.2", NodeUplink},
+		{MaxRealNodes - 1, "10.244.7.1", "10.244.7.0/24", "10.244.7.10", "10.243.0.8", NodeUplink},
+	}
+	pods := mustCIDR(t, RealPodCIDR)
+	link := mustCIDR(t, NodeLinkSubnet)
+	kwok := mustCIDR(t, "10.244.128.0/17")
+	for _, tc := range cases {
+		a := nodeAddrs(tc.i)
+		if a.IP != tc.ip || a.Subnet != tc.subnet || a.First != tc.first || a.LinkIP != tc.linkIP || a.LinkDev != tc.linkDev {
+			t.Errorf("node %d: %+v", tc.i, a)
+		}
+		sub := mustCIDR(t, a.Subnet)
+		if !pods.Contains(sub.IP) || kwok.Contains(sub.IP) || !link.Contains(net.ParseIP(a.LinkIP)) {
+			t.Errorf("node %d: subnet %s outside %s or inside KWOK's, or link %s outside %s", tc.i, a.Subnet, RealPodCIDR, a.LinkIP, NodeLinkSubnet)
+		}
+	}
+	if realNodeName("n", 0) != "n" || realNodeName("n", 2) != "n-3" {
+		t.Errorf("names %q %q", realNodeName("n", 0), realNodeName("n", 2))
+	}
+	if (&RealNode{Index: 0}).componentName(Kubelet) != Kubelet || (&RealNode{Index: 1, NodeName: "n-2"}).componentName(Kubelet) != "kubelet-n-2" {
+		t.Error("component names: the first node's are bare, the others' carry the node name")
+	}
+}
+
+func mustCIDR(t *testing.T, s string) *net.IPNet {
+	t.Helper()
+	_, n, err := net.ParseCIDR(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestRealNodeCountRefused(t *testing.T) {
+	for _, n := range []int{-1, MaxRealNodes + 1} {
+		var started int
+		_, err := Start(context.Background(), Config{RealNode: &RealNodeConfig{Count: n}, OnProcess: func(*Process) { started++ }})
+		if !errors.Is(err, ErrRealNodeUnavailable) || !strings.Contains(err.Error(), "real nodes asked for") || started != 0 {
+			t.Errorf("count %d: want a refusal before anything starts, got %v (%d started)", n, err, started)
+		}
+	}
 }
 
 func TestLoopbackPorts(t *testing.T) {

@@ -48,6 +48,11 @@ const (
 type Status struct {
 	PID        int    `json:"pid"`
 	RealNode   string `json:"realNode,omitempty"`
+	// RealNodes are every real node's name (RealNode is the first).
+	RealNodes []string `json:"realNodes,omitempty"`
+	// StartSeconds is how long the cluster took to come up, Footprint its memory then.
+	StartSeconds float64 `json:"startSeconds"`
+	Footprint    string  `json:"footprint,omitempty"`
 	NoRealNode string `json:"noRealNode,omitempty"` // why the nodes are simulated
 	Kubeconfig string `json:"kubeconfig"`
 	Logs       string `json:"logs"`
@@ -59,6 +64,7 @@ type Status struct {
 type localOpts struct {
 	dir       string
 	simulated bool
+	realNodes int
 }
 
 func clusterDir(dir string) string { return filepath.Join(dir, "cluster") }
@@ -180,7 +186,7 @@ func up(ctx context.Context, o localOpts) error {
 	if err != nil {
 		return err
 	}
-	args := []string{"supervise", "-dir", o.dir}
+	args := []string{"supervise", "-dir", o.dir, "-real-nodes", strconv.Itoa(o.realNodes)}
 	if o.simulated {
 		args = append(args, "-simulated")
 	}
@@ -304,11 +310,15 @@ func EventsLine(bin string) string {
 func printNextSteps(w *os.File, o localOpts, st *Status) {
 	bin := rel(st.BinDir)
 	if st.RealNode != "" {
-		fmt.Fprintf(w, "Local cluster up: real node %q (containerd, kubelet, kube-proxy in the cluster's own network namespace), Berth's images imported from %s/images.\n", st.RealNode, bin)
+		fmt.Fprintf(w, "Local cluster up: %d real node(s) %s (containerd, kubelet, kube-proxy each in a network namespace of its own, pods routed between them), Berth's images imported from %s/images.\n",
+			len(st.RealNodes), strings.Join(st.RealNodes, ", "), bin)
 	} else {
 		fmt.Fprintf(w, "Local cluster up with 3 SIMULATED (KWOK) nodes and berth-scheduler as a process: pods are placed, not run (%s).\n", st.NoRealNode)
 	}
-	fmt.Fprintf(w, "Supervisor pid %d; logs in %s and %s.\n\n", st.PID, rel(filepath.Join(o.dir, logName)), rel(st.Logs))
+	fmt.Fprintf(w, "Supervisor pid %d; logs in %s and %s.\n", st.PID, rel(filepath.Join(o.dir, logName)), rel(st.Logs))
+	// Budgets, printed not asserted: make up with 3 real nodes within 60 s warm, the whole
+	// cluster within 3 GiB RSS.
+	fmt.Fprintf(w, "Budgets: up in %.1f s (target <= 60 s warm with 3 real nodes); cluster %s (target <= 3072 MiB).\n\n", st.StartSeconds, st.Footprint)
 	fmt.Fprintf(w, "  export KUBECONFIG=%s\n", st.Kubeconfig)
 	if st.RealNode != "" {
 		fmt.Fprintf(w, "  %s\n", HelmLine(bin))
@@ -358,8 +368,9 @@ func supervise(o localOpts) error {
 	dir := clusterDir(o.dir)
 	st := Status{PID: os.Getpid()}
 	cfg := cluster.Config{Dir: dir, Logf: logf}
+	start := time.Now()
 	if !o.simulated {
-		cfg.RealNode = &cluster.RealNodeConfig{ClusterDNS: true}
+		cfg.RealNode = &cluster.RealNodeConfig{ClusterDNS: true, Count: o.realNodes}
 	} else {
 		st.NoRealNode = "-simulated was asked for"
 	}
@@ -389,6 +400,9 @@ func supervise(o localOpts) error {
 	}
 	if rn := c.RealNode(); rn != nil {
 		st.RealNode, st.CgroupName, st.NetNSInode = rn.NodeName, rn.CgroupName, rn.NetNSInode
+		for _, n := range c.RealNodes() {
+			st.RealNodes = append(st.RealNodes, n.NodeName)
+		}
 	} else {
 		// Simulated nodes run nothing: berth-scheduler runs as a process so pods still get placed.
 		if _, err := c.StartBerthScheduler(ctx, cluster.BerthSchedulerOptions{}); err != nil {
@@ -404,6 +418,8 @@ func supervise(o localOpts) error {
 		}
 	}
 	st.Kubeconfig, st.Logs, st.BinDir = c.Kubeconfig, filepath.Join(dir, "logs"), c.BinDir
+	st.StartSeconds = time.Since(start).Seconds()
+	st.Footprint = c.Footprint(os.Getpid()).String()
 	b, _ := json.Marshal(st)
 	logf("ready")
 	report("ready " + string(b))

@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,6 +34,7 @@ func main() {
 	dir := fs.String("dir", ".cache/local-cluster", "state directory of the cluster `up` keeps running")
 	verbose := fs.Bool("v", false, "print progress")
 	simulated := fs.Bool("simulated", false, "demo, up: simulated (KWOK) nodes only, even where a real node could run")
+	realNodes := fs.Int("real-nodes", defaultRealNodes(), "demo, up: how many real nodes to run where they can run (default $REAL_NODES, else 3)")
 	if len(os.Args) < 2 {
 		usage()
 	}
@@ -49,11 +52,11 @@ func main() {
 	var err error
 	switch cmd {
 	case "demo":
-		err = runDemo(ctx, !*simulated, logf)
+		err = runDemo(ctx, !*simulated, *realNodes, logf)
 	case "up":
-		err = up(ctx, localOpts{dir: *dir, simulated: *simulated})
+		err = up(ctx, localOpts{dir: *dir, simulated: *simulated, realNodes: *realNodes})
 	case "supervise":
-		err = supervise(localOpts{dir: *dir, simulated: *simulated})
+		err = supervise(localOpts{dir: *dir, simulated: *simulated, realNodes: *realNodes})
 	case "down":
 		err = down(localOpts{dir: *dir})
 	default:
@@ -66,16 +69,29 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: berth-local demo|up|down [-dir DIR] [-simulated] [-v]")
+	fmt.Fprintln(os.Stderr, "usage: berth-local demo|up|down [-dir DIR] [-simulated] [-real-nodes N] [-v]")
 	os.Exit(2)
 }
 
-func runDemo(ctx context.Context, realNode bool, logf func(string, ...any)) error {
+// defaultRealNodes is $REAL_NODES (make up REAL_NODES=1), else 3.
+func defaultRealNodes() int {
+	if v := os.Getenv("REAL_NODES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > cluster.MaxRealNodes {
+			fmt.Fprintf(os.Stderr, "berth-local: REAL_NODES=%q: want a number from 1 to %d\n", v, cluster.MaxRealNodes)
+			os.Exit(2)
+		}
+		return n
+	}
+	return 3
+}
+
+func runDemo(ctx context.Context, realNode bool, count int, logf func(string, ...any)) error {
 	start := time.Now()
 	fmt.Println("Starting a local cluster built from source (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK) with berth-scheduler.")
 	cfg := cluster.Config{Logf: logf}
 	if realNode {
-		cfg.RealNode = &cluster.RealNodeConfig{ClusterDNS: true}
+		cfg.RealNode = &cluster.RealNodeConfig{ClusterDNS: true, Count: count}
 	}
 	c, err := cluster.Start(ctx, cfg)
 	if errors.Is(err, cluster.ErrRealNodeUnavailable) {
@@ -87,8 +103,10 @@ func runDemo(ctx context.Context, realNode bool, logf func(string, ...any)) erro
 	if err != nil {
 		return err
 	}
-	if c.RealNode() != nil {
-		fmt.Printf("Nodes: one REAL node %q (containerd + kubelet + kube-proxy, in the cluster's own network namespace) and KWOK-simulated nodes.\n", c.RealNode().NodeName)
+	if rns := c.RealNodes(); len(rns) > 0 {
+		fmt.Printf("Nodes: %d REAL nodes %s (containerd + kubelet + kube-proxy each, in network namespaces of their own, pods routed between them) and KWOK-simulated nodes.\n",
+			len(rns), nodeNames(rns))
+		fmt.Printf("Cluster up in %s; %s.\n", time.Since(start).Round(100*time.Millisecond), c.Footprint(os.Getpid()))
 	} else {
 		fmt.Println("Nodes: KWOK-simulated only (run as root with containerd installed, after `make images`, for a real node).")
 	}
@@ -109,4 +127,12 @@ func runDemo(ctx context.Context, realNode bool, logf func(string, ...any)) erro
 	}
 	fmt.Printf("\nDemo finished in %s.\n", time.Since(start).Round(time.Second))
 	return nil
+}
+
+func nodeNames(rns []*cluster.RealNode) string {
+	var n []string
+	for _, r := range rns {
+		n = append(n, r.NodeName)
+	}
+	return strings.Join(n, ", ")
 }
