@@ -33,11 +33,11 @@ const (
 	// ServiceCIDR is the cluster's Service range (the API server's --service-cluster-ip-range).
 	ServiceCIDR = "10.96.0.0/16"
 	// ClusterDNSIP is what pods get as nameserver (nothing serves it unless a test deploys DNS).
-	ClusterDNSIP = "10.96.0.10"
-	kubeletPort      = 10250
-	kubeletHealthz   = 10248
-	proxyHealthz     = 10256
-	proxyMetrics     = 10249
+	ClusterDNSIP   = "10.96.0.10"
+	kubeletPort    = 10250
+	kubeletHealthz = 10248
+	proxyHealthz   = 10256
+	proxyMetrics   = 10249
 )
 
 // nodeAddr is where node i (from 0) sits on the cluster's private network.

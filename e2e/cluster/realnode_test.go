@@ -104,7 +104,7 @@ func TestRealNodeConfigRendering(t *testing.T) {
 
 func TestNodeAddrs(t *testing.T) {
 	cases := []struct {
-		i                                 int
+		i                                  int
 		ip, subnet, first, linkIP, linkDev string
 	}{
 		// The first node keeps the addresses suites know (RealNodeIP on RealNodeSubnet) and

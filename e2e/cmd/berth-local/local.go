@@ -46,19 +46,19 @@ const (
 // Status is what the supervisor reports to `up` once the cluster is ready (the last line of
 // its status pipe, after "ready ").
 type Status struct {
-	PID        int    `json:"pid"`
-	RealNode   string `json:"realNode,omitempty"`
+	PID      int    `json:"pid"`
+	RealNode string `json:"realNode,omitempty"`
 	// RealNodes are every real node's name (RealNode is the first).
 	RealNodes []string `json:"realNodes,omitempty"`
 	// StartSeconds is how long the cluster took to come up, Footprint its memory then.
 	StartSeconds float64 `json:"startSeconds"`
 	Footprint    string  `json:"footprint,omitempty"`
-	NoRealNode string `json:"noRealNode,omitempty"` // why the nodes are simulated
-	Kubeconfig string `json:"kubeconfig"`
-	Logs       string `json:"logs"`
-	BinDir     string `json:"binDir"`
-	CgroupName string `json:"cgroupName,omitempty"`
-	NetNSInode uint64 `json:"netnsInode,omitempty"`
+	NoRealNode   string  `json:"noRealNode,omitempty"` // why the nodes are simulated
+	Kubeconfig   string  `json:"kubeconfig"`
+	Logs         string  `json:"logs"`
+	BinDir       string  `json:"binDir"`
+	CgroupName   string  `json:"cgroupName,omitempty"`
+	NetNSInode   uint64  `json:"netnsInode,omitempty"`
 }
 
 type localOpts struct {
