@@ -34,7 +34,7 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.yaml from the current chart")
 
 // valueSets are the values files under testdata/values, each rendered as its own release.
-var valueSets = []string{"default", "scheduler-only", "prometheus", "ha", "podconfig", "agent-images", "isolation"}
+var valueSets = []string{"default", "scheduler-only", "prometheus", "ha", "podconfig", "agent-images", "isolation", "rebalancer"}
 
 func releaseOf(name string) (release, ns string) {
 	if name == "default" {
@@ -254,6 +254,7 @@ func TestDefaultCRValidatesLikeTheOperator(t *testing.T) {
 		"podconfig":      {"TargetLoadPacking": 1, "LoadVariationRiskBalancing": 1},
 		"agent-images":   {"TargetLoadPacking": 1, "LoadVariationRiskBalancing": 1},
 		"isolation":      {"TargetLoadPacking": 1, "LoadVariationRiskBalancing": 1, "InstanceIsolation": 10},
+		"rebalancer":     {"TargetLoadPacking": 1, "LoadVariationRiskBalancing": 1},
 	}
 	// Value sets that also render InstanceIsolation's isolated profile (a second one).
 	isolated := map[string]string{"isolation": "berth-scheduler-isolated"}
