@@ -26,6 +26,8 @@ E2E_SRC := $(shell find e2e -name '*.go' -o -name go.mod -o -name go.sum 2>/dev/
 UNIT_PKGS := ./pkg/... $(patsubst %,./%/...,$(wildcard cmd/*))
 E2E_PKGS := ./e2e/...
 GO_TEST_FLAGS ?=
+# Real nodes `make up` and `make demo` start where root and the packages allow (1 to 8).
+REAL_NODES ?= 3
 
 .PHONY: all tools build images push kind-load krew generate seccomp-data lint-chart preflight test test-unit test-e2e verify bench bench-scale bench-exs bench-agent bench-images bench-isolation bench-placement demo up down fmt clean fuzz
 
@@ -140,12 +142,12 @@ seccomp-data:
 
 ## demo: start the local cluster, run every scenario, print where pods went, stop
 demo: tools build images $(HARNESS_BINS)
-	$(BIN)/berth-local demo
+	$(BIN)/berth-local demo -real-nodes $(REAL_NODES)
 
-## up / down: keep a local cluster running under a supervisor (a real node with Berth's images
-## as root with the packages, else simulated nodes); up prints the helm install line, down stops it
+## up / down: keep a local cluster running under a supervisor (REAL_NODES real nodes with Berth's
+## images as root with the packages, else simulated nodes); up prints the helm install line, down stops it
 up: tools build images $(HARNESS_BINS)
-	$(BIN)/berth-local up
+	$(BIN)/berth-local up -real-nodes $(REAL_NODES)
 
 down: $(BIN)/berth-local
 	$(BIN)/berth-local down
