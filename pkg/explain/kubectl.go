@@ -161,6 +161,8 @@ func Explain(ctx context.Context, o CLIOptions, name string, info io.Writer) (Re
 	default:
 		return rec, nil, fmt.Errorf("reading pod %s/%s: %w", ns, name, err)
 	}
+	// Why the pod was moved, if Berth's rebalancer moved it (its Events outlive the pod).
+	WriteMoves(ctx, client, ns, name, info)
 
 	base, who, hc, stop, err := o.Scheduler().Open(ctx, cfg, client)
 	if err != nil {
