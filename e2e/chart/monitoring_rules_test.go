@@ -60,28 +60,64 @@ tests:
               description: 'Those nodes get the neutral score (or are blocked with expiredMetricsAction Block).'
               runbook_url: https://github.com/berth-sched/berth/blob/main/docs/runbooks.md#berthnodesloadstale
 
-  # The Lease is renewed every minute until 3m, then not: 60 s old at 4m, older from 5m; for 2m.
-  # Another namespace's lease of the same name is irrelevant.
+  # Replica s1 leads until 3m, then no replica does (s2 stays a standby); for 2m. Another
+  # scheduler's job leading is irrelevant.
   - interval: 1m
     input_series:
-      - {series: 'kube_lease_renew_time{namespace="berth-system",lease="berth-scheduler"}', values: '0 60 120 180x10'}
-      - {series: 'kube_lease_renew_time{namespace="other",lease="berth-scheduler"}', values: '0+60x13'}
+      - {series: 'leader_election_master_status{job="berth-scheduler-metrics",instance="s1",name="kube-scheduler"}', values: '1 1 1 0x10'}
+      - {series: 'leader_election_master_status{job="berth-scheduler-metrics",instance="s2",name="kube-scheduler"}', values: '0x13'}
+      - {series: 'leader_election_master_status{job="kube-scheduler",instance="k1",name="kube-scheduler"}', values: '1x13'}
     alert_rule_test:
-      - {eval_time: 6m, alertname: BerthSchedulerNoLeader, exp_alerts: []}
-      - eval_time: 7m
+      - {eval_time: 4m, alertname: BerthSchedulerNoLeader, exp_alerts: []}
+      - eval_time: 5m
         alertname: BerthSchedulerNoLeader
         exp_alerts:
           - exp_labels: {severity: critical}
             exp_annotations:
-              summary: 'No berth-scheduler replica has renewed Lease berth-system/berth-scheduler for 4m 0s.'
+              summary: 'No berth-scheduler replica holds Lease berth-system/berth-scheduler.'
               description: 'Pods with schedulerName berth-scheduler are not being scheduled.'
               runbook_url: https://github.com/berth-sched/berth/blob/main/docs/runbooks.md#berthschedulernoleader
 
+  # No replica scraped at all from 2m (the series end): no leader either.
   - interval: 1m
     input_series:
-      - {series: 'kube_lease_renew_time{namespace="berth-system",lease="berth-scheduler"}', values: '0+60x13'}
+      - {series: 'leader_election_master_status{job="berth-scheduler-metrics",instance="s1",name="kube-scheduler"}', values: '1 1'}
+    alert_rule_test:
+      - {eval_time: 3m, alertname: BerthSchedulerNoLeader, exp_alerts: []}
+      - eval_time: 10m
+        alertname: BerthSchedulerNoLeader
+        exp_alerts:
+          - exp_labels: {severity: critical}
+            exp_annotations:
+              summary: 'No berth-scheduler replica holds Lease berth-system/berth-scheduler.'
+              description: 'Pods with schedulerName berth-scheduler are not being scheduled.'
+              runbook_url: https://github.com/berth-sched/berth/blob/main/docs/runbooks.md#berthschedulernoleader
+
+  # Leadership moving from s1 to s2 (both 1 for a scrape, then s2 alone) never fires.
+  - interval: 1m
+    input_series:
+      - {series: 'leader_election_master_status{job="berth-scheduler-metrics",instance="s1",name="kube-scheduler"}', values: '1 1 1 1 0x8'}
+      - {series: 'leader_election_master_status{job="berth-scheduler-metrics",instance="s2",name="kube-scheduler"}', values: '0 0 0 1x9'}
     alert_rule_test:
       - {eval_time: 12m, alertname: BerthSchedulerNoLeader, exp_alerts: []}
+
+  # Relief evicting 3 pods a minute from 1m (above 2 a minute once the 10m rate window holds
+  # enough of it); for 15m. Dry-run "evictions" and another rebalancer's slow pace do not count.
+  - interval: 1m
+    input_series:
+      - {series: 'berth_rebalancer_evictions_total{job="berth-operator-metrics",instance="o1",rebalancer="berth",result="evicted"}', values: '0 0+3x40'}
+      - {series: 'berth_rebalancer_evictions_total{job="berth-operator-metrics",instance="o1",rebalancer="berth",result="dry_run"}', values: '0+10x40'}
+      - {series: 'berth_rebalancer_evictions_total{job="berth-operator-metrics",instance="o1",rebalancer="calm",result="evicted"}', values: '0+1x40'}
+    alert_rule_test:
+      - {eval_time: 15m, alertname: BerthRebalancerEvictionsHigh, exp_alerts: []}
+      - eval_time: 30m
+        alertname: BerthRebalancerEvictionsHigh
+        exp_alerts:
+          - exp_labels: {severity: warning, rebalancer: berth}
+            exp_annotations:
+              summary: 'Rebalancer berth evicts 3.0 pods a minute.'
+              description: 'Moved pods keep landing on nodes that turn hot again, or the limits are too loose.'
+              runbook_url: https://github.com/berth-sched/berth/blob/main/docs/runbooks.md#berthrebalancerevictionshigh
 
   # An unschedulable pod from 2m; for 10m. Active-queue pods, gated pods and the stock
   # scheduler's unschedulable pods do not count.
@@ -262,8 +298,8 @@ func TestMonitoringRulesPromtool(t *testing.T) {
 	}
 	// Every alert the chart renders has a unit test here and a runbook section.
 	names := alertNames(rules)
-	if len(names) != 8 {
-		t.Errorf("alerts rendered %v, want 8", names)
+	if len(names) != 9 {
+		t.Errorf("alerts rendered %v, want 9", names)
 	}
 	root, err := RepoRoot()
 	if err != nil {

@@ -30,6 +30,8 @@ podConfig:
   enabled: true
 agent:
   criSocket: /run/containerd/containerd.sock
+rebalancer:
+  enabled: true
 monitoring:
   serviceMonitors:
     enabled: true

@@ -47,6 +47,7 @@ const (
 	evalInterval       = time.Second
 	staleFor           = 3 * time.Second
 	staleAfter         = 3 * time.Second
+	noLeaderFor        = 2 * time.Second
 )
 
 // noData are the dashboard queries that cannot return data in this suite, and why. Every other
@@ -91,7 +92,11 @@ func TestPrometheusScrapesBerth(t *testing.T) {
 	}
 	t.Cleanup(func() { stopStack(c, st) })
 	// Decision records on, as the chart's default: the dashboard's records panel reads them.
-	schedCfg, err := framework.WithDecisionRecord(stack.TLPConfig(schedulerName, st.Watcher.URL, 40, 300, 1), nil)
+	// Leader election on, so the no-leader alert has a leader to lose; the Lease the harness
+	// lets the scheduler's identity hold.
+	tlp := strings.Replace(stack.TLPConfig(schedulerName, st.Watcher.URL, 40, 300, 1), "leaderElection:\n  leaderElect: false",
+		"leaderElection:\n  leaderElect: true\n  resourceName: berth-scheduler\n  resourceNamespace: kube-system", 1)
+	schedCfg, err := framework.WithDecisionRecord(tlp, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,6 +302,18 @@ func TestPrometheusScrapesBerth(t *testing.T) {
 		}
 	})
 
+	t.Run("the no-leader alert is quiet while the scheduler leads", func(t *testing.T) {
+		if err := poll(ctx, 30*time.Second, func() (bool, string) {
+			res, err := prom.query(ctx, `leader_election_master_status{job="`+schedulerJob+`"} == 1`)
+			return err == nil && len(res) == 1, fmt.Sprintf("%d leaders, %v", len(res), err)
+		}); err != nil {
+			t.Fatalf("berth-scheduler does not report its leadership: %v", err)
+		}
+		if state := prom.alertState(ctx, "BerthSchedulerNoLeader"); state != "" {
+			t.Errorf("BerthSchedulerNoLeader is %s while the scheduler leads", state)
+		}
+	})
+
 	t.Run("the stale-nodes alert fires when the agents stop", func(t *testing.T) {
 		const alert = "BerthNodesLoadStale"
 		// The restarted watcher first needs the agents' reports again.
@@ -319,6 +336,20 @@ func TestPrometheusScrapesBerth(t *testing.T) {
 			t.Errorf("%s went pending → firing in %s, want its for (%s) plus at most one evaluation", alert, active, staleFor)
 		}
 		t.Logf("%s: firing %s after the agents stopped (staleAfter %s, for %s)", alert, firing.Sub(stopped).Round(100*time.Millisecond), staleAfter, staleFor)
+	})
+
+	t.Run("the no-leader alert fires when the scheduler stops", func(t *testing.T) {
+		const alert = "BerthSchedulerNoLeader"
+		c.StopComponent(sched.Process)
+		stopped := time.Now()
+		pending, firing, err := prom.waitFiring(ctx, alert, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if active := firing.Sub(pending); active < noLeaderFor-500*time.Millisecond || active > noLeaderFor+evalInterval+500*time.Millisecond {
+			t.Errorf("%s went pending → firing in %s, want its for (%s) plus at most one evaluation", alert, active, noLeaderFor)
+		}
+		t.Logf("%s: firing %s after the scheduler stopped (for %s)", alert, firing.Sub(stopped).Round(100*time.Millisecond), noLeaderFor)
 	})
 }
 

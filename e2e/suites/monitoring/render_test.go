@@ -35,6 +35,7 @@ monitoring:
     watcherUnreachableFor: 5s
     staleNodesRatio: 0.5
     staleNodesFor: 3s
+    noLeaderFor: 2s
   dashboards:
     enabled: true
 # The webhook, so the dashboard's admissions panel has requests to show (ipp mode needs no

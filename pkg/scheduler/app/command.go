@@ -10,6 +10,10 @@ import (
 	"sync/atomic"
 
 	"github.com/spf13/cobra"
+	// Why: leader_election_master_status on /metrics. Upstream's kube-scheduler does not
+	// register client-go's leader-election metrics; Berth's no-leader alert reads them, so it
+	// needs no kube-state-metrics.
+	_ "k8s.io/component-base/metrics/prometheus/clientgo/leaderelection"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
