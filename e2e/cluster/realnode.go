@@ -58,7 +58,7 @@ type RealNodeConfig struct {
 	// *.tar in it is imported into every node's containerd. Default: BinDir/images.
 	ImageDir string
 	// Images, if set, are the tarballs to import instead of every *.tar in ImageDir (pause.tar
-	// is always imported).
+	// is always imported, coredns.tar with ClusterDNS).
 	Images []string
 	// ClusterDNS deploys CoreDNS (kube-system/coredns behind kube-dns at ClusterDNSIP) on the
 	// first node once every node is Ready, so pods resolve Service names; it needs coredns.tar
@@ -389,8 +389,12 @@ func (c *Cluster) realNodeImages() ([]string, error) {
 		list = all
 	}
 	out := []string{pause}
+	if rc.ClusterDNS {
+		// Asked for DNS: its image too, whatever the list.
+		out = append(out, dns)
+	}
 	for _, p := range list {
-		if filepath.Clean(p) == pause {
+		if filepath.Clean(p) == pause || rc.ClusterDNS && filepath.Clean(p) == dns {
 			continue
 		}
 		if _, err := os.Stat(p); err != nil {
