@@ -33,6 +33,7 @@ func run() int {
 	watchPods := fs.Bool("watch-pods", true, "watch this node's pods to report their UIDs (false: run without a cluster)")
 	fs.StringVar(&cfg.NodeName, "node-name", os.Getenv("NODE_NAME"), "name of the node this agent runs on (default $NODE_NAME)")
 	fs.StringVar(&cfg.ProcRoot, "proc-root", "/proc", "host /proc directory to sample (a fixture tree in tests)")
+	fs.StringVar(&cfg.CgroupRoot, "cgroup-root", "", "host cgroup hierarchy (e.g. the host's /sys/fs/cgroup mounted in) to read each pod's CPU and memory from, v1 or v2; empty = no per-pod usage in reports")
 	fs.StringVar(&cfg.WatcherURL, "watcher-url", "", "load watcher base URL; reports are POSTed to <url>/watcher")
 	fs.StringVar(&cfg.TokenFile, "token-file", "/var/run/secrets/kubernetes.io/serviceaccount/token", "service account token file, re-read on every push")
 	fs.StringVar(&cfg.Listen, "listen", ":9101", "address for /metrics, /healthz and /readyz")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/berth-sched/berth/pkg/agent/load"
 	"github.com/berth-sched/berth/pkg/agent/report"
+	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,12 @@ type Config struct {
 	ReportInterval time.Duration
 	// Client watches this node's pods; nil reports no pod UIDs (for tests without a cluster).
 	Client kubernetes.Interface
+	// CgroupRoot is the cgroup hierarchy the pods' usage is read from (/sys/fs/cgroup on a
+	// node, a fixture tree in tests); "" reports no per-pod usage.
+	CgroupRoot string
+	// Windows replaces load.Windows' lengths (same count; still reported under the
+	// load-watcher names). Only benchmarks that compress time set it.
+	Windows []time.Duration
 	// HTTPClient talks to the watcher; nil uses a client with a 10 s timeout.
 	HTTPClient *http.Client
 }
@@ -46,7 +53,7 @@ type Agent struct {
 	cfg      Config
 	sampler  *load.Sampler
 	pusher   *report.Pusher
-	pods     func() []string
+	pods     func() []load.PodRef
 	podsSync func() bool
 	registry *prometheus.Registry
 
@@ -63,6 +70,7 @@ type Agent struct {
 	attempts, reports     *prometheus.CounterVec
 	lastReport            prometheus.Gauge
 	clamped               prometheus.Counter
+	podErrors             *prometheus.CounterVec
 }
 
 // New validates cfg and builds the agent (no goroutines yet).
@@ -80,7 +88,15 @@ func New(cfg Config) (*Agent, error) {
 	if hc == nil {
 		hc = &http.Client{Timeout: 10 * time.Second}
 	}
-	a := &Agent{cfg: cfg, sampler: load.NewSampler(cfg.ProcRoot, cfg.SampleInterval), registry: prometheus.NewRegistry(),
+	if cfg.Windows != nil && len(cfg.Windows) != len(load.Windows) {
+		return nil, fmt.Errorf("windows: want %d lengths, got %d", len(load.Windows), len(cfg.Windows))
+	}
+	for i, w := range cfg.Windows {
+		if w < cfg.SampleInterval || i > 0 && w < cfg.Windows[i-1] {
+			return nil, fmt.Errorf("windows: %v must be at least the sample interval and ascending", cfg.Windows)
+		}
+	}
+	a := &Agent{cfg: cfg, sampler: load.NewSamplerWindows(cfg.ProcRoot, cfg.SampleInterval, cfg.Windows), registry: prometheus.NewRegistry(),
 		instance: rand.Text()[:16]}
 	nodeLabel := prometheus.Labels{"node": cfg.NodeName}
 	a.cpuGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_node_cpu_utilisation_percent",
@@ -97,7 +113,9 @@ func New(cfg Config) (*Agent, error) {
 		Help: "Unix time of the last report the watcher accepted."})
 	a.clamped = prometheus.NewCounter(prometheus.CounterOpts{Name: "berth_agent_values_clamped_total",
 		Help: "Report values outside [0,100] % (or not finite) clamped before pushing."})
-	a.registry.MustRegister(a.cpuGauge, a.memGauge, a.samples, a.sampleErrors, a.attempts, a.reports, a.lastReport, a.clamped,
+	a.podErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_agent_pod_usage_errors_total",
+		Help: "Pods left out of a sample's per-pod usage, by reason (gone, garbage, range, too_many)."}, []string{"reason"})
+	a.registry.MustRegister(a.cpuGauge, a.memGauge, a.samples, a.sampleErrors, a.attempts, a.reports, a.lastReport, a.clamped, a.podErrors,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	a.sampler.OnSample = func(s load.Sample) {
 		a.cpuGauge.Set(s.CPU)
@@ -108,8 +126,19 @@ func New(cfg Config) (*Agent, error) {
 	a.pusher = &report.Pusher{URL: cfg.WatcherURL, TokenFile: cfg.TokenFile, Client: hc,
 		InitialBackoff: 500 * time.Millisecond, MaxBackoff: min(10*time.Second, cfg.ReportInterval),
 		OnAttempt: func(r string) { a.attempts.WithLabelValues(r).Inc() }}
-	a.pods = func() []string { return nil }
+	a.pods = func() []load.PodRef { return nil }
 	a.podsSync = func() bool { return true }
+	if cfg.CgroupRoot != "" {
+		// Through a.pods at every sample, so the informer set up by Run is what is read.
+		a.sampler.SetPods(load.NewCgroups(cfg.CgroupRoot), func() []load.PodRef { return a.pods() }, loadapi.MaxPods,
+			func(e *load.PodError) {
+				a.podErrors.WithLabelValues(e.Reason).Inc()
+				// Gone is the normal end of a pod between the informer's view and the read.
+				if e.Reason != load.PodGone {
+					klog.V(2).InfoS("Pod usage left out", "pod", e.UID, "reason", e.Reason, "err", e.Err)
+				}
+			})
+	}
 	return a, nil
 }
 
@@ -182,21 +211,21 @@ func (a *Agent) Run(ctx context.Context) error {
 		inf := podInf.Informer()
 		f.Start(ctx.Done())
 		a.podsSync = inf.HasSynced
-		a.pods = func() []string {
+		a.pods = func() []load.PodRef {
 			pods, err := lister.List(labels.Everything())
 			if err != nil {
 				return nil
 			}
-			uids := make([]string, 0, len(pods))
+			refs := make([]load.PodRef, 0, len(pods))
 			for _, p := range pods {
 				// The node check repeats the field selector so a server (or fake) that ignores it
 				// cannot make the agent report another node's pods.
 				if p.Spec.NodeName != a.cfg.NodeName || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 					continue // finished pods use no CPU or memory
 				}
-				uids = append(uids, string(p.UID))
+				refs = append(refs, load.PodRef{UID: string(p.UID), QOS: string(p.Status.QOSClass)})
 			}
-			return report.SortedUIDs(uids)
+			return refs
 		}
 		defer f.Shutdown()
 	}
@@ -254,7 +283,15 @@ func (a *Agent) reportLoop(ctx context.Context) {
 // PushOnce builds and pushes one report; retries end when the next report is due.
 func (a *Agent) PushOnce(ctx context.Context) error {
 	log := klog.FromContext(ctx)
-	r, clamped, ok := report.BuildCounted(a.cfg.NodeName, a.sampler, time.Now(), a.pods())
+	var uids []string // nil without an informer: "not known", not "no pods"
+	if refs := a.pods(); refs != nil {
+		uids = make([]string, len(refs))
+		for i, r := range refs {
+			uids[i] = r.UID
+		}
+		uids = report.SortedUIDs(uids)
+	}
+	r, clamped, ok := report.BuildCounted(a.cfg.NodeName, a.sampler, time.Now(), uids)
 	a.clamped.Add(float64(clamped))
 	if !ok {
 		a.reports.WithLabelValues("skipped").Inc()

@@ -1,6 +1,8 @@
 package loadwatcher
 
 import (
+	"github.com/berth-sched/berth/pkg/loadapi"
+
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
@@ -153,7 +155,11 @@ func TestEncodeDocumentMatchesEncodingJSON(t *testing.T) {
 			r.PodUIDs = nil      // no pods: no podUIDs key
 			r.Node = `node-<&>"` // escaped as encoding/json escapes it
 		}
-		store.Put(r.Node, NodeLoad{Updated: now.Add(-age), Metrics: MetricsFromReport(&r), PodUIDs: r.PodUIDs})
+		if i == 0 && len(r.PodUIDs) > 0 {
+			r.Pods = []loadapi.PodUsage{{UID: r.PodUIDs[0], Latest: Latest{CPU: 1.5, Memory: 2},
+				Windows: []loadapi.PodWindow{{Window: "15m", CPU: 0.25, Memory: 2}}, CPUMillicores: 60, MemoryBytes: 1 << 20}}
+		}
+		store.Put(r.Node, NodeLoad{Updated: now.Add(-age), Metrics: MetricsFromReport(&r), PodUIDs: r.PodUIDs, Pods: r.Pods})
 	}
 	store.SetKnown("never-reported", true)
 	for _, q := range []Query{{}, {Pods: true}, {Window: "5m"}, {Window: "10m", Pods: true}} {
@@ -166,6 +172,9 @@ func TestEncodeDocumentMatchesEncodingJSON(t *testing.T) {
 			got, gen, flip := store.EncodeDocument(nil, q, now)
 			if !bytes.Equal(got, want.Bytes()) {
 				t.Fatalf("query %+v pass %d:\n got %s\nwant %s", q, pass, got, want.Bytes())
+			}
+			if has := bytes.Contains(got, []byte(`"pods":[{"uid":`)); has != q.Pods {
+				t.Fatalf("query %+v: per-pod usage served = %v, want only with pods=true", q, has)
 			}
 			if gen != b.Gen || !flip.Equal(b.NextFlip) {
 				t.Fatalf("query %+v: gen %d flip %v, Build says %d %v", q, gen, flip, b.Gen, b.NextFlip)

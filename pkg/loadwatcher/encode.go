@@ -17,6 +17,7 @@ import (
 type nodeEnc struct {
 	metrics [3]atomic.Pointer[[]byte] // per window (WindowNames order): {"metrics":[...],...}
 	pods    atomic.Pointer[[]byte]    // ["uid",...]
+	usage   atomic.Pointer[[]byte]    // [{"uid":...},...]
 	name    atomic.Pointer[[]byte]    // the node's name as a JSON string
 }
 
@@ -58,6 +59,15 @@ func (l *NodeLoad) podsJSON() []byte {
 	}
 	b, _ := json.Marshal(l.PodUIDs)
 	l.enc.pods.Store(&b)
+	return b
+}
+
+func (l *NodeLoad) usageJSON() []byte {
+	if p := l.enc.usage.Load(); p != nil {
+		return *p
+	}
+	b, _ := json.Marshal(l.Pods)
+	l.enc.usage.Store(&b)
 	return b
 }
 
@@ -146,6 +156,10 @@ func (s *Store) EncodeDocument(buf []byte, q Query, now time.Time) (out []byte, 
 			if q.Pods && len(l.PodUIDs) > 0 {
 				buf = append(buf, `,"podUIDs":`...)
 				buf = append(buf, l.podsJSON()...)
+			}
+			if q.Pods && len(l.Pods) > 0 {
+				buf = append(buf, `,"pods":`...)
+				buf = append(buf, l.usageJSON()...)
 			}
 			buf = append(buf, '}')
 		}

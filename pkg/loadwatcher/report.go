@@ -32,6 +32,7 @@ const (
 	ReasonBadPodUID       = "bad_pod_uid"
 	ReasonOutOfOrder      = "out_of_order"
 	ReasonBadInstance     = "bad_instance"
+	ReasonBadPodUsage     = "bad_pod_usage"
 )
 
 // ValidationError is a refused report: Reason is a stable label value, Msg is for the log.
@@ -163,6 +164,62 @@ func ValidateReport(r *Report, now time.Time, l Limits) error {
 		}
 		if !printable(uid) {
 			return invalid(ReasonBadPodUID, "pod UID %q has a non-printable character", truncate(uid, 80))
+		}
+	}
+	return validatePods(r)
+}
+
+// validatePods checks the per-pod usage: bounded, every pod one the report lists (an agent
+// measures the pods it lists; anything else is a bug or a forgery, and the scheduler must not
+// subtract it from an estimate), each pod once, values in range, windows the node has.
+func validatePods(r *Report) error {
+	if len(r.Pods) == 0 {
+		return nil
+	}
+	if len(r.Pods) > loadapi.MaxPods {
+		return invalid(ReasonTooManyPods, "%d pods with usage, limit %d", len(r.Pods), loadapi.MaxPods)
+	}
+	listed := make(map[string]bool, len(r.PodUIDs))
+	for _, uid := range r.PodUIDs {
+		listed[uid] = false
+	}
+	nodeWindows := make(map[string]bool, len(r.Windows))
+	for _, w := range r.Windows {
+		nodeWindows[w.Window] = true
+	}
+	for i, p := range r.Pods {
+		seen, ok := listed[p.UID]
+		if !ok {
+			return invalid(ReasonBadPodUsage, "pods[%d]: %q is not in podUIDs", i, truncate(p.UID, 80))
+		}
+		if seen {
+			return invalid(ReasonBadPodUsage, "pods[%d]: %q twice", i, truncate(p.UID, 80))
+		}
+		listed[p.UID] = true
+		if err := checkPercent(fmt.Sprintf("pods[%d].latest.cpu", i), p.Latest.CPU); err != nil {
+			return err
+		}
+		if err := checkPercent(fmt.Sprintf("pods[%d].latest.memory", i), p.Latest.Memory); err != nil {
+			return err
+		}
+		if p.CPUMillicores < 0 || p.MemoryBytes < 0 {
+			return invalid(ReasonBadPodUsage, "pods[%d]: negative cpuMillicores or memoryBytes", i)
+		}
+		if len(p.Windows) > len(WindowNames) {
+			return invalid(ReasonBadPodUsage, "pods[%d]: %d windows", i, len(p.Windows))
+		}
+		wseen := map[string]bool{}
+		for _, w := range p.Windows {
+			if !nodeWindows[w.Window] || wseen[w.Window] {
+				return invalid(ReasonBadPodUsage, "pods[%d]: window %q unknown, repeated or not among the node's", i, truncate(w.Window, 20))
+			}
+			wseen[w.Window] = true
+			if err := checkPercent(fmt.Sprintf("pods[%d].%s.cpu", i, w.Window), w.CPU); err != nil {
+				return err
+			}
+			if err := checkPercent(fmt.Sprintf("pods[%d].%s.memory", i, w.Window), w.Memory); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/berth-sched/berth/pkg/loadapi"
 )
 
 var testNow = time.Unix(1_700_000_000, 0)
@@ -17,7 +19,9 @@ func validReport() Report {
 			{Window: "5m", Samples: 300, CPU: ResourceStats{Avg: 25, Std: 5, P95: 35}, Memory: ResourceStats{Avg: 40, Std: 1, P95: 41}},
 			{Window: "15m", Samples: 900, CPU: ResourceStats{Avg: 20, Std: 4, P95: 30}, Memory: ResourceStats{Avg: 40, Std: 1, P95: 41}},
 		},
-		PodUIDs: []string{"0b7c1c1e-8f5e-4c5a-9c57-0d9c3b1f6a11"}}
+		PodUIDs: []string{"0b7c1c1e-8f5e-4c5a-9c57-0d9c3b1f6a11"},
+		Pods: []loadapi.PodUsage{{UID: "0b7c1c1e-8f5e-4c5a-9c57-0d9c3b1f6a11", Latest: Latest{CPU: 3, Memory: 1},
+			Windows: []loadapi.PodWindow{{Window: "5m", CPU: 2, Memory: 1}, {Window: "15m", CPU: 1, Memory: 0.5}}, CPUMillicores: 120, MemoryBytes: 1 << 28}}}
 }
 
 func TestReportValidate(t *testing.T) {
@@ -34,8 +38,8 @@ func TestReportValidate(t *testing.T) {
 		reason string // "" = valid
 	}{
 		{"valid", func(*Report) {}, ""},
-		{"exactly the pod limit", func(r *Report) { r.PodUIDs = uids(DefaultMaxPodUIDs) }, ""},
-		{"no pods", func(r *Report) { r.PodUIDs = nil }, ""},
+		{"exactly the pod limit", func(r *Report) { r.PodUIDs = append(uids(DefaultMaxPodUIDs-1), r.PodUIDs[0]) }, ""},
+		{"no pods", func(r *Report) { r.PodUIDs, r.Pods = nil, nil }, ""},
 		{"values at bounds", func(r *Report) { r.Latest = Latest{CPU: 0, Memory: 100} }, ""},
 		{"empty node", func(r *Report) { r.Node = "" }, ReasonBadNode},
 		{"node with slash", func(r *Report) { r.Node = "a/b" }, ReasonBadNode},
@@ -57,6 +61,22 @@ func TestReportValidate(t *testing.T) {
 		{"empty pod uid", func(r *Report) { r.PodUIDs = []string{""} }, ReasonBadPodUID},
 		{"huge pod uid", func(r *Report) { r.PodUIDs = []string{strings.Repeat("x", 65)} }, ReasonBadPodUID},
 		{"control char in uid", func(r *Report) { r.PodUIDs = []string{"abc\n"} }, ReasonBadPodUID},
+		{"no per-pod usage", func(r *Report) { r.Pods = nil }, ""},
+		{"pod usage of a pod not listed", func(r *Report) { r.Pods[0].UID = "other" }, ReasonBadPodUsage},
+		{"pod usage twice", func(r *Report) { r.Pods = append(r.Pods, r.Pods[0]) }, ReasonBadPodUsage},
+		{"pod usage over the bound", func(r *Report) {
+			r.PodUIDs = uids(loadapi.MaxPods + 1)
+			r.Pods = make([]loadapi.PodUsage, loadapi.MaxPods+1)
+			for i := range r.Pods {
+				r.Pods[i].UID = r.PodUIDs[i]
+			}
+		}, ReasonTooManyPods},
+		{"pod latest over 100", func(r *Report) { r.Pods[0].Latest.CPU = 1e300 }, ReasonBadValue},
+		{"pod window NaN", func(r *Report) { r.Pods[0].Windows[1].Memory = math.NaN() }, ReasonBadValue},
+		{"pod window negative", func(r *Report) { r.Pods[0].Windows[0].CPU = -3 }, ReasonBadValue},
+		{"pod window the node lacks", func(r *Report) { r.Pods[0].Windows[0].Window = "10m" }, ReasonBadPodUsage},
+		{"pod window repeated", func(r *Report) { r.Pods[0].Windows[1].Window = "5m" }, ReasonBadPodUsage},
+		{"pod negative bytes", func(r *Report) { r.Pods[0].MemoryBytes = -1 }, ReasonBadPodUsage},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

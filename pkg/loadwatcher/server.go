@@ -229,7 +229,7 @@ func (s *Server) serveReport(w http.ResponseWriter, r *http.Request) {
 		log.V(2).Info("Report time ahead of the watcher's clock, clamped to now", "time", rep.Time, "ahead", updated.Sub(now))
 		updated = now
 	}
-	l := NodeLoad{Updated: updated, Metrics: MetricsFromReport(rep), PodUIDs: rep.PodUIDs, Instance: rep.Instance, Seq: rep.Seq}
+	l := NodeLoad{Updated: updated, Metrics: MetricsFromReport(rep), PodUIDs: rep.PodUIDs, Pods: rep.Pods, Instance: rep.Instance, Seq: rep.Seq}
 	if !s.Store.Put(rep.Node, l) {
 		// Not an error of the agent's (a retried report arrived after a newer one): accept, ignore.
 		log.V(2).Info("Report ignored: not newer than the stored one of the same agent", "instance", rep.Instance, "seq", rep.Seq)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/paypal/load-watcher/pkg/watcher"
+
+	"github.com/berth-sched/berth/pkg/loadapi"
 )
 
 // Source names, as served in the document's "source" field.
@@ -25,6 +27,8 @@ type NodeLoad struct {
 	// Metrics per window name ("5m", "10m", "15m"), in the order they are served.
 	Metrics map[string][]watcher.Metric
 	PodUIDs []string
+	// Pods is the agents' per-pod usage (served with PodUIDs).
+	Pods []loadapi.PodUsage
 	// Instance and Seq identify an agent report (loadapi.Report); empty for pull sources.
 	Instance string
 	Seq      uint64
@@ -147,7 +151,7 @@ func (s *Store) isStale(l *NodeLoad, now time.Time) bool {
 type Query struct {
 	Window string // "" = DefaultWindow
 	Node   string // "" = every node
-	Pods   bool   // include PodUIDs
+	Pods   bool   // include PodUIDs and Pods
 }
 
 // Response builds the document at now. found is false when q.Node is neither stored nor known.
@@ -200,6 +204,7 @@ func (s *Store) Build(q Query, now time.Time) (b Built) {
 		}
 		if q.Pods {
 			st.PodUIDs = l.PodUIDs
+			st.Pods = l.Pods
 		}
 		resp.Nodes[name] = st
 		if m := l.Metrics[w]; !st.Stale && len(m) > 0 {

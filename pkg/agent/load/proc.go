@@ -20,6 +20,9 @@ type CPUTimes struct {
 	Total uint64
 	// Idle is idle + iowait: time in which the CPU could have run more work.
 	Idle uint64
+	// CPUs is the number of per-CPU lines (cpu0, cpu1, ...): what converts a share of the node
+	// into millicores.
+	CPUs int
 }
 
 // ReadCPU parses <root>/stat.
@@ -34,9 +37,20 @@ func ReadCPU(root string) (CPUTimes, error) {
 // ParseStat extracts the aggregate CPU counters from the contents of /proc/stat.
 func ParseStat(b []byte) (CPUTimes, error) {
 	sc := bufio.NewScanner(bytes.NewReader(b))
+	var t CPUTimes
+	found := false
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) == 0 || fields[0] != "cpu" {
+		if len(fields) == 0 || !strings.HasPrefix(fields[0], "cpu") {
+			continue
+		}
+		if fields[0] != "cpu" {
+			if _, err := strconv.Atoi(fields[0][3:]); err == nil {
+				t.CPUs++
+			}
+			continue
+		}
+		if found {
 			continue
 		}
 		// Kernels before 2.6.11 had 4 counters; anything older is not a supported node.
@@ -55,7 +69,6 @@ func ParseStat(b []byte) (CPUTimes, error) {
 			}
 			vals[i] = v
 		}
-		var t CPUTimes
 		// user nice system idle iowait irq softirq steal [guest guest_nice]
 		for i := 0; i < 8 && i < n; i++ {
 			t.Total += vals[i]
@@ -64,12 +77,15 @@ func ParseStat(b []byte) (CPUTimes, error) {
 		if n > 4 {
 			t.Idle += vals[4]
 		}
-		return t, nil
+		found = true
 	}
 	if err := sc.Err(); err != nil {
 		return CPUTimes{}, err
 	}
-	return CPUTimes{}, errors.New("/proc/stat: no aggregate cpu line")
+	if !found {
+		return CPUTimes{}, errors.New("/proc/stat: no aggregate cpu line")
+	}
+	return t, nil
 }
 
 // CPUUtilisation is the busy share, in percent, between two readings. ok is false when the

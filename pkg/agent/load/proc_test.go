@@ -16,12 +16,12 @@ func TestParseStat(t *testing.T) {
 	}{
 		{name: "full line, guest excluded from total",
 			in:   "cpu  100 10 50 800 40 5 5 0 30 7\ncpu0 1 1 1 1 1 1 1 1 1 1\n",
-			want: CPUTimes{Total: 100 + 10 + 50 + 800 + 40 + 5 + 5, Idle: 840}},
+			want: CPUTimes{Total: 100 + 10 + 50 + 800 + 40 + 5 + 5, Idle: 840, CPUs: 1}},
 		{name: "old kernel, four counters",
 			in:   "cpu 1 2 3 4\n",
 			want: CPUTimes{Total: 10, Idle: 4}},
-		{name: "aggregate line after others", in: "intr 5\ncpu0 9 9 9 9 9\ncpu  1 1 1 1 1 1 1 1\n",
-			want: CPUTimes{Total: 8, Idle: 2}},
+		{name: "aggregate line after others", in: "intr 5\ncpu0 9 9 9 9 9\ncpu  1 1 1 1 1 1 1 1\ncpu1 1 1 1 1\ncpufreq 1\n",
+			want: CPUTimes{Total: 8, Idle: 2, CPUs: 2}},
 		{name: "no aggregate line", in: "cpu0 1 2 3 4 5\n", wantErr: true},
 		{name: "too few counters", in: "cpu 1 2 3\n", wantErr: true},
 		{name: "garbage counter", in: "cpu 1 x 3 4 5\n", wantErr: true},
@@ -47,12 +47,12 @@ func TestCPUUtilisation(t *testing.T) {
 		want      float64
 		ok        bool
 	}{
-		{"quarter busy", CPUTimes{1000, 600}, CPUTimes{2000, 1350}, 25, true},
-		{"all idle", CPUTimes{1000, 600}, CPUTimes{1100, 700}, 0, true},
-		{"all busy", CPUTimes{1000, 600}, CPUTimes{1100, 600}, 100, true},
-		{"no progress", CPUTimes{1000, 600}, CPUTimes{1000, 600}, 0, false},
-		{"counter reset", CPUTimes{1000, 600}, CPUTimes{10, 5}, 0, false},
-		{"idle beyond total", CPUTimes{1000, 600}, CPUTimes{1100, 800}, 0, false},
+		{"quarter busy", CPUTimes{Total: 1000, Idle: 600}, CPUTimes{Total: 2000, Idle: 1350}, 25, true},
+		{"all idle", CPUTimes{Total: 1000, Idle: 600}, CPUTimes{Total: 1100, Idle: 700}, 0, true},
+		{"all busy", CPUTimes{Total: 1000, Idle: 600}, CPUTimes{Total: 1100, Idle: 600}, 100, true},
+		{"no progress", CPUTimes{Total: 1000, Idle: 600}, CPUTimes{Total: 1000, Idle: 600}, 0, false},
+		{"counter reset", CPUTimes{Total: 1000, Idle: 600}, CPUTimes{Total: 10, Idle: 5}, 0, false},
+		{"idle beyond total", CPUTimes{Total: 1000, Idle: 600}, CPUTimes{Total: 1100, Idle: 800}, 0, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -44,7 +44,7 @@ func BuildCounted(node string, s *load.Sampler, now time.Time, podUIDs []string)
 		PodUIDs: podUIDs,
 	}
 	stats := s.Stats(now)
-	for i, w := range load.Windows {
+	for i, w := range s.WindowLengths() {
 		st := stats[w]
 		if st.CPU.N == 0 {
 			continue // no samples in the window: say nothing rather than zero
@@ -59,7 +59,37 @@ func BuildCounted(node string, s *load.Sampler, now time.Time, podUIDs []string)
 	if len(r.Windows) == 0 {
 		return loadapi.Report{}, 0, false
 	}
+	r.Pods = podUsage(s, now, podUIDs, stats, &c)
 	return r, c.n, true
+}
+
+// podUsage is the per-pod part of a report: the listed pods the sampler read at its newest
+// sample, at most loadapi.MaxPods, with the same windows as the node.
+func podUsage(s *load.Sampler, now time.Time, podUIDs []string, stats map[time.Duration]load.WindowStats, c *clamper) []loadapi.PodUsage {
+	ps := s.PodStats(now)
+	if len(ps) == 0 || len(podUIDs) == 0 {
+		return nil
+	}
+	listed := make(map[string]struct{}, len(podUIDs))
+	for _, uid := range podUIDs {
+		listed[uid] = struct{}{}
+	}
+	out := make([]loadapi.PodUsage, 0, min(len(ps), loadapi.MaxPods))
+	for _, p := range ps {
+		if _, ok := listed[p.UID]; !ok || len(out) == loadapi.MaxPods {
+			continue // a pod the report does not list must not be in it (the watcher refuses that)
+		}
+		u := loadapi.PodUsage{UID: p.UID, Latest: loadapi.Latest{CPU: c.pct(p.Latest.CPU), Memory: c.pct(p.Latest.Memory)},
+			CPUMillicores: max(p.MilliCPU, 0), MemoryBytes: int64(min(p.MemoryBytes, math.MaxInt64))}
+		for i, w := range s.WindowLengths() {
+			if stats[w].CPU.N == 0 {
+				continue // as for the node: no window without samples
+			}
+			u.Windows = append(u.Windows, loadapi.PodWindow{Window: loadapi.WindowNames[i], CPU: c.pct(p.CPU[i]), Memory: c.pct(p.Memory[i])})
+		}
+		out = append(out, u)
+	}
+	return out
 }
 
 // clamper clamps percentages and counts the values it changed.

@@ -182,3 +182,54 @@ func TestClamper(t *testing.T) {
 		}
 	}
 }
+
+func TestBuildPods(t *testing.T) {
+	dir := t.TempDir()
+	n, err := fixture.New(dir+"/proc", 40, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.EnableCgroups(dir + "/cgroup"); err != nil {
+		t.Fatal(err)
+	}
+	n.SetPods([]fixture.Pod{{UID: "a", CPU: 10, MemoryBytes: 1 << 20}, {UID: "x", CPU: 5}})
+	s := load.NewSamplerWindows(n.Root, time.Second, []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second})
+	now := time.Unix(1_700_000_000, 0)
+	s.SetClock(func() time.Time { return now })
+	listed := false
+	s.SetPods(load.NewCgroups(dir+"/cgroup"), func() []load.PodRef {
+		if !listed {
+			return nil
+		}
+		return []load.PodRef{{UID: "a"}, {UID: "x"}}
+	}, 0, nil)
+	s.SampleOnce()
+	for i := range 6 {
+		now = now.Add(time.Second)
+		n.Advance()
+		listed = i >= 2 // the pod starts at the 3rd sample: primed there, shares from the 4th
+		s.SampleOnce()
+	}
+	// "x" was read but the report's pod list does not name it: it must not be in Pods.
+	r, ok := Build("n1", s, now, []string{"a", "b"})
+	if !ok || len(r.Pods) != 1 || r.Pods[0].UID != "a" {
+		t.Fatalf("pods %+v", r.Pods)
+	}
+	p := r.Pods[0]
+	// 3 shares against the node's 6 samples: 2/2, 3/4 and 3/6 of 10 %.
+	want := []float64{10, 7.5, 5}
+	if len(p.Windows) != 3 || p.Windows[2].Window != "15m" {
+		t.Fatalf("windows %+v", p.Windows)
+	}
+	for i, w := range want {
+		if d := p.Windows[i].CPU - w; d > 0.01 || d < -0.01 {
+			t.Errorf("window %s cpu %.3f, want %.3f", p.Windows[i].Window, p.Windows[i].CPU, w)
+		}
+	}
+	if p.CPUMillicores != 100 || p.MemoryBytes != 1<<20 || p.Latest.CPU < 9.99 || p.Latest.CPU > 10.01 {
+		t.Fatalf("pod %+v", p)
+	}
+	if err := loadwatcher.ValidateReport(&r, now, loadwatcher.Limits{}); err != nil {
+		t.Fatalf("the agent builds a report the watcher refuses: %v", err)
+	}
+}
