@@ -38,6 +38,13 @@ const explainReaderNS = "default"
 // and returns a kubeconfig holding its token. Everything is deleted when the test ends.
 func explainAccount(ctx context.Context, t *testing.T, c *cluster.Cluster, name string, clusterRole, role bool) string {
 	t.Helper()
+	return readerAccount(ctx, t, c, name, release+"-explain-reader", clusterRole, role)
+}
+
+// readerAccount is explainAccount for the chart's reader roles named reader (ClusterRole and
+// Role of the same name).
+func readerAccount(ctx context.Context, t *testing.T, c *cluster.Cluster, name, reader string, clusterRole, role bool) string {
+	t.Helper()
 	cs := c.Client
 	if _, err := cs.CoreV1().ServiceAccounts(explainReaderNS).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -46,7 +53,6 @@ func explainAccount(ctx context.Context, t *testing.T, c *cluster.Cluster, name 
 		_ = cs.CoreV1().ServiceAccounts(explainReaderNS).Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: explainReaderNS, Name: name}}
-	reader := release + "-explain-reader"
 	if clusterRole {
 		crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subject,
 			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reader}}

@@ -296,6 +296,9 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	t.Run("kubectl berth explain with only the chart's explain-reader roles; refused without them", func(t *testing.T) {
 		testExplain(ctx, t, c, bound)
 	})
+	t.Run("kubectl berth nodes with only the chart's berthctl-reader roles: measured load and the leader's placed-pod estimate", func(t *testing.T) {
+		testNodes(ctx, t, c, realNode)
+	})
 	if err := c.Client.CoreV1().Namespaces().Delete(ctx, "helm-app", metav1.DeleteOptions{}); err != nil {
 		t.Error(err)
 	}
