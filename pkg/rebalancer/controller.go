@@ -212,6 +212,8 @@ func (r *Reconciler) round(ctx context.Context, rb *berthv1alpha1.Rebalancer, po
 		return err
 	}
 	recordRound(rb.Name, res)
+	// Writes made before each eviction replaced status's round block with a copy: this one is it.
+	status.LastRound = summary
 	summary.HotNodes, summary.ColdNodes, summary.Unknown = int32(res.Hot), int32(res.Cold), int32(res.Unknown)
 	summary.Evictions, summary.Refused = int32(res.Evictions), int32(res.Refused)
 	summary.Usage = "measured"
@@ -234,7 +236,7 @@ func (r *Reconciler) round(ctx context.Context, rb *berthv1alpha1.Rebalancer, po
 	}
 	setCond(status, rb.Generation, berthv1alpha1.RebalancerConditionActive, res.Act && !pol.DryRun, reason, summary.Message)
 	logger.Info("round", "round", number, "dryRun", pol.DryRun, "reason", res.Reason, "hot", res.Hot, "cold", res.Cold, "unknown", res.Unknown,
-		"evictions", res.Evictions, "refused", res.Refused, "usage", summary.Usage, "nodes", nodeSummary(res.Nodes))
+		"evictions", res.Evictions, "refused", res.Refused, "usage", summary.Usage, "nodes", nodeSummary(res.Nodes), "skipped", skipSummary(res.Skipped))
 	for i, m := range res.Moves {
 		logger.Info("move", "round", number, "dryRun", pol.DryRun, "pod", m.Pod.Namespace+"/"+m.Pod.Name, "from", m.From, "fitsOn", m.To,
 			"resource", m.Resource, "nodeUsage", fmt.Sprintf("%.1f", m.FromUsage.of(m.Resource)), "threshold", m.Threshold,
@@ -315,7 +317,11 @@ func (r *Reconciler) evict(ctx context.Context, rb *berthv1alpha1.Rebalancer, st
 	if pol.DryRun {
 		ev.DeleteOptions.DryRun = []string{metav1.DryRunAll}
 	}
-	err := r.Client.SubResource("eviction").Create(ctx, m.Pod, ev)
+	var opts []client.SubResourceCreateOption
+	if pol.DryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	err := r.Client.SubResource("eviction").Create(ctx, m.Pod, ev, opts...)
 	var out Outcome
 	switch {
 	case err == nil && pol.DryRun:
@@ -410,6 +416,14 @@ func upperFirst(s string) string {
 		}
 	}
 	return strings.Join(parts, "")
+}
+
+func skipSummary(s []SkippedPod) map[string]int {
+	out := map[string]int{}
+	for _, x := range s {
+		out[x.Reason]++
+	}
+	return out
 }
 
 func nodeSummary(ns []NodeState) string {
