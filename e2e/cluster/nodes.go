@@ -15,6 +15,27 @@ import (
 // KWOKNodeAnnotation marks nodes that KWOK simulates.
 const KWOKNodeAnnotation = "kwok.x-k8s.io/node"
 
+// SimulatedTaint is on every simulated node (KWOK's own convention): nothing runs there, so a
+// pod that does not say it wants a simulated node (SimulatedToleration) must never land on
+// one. Without it a chart component (berth-scheduler, the operator) could be placed on a KWOK
+// node, show Running with nothing running, and leave the cluster without it.
+var SimulatedTaint = corev1.Taint{Key: KWOKNodeAnnotation, Value: "fake", Effect: corev1.TaintEffectNoSchedule}
+
+// SimulatedToleration lets a pod meant for simulated nodes (demo scenarios, benchmarks,
+// suites' workloads) land on them.
+var SimulatedToleration = corev1.Toleration{Key: SimulatedTaint.Key, Operator: corev1.TolerationOpEqual,
+	Value: SimulatedTaint.Value, Effect: SimulatedTaint.Effect}
+
+// TolerateSimulated returns tols with SimulatedToleration added (once).
+func TolerateSimulated(tols []corev1.Toleration) []corev1.Toleration {
+	for _, t := range tols {
+		if t.MatchToleration(&SimulatedToleration) || t.Operator == corev1.TolerationOpExists && t.Key == "" {
+			return tols
+		}
+	}
+	return append(append([]corev1.Toleration(nil), tols...), SimulatedToleration)
+}
+
 // NodeSpec describes a simulated node.
 type NodeSpec struct {
 	Name   string
@@ -22,6 +43,7 @@ type NodeSpec struct {
 	Memory string // e.g. "32Gi"
 	Pods   int    // pod capacity; default 110
 	Labels map[string]string
+	// Taints besides SimulatedTaint, which every simulated node carries.
 	Taints []corev1.Taint
 }
 
@@ -57,7 +79,7 @@ func NodeObject(spec NodeSpec, ready bool) *corev1.Node {
 			Labels:      labels,
 			Annotations: map[string]string{KWOKNodeAnnotation: "fake"},
 		},
-		Spec:   corev1.NodeSpec{Taints: spec.Taints},
+		Spec:   corev1.NodeSpec{Taints: append(append([]corev1.Taint(nil), spec.Taints...), SimulatedTaint)},
 		Status: corev1.NodeStatus{Capacity: res, Allocatable: res, Phase: corev1.NodeRunning},
 	}
 	if ready {
@@ -88,7 +110,7 @@ func (c *Cluster) AddNodes(ctx context.Context, specs ...NodeSpec) error {
 			}
 			// Admission taints new nodes not-ready; without a controller-manager nothing
 			// would lift it once the node reports Ready.
-			updated.Spec.Taints = s.Taints
+			updated.Spec.Taints = n.Spec.Taints
 			if _, err := c.Client.CoreV1().Nodes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
 				return fmt.Errorf("untainting node %s: %w", s.Name, err)
 			}

@@ -74,11 +74,9 @@ func optIn(ctx context.Context, env *Env) error {
 	if err := env.Cluster.AddNodes(ctx, specs...); err != nil {
 		return err
 	}
-	// One pod per node for each scheduler, the real node included when there is one.
+	// One pod per node for each scheduler, the real nodes included when there are some.
 	replicas := int32(len(specs))
-	if env.Cluster.RealNode() != nil {
-		replicas++
-	}
+	replicas += int32(len(env.Cluster.RealNodes()))
 	for _, d := range []struct{ name, scheduler string }{{"with-berth", "berth-scheduler"}, {"with-default", ""}} {
 		dep := framework.Deployment(ns, d.name, replicas, framework.PodSpec(d.scheduler, "100m", "64Mi"))
 		if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, dep, createOpts); err != nil {
@@ -105,7 +103,7 @@ func optIn(ctx context.Context, env *Env) error {
 			}
 		}
 		kind := "simulated (KWOK)"
-		if rn := env.Cluster.RealNode(); rn != nil && p.Spec.NodeName == rn.NodeName {
+		if env.Cluster.RealNodeNamed(p.Spec.NodeName) != nil {
 			kind = "real (containerd)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, scheduler, p.Spec.NodeName, kind, p.Status.Phase)

@@ -198,7 +198,7 @@ func waitUntainted(ctx context.Context, env *Env, names []string) error {
 				return false, nil
 			}
 			for _, t := range node.Spec.Taints {
-				if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+				if (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && t.Key != cluster.SimulatedTaint.Key {
 					return false, nil
 				}
 			}

@@ -104,7 +104,7 @@ func syschedDemo(ctx context.Context, env *Env) error {
 				return false, nil
 			}
 			for _, t := range node.Spec.Taints {
-				if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+				if (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && t.Key != cluster.SimulatedTaint.Key {
 					return false, nil
 				}
 			}

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/berth-sched/berth/e2e/cluster"
 )
 
 // PauseImage is what simulated pods "run"; KWOK never pulls it.
@@ -38,7 +40,8 @@ func EnsureNamespace(ctx context.Context, c kubernetes.Interface, ns string) err
 	})
 }
 
-// PodSpec is a minimal pod template: one container requesting cpu and memory.
+// PodSpec is a minimal pod template: one container requesting cpu and memory, tolerating
+// simulated nodes (cluster.SimulatedTaint).
 func PodSpec(schedulerName, cpu, memory string) corev1.PodSpec {
 	req := corev1.ResourceList{}
 	if cpu != "" {
@@ -50,6 +53,8 @@ func PodSpec(schedulerName, cpu, memory string) corev1.PodSpec {
 	return corev1.PodSpec{
 		SchedulerName:                 schedulerName,
 		TerminationGracePeriodSeconds: new(int64),
+		// The suites' and demo's workloads are meant for simulated nodes too.
+		Tolerations: []corev1.Toleration{cluster.SimulatedToleration},
 		Containers: []corev1.Container{{
 			Name: "app", Image: PauseImage,
 			Resources: corev1.ResourceRequirements{Requests: req},

@@ -675,7 +675,7 @@ func mutateLocally(t *testing.T, cfg webhook.Config, p *corev1.Pod) *corev1.Pod 
 // that the webhook must keep.
 func userPod(ns, name string, labels map[string]string) *corev1.Pod {
 	spec := framework.PodSpec("", "10m", "16Mi")
-	spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	spec.Tolerations = append([]corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}, spec.Tolerations...)
 	spec.Affinity = &corev1.Affinity{
 		NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "topology.kubernetes.io/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"z1"}}},
@@ -689,7 +689,7 @@ func userPod(ns, name string, labels map[string]string) *corev1.Pod {
 // handWritten is a classed pod carrying berth mode's constraint itself.
 func handWritten(ns, name string, labels map[string]string) *corev1.Pod {
 	spec := framework.PodSpec("berth-scheduler", "10m", "16Mi")
-	spec.Tolerations = []corev1.Toleration{{Key: "ipp", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+	spec.Tolerations = append([]corev1.Toleration{{Key: "ipp", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}}, spec.Tolerations...)
 	spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "ipp", Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}}}}}}}
 	return framework.Pod(ns, name, labels, spec)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -74,6 +75,8 @@ func TestOperatorLeaderKilledDuringRollout(t *testing.T) {
 		Spec: berthv1alpha1.SecondarySchedulerSpec{
 			SchedulerName: "berth-failover",
 			Image:         "berth-scheduler:e2e",
+			// Its pods "run" on simulated nodes.
+			Tolerations: []corev1.Toleration{cluster.SimulatedToleration},
 			Replicas:      ptr.To[int32](2),
 			Plugins: &berthv1alpha1.PluginSet{TargetLoadPacking: &berthv1alpha1.TargetLoadPackingPlugin{
 				Args: berthv1alpha1.TargetLoadPackingArgs{

@@ -179,7 +179,7 @@ func (e *env) nodes(ctx context.Context, t *testing.T, group string, names ...st
 				return false, nil
 			}
 			for _, tn := range node.Spec.Taints {
-				if tn.Effect == corev1.TaintEffectNoSchedule || tn.Effect == corev1.TaintEffectNoExecute {
+				if (tn.Effect == corev1.TaintEffectNoSchedule || tn.Effect == corev1.TaintEffectNoExecute) && tn.Key != cluster.SimulatedTaint.Key {
 					return false, nil
 				}
 			}

@@ -52,7 +52,7 @@ func daemonSet(ns, name, class string, tols []corev1.Toleration, sel map[string]
 		labels[framework.ClassLabel] = class
 	}
 	spec := framework.PodSpec("", "10m", "16Mi")
-	spec.Tolerations, spec.NodeSelector = tols, sel
+	spec.Tolerations, spec.NodeSelector = cluster.TolerateSimulated(tols), sel
 	return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}}}
@@ -113,7 +113,7 @@ isolation: {enabled: true, mode: berth}`, &v); err != nil {
 	// why: a new binding takes effect a moment after it is created; the tenant's first
 	// DaemonSet must meet it.
 	probe := framework.Pod(tenantNS, "probe", nil, framework.PodSpec("", "", ""))
-	probe.Spec.Tolerations = poolToleration
+	probe.Spec.Tolerations = cluster.TolerateSimulated(poolToleration)
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := tenant.CoreV1().Pods(tenantNS).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy"), nil

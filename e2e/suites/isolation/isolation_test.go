@@ -58,7 +58,7 @@ func poolNode(name, pool string) cluster.NodeSpec {
 // the class label, and in "both" mode the anti-affinity term and the isolated profile.
 func classedPod(ns, name, pool, class, scheduler string, term bool) *corev1.Pod {
 	spec := framework.PodSpec(scheduler, "10m", "16Mi")
-	spec.Tolerations = []corev1.Toleration{{Key: poolLabel, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+	spec.Tolerations = cluster.TolerateSimulated([]corev1.Toleration{{Key: poolLabel, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}})
 	spec.NodeSelector = map[string]string{poolLabel: "true", suiteLabel: pool}
 	if term {
 		spec.Affinity = framework.IPPAntiAffinity(class)

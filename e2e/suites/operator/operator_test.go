@@ -384,6 +384,8 @@ func newTLP(name string, target int64) *berthv1alpha1.SecondaryScheduler {
 		Spec: berthv1alpha1.SecondarySchedulerSpec{
 			SchedulerName: "berth-e2e",
 			Image:         image,
+			// Its pods "run" on simulated nodes.
+			Tolerations: []corev1.Toleration{cluster.SimulatedToleration},
 			Plugins: &berthv1alpha1.PluginSet{TargetLoadPacking: &berthv1alpha1.TargetLoadPackingPlugin{
 				Weight: berthv1alpha1.Weight{Weight: ptr.To[int32](2)},
 				Args: berthv1alpha1.TargetLoadPackingArgs{

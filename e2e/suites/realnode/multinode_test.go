@@ -13,11 +13,14 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/berth-sched/berth/e2e/chart"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
 )
@@ -28,7 +31,7 @@ import (
 // nothing of any node behind.
 func TestThreeRealNodes(t *testing.T) {
 	framework.NeedRealNode(t)
-	before := framework.ReadHostState(t)
+	before := snapshot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	img, err := framework.NetechoImage(ctx, t.TempDir())
@@ -171,6 +174,75 @@ func TestThreeRealNodes(t *testing.T) {
 		}
 	})
 
+	t.Run("chart components stay off the simulated node; workloads that tolerate it land there", func(t *testing.T) {
+		kwok, err := c.Client.CoreV1().Nodes().Get(ctx, "kwok-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tainted := false
+		for _, tn := range kwok.Spec.Taints {
+			tainted = tainted || tn.MatchTaint(&cluster.SimulatedTaint)
+		}
+		if !tainted {
+			t.Fatalf("kwok-1 taints %v lack %v", kwok.Spec.Taints, cluster.SimulatedTaint)
+		}
+		// The chart's own Deployments, placement as rendered (tolerations, affinity, node
+		// selector), pause as their container: five replicas each for the stock scheduler.
+		r, err := chart.Render("berth", "berth-system", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := chart.Objects(r.Manifest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var deps []appsv1.Deployment
+		for _, o := range objs {
+			if o.GetKind() != "Deployment" {
+				continue
+			}
+			var d appsv1.Deployment
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d); err != nil {
+				t.Fatal(err)
+			}
+			deps = append(deps, d)
+		}
+		if len(deps) == 0 {
+			t.Fatal("the chart rendered no Deployment")
+		}
+		for _, d := range deps {
+			labels := map[string]string{"chart-placement": d.Name}
+			tmpl := d.Spec.Template.Spec
+			spec := corev1.PodSpec{Tolerations: tmpl.Tolerations, Affinity: tmpl.Affinity, NodeSelector: tmpl.NodeSelector,
+				TerminationGracePeriodSeconds: new(int64), EnableServiceLinks: new(bool),
+				Containers: []corev1.Container{{Name: "c", Image: cluster.PauseImage, ImagePullPolicy: corev1.PullNever}}}
+			replicas := int32(5)
+			dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "chart-" + d.Name}, Spec: appsv1.DeploymentSpec{
+				Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}}}
+			if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			pods, err := framework.WaitPods(ctx, c.Client, ns, "chart-placement="+d.Name, 5, 2*time.Minute, framework.Running)
+			if err != nil {
+				t.Fatalf("chart Deployment %s: %v", d.Name, err)
+			}
+			for _, p := range pods {
+				if c.RealNodeNamed(p.Spec.NodeName) == nil {
+					t.Errorf("chart Deployment %s: pod %s placed on %s, not a real node", d.Name, p.Name, p.Spec.NodeName)
+				}
+			}
+		}
+		spec := framework.PodSpec("", "10m", "16Mi")
+		spec.NodeSelector = map[string]string{corev1.LabelHostname: "kwok-1"}
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, framework.Pod(ns, "simulated", map[string]string{"case": "simulated"}, spec), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := framework.WaitPods(ctx, c.Client, ns, "case=simulated", 1, time.Minute, framework.Running); err != nil {
+			t.Errorf("a workload tolerating simulated nodes did not run on kwok-1: %v", err)
+		}
+	})
+
 	t.Run("DNS on the first node answers pods on the last", func(t *testing.T) {
 		r, err := framework.NetechoSend(ctx, rns[2], podIPs["berth-real-3"], "tcp", "echo."+ns+".svc.cluster.local:7777")
 		if err != nil || r.Server != "echo-berth-real-3" {
@@ -227,7 +299,7 @@ func TestThreeRealNodes(t *testing.T) {
 			}
 		}
 	}
-	after := framework.ReadHostState(t)
+	after := snapshot(t)
 	after.CheckUnchanged(t, before)
 }
 
@@ -235,7 +307,7 @@ func TestThreeRealNodes(t *testing.T) {
 // node's component with its log tail, and the nodes that did start are torn down with it.
 func TestFailingRealNodeIsNamed(t *testing.T) {
 	framework.NeedRealNode(t)
-	before := framework.ReadHostState(t)
+	before := snapshot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var dir string
@@ -257,7 +329,7 @@ func TestFailingRealNodeIsNamed(t *testing.T) {
 	if ms, _ := cluster.MountsUnder(dir); len(ms) > 0 {
 		t.Errorf("mounts left: %v", ms)
 	}
-	after := framework.ReadHostState(t)
+	after := snapshot(t)
 	if !after.SameNamespace(before) {
 		t.Errorf("root namespace changed: links %v -> %v", before.Links, after.Links)
 	}
@@ -286,4 +358,15 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// snapshot reads the host state while no real node runs: another run's node (another suite
+// beside this one) changes the same paths and kernel settings, and its teardown restores them.
+func snapshot(t *testing.T) framework.HostState {
+	t.Helper()
+	var s framework.HostState
+	if err := cluster.WhileNoRealNode(10*time.Minute, func() { s = framework.ReadHostState(t) }); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

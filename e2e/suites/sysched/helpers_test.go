@@ -155,7 +155,7 @@ func waitSchedulable(ctx context.Context, t *testing.T, c *cluster.Cluster, node
 				return false, nil
 			}
 			for _, taint := range n.Spec.Taints {
-				if taint.Effect == corev1.TaintEffectNoSchedule || taint.Effect == corev1.TaintEffectNoExecute {
+				if (taint.Effect == corev1.TaintEffectNoSchedule || taint.Effect == corev1.TaintEffectNoExecute) && taint.Key != cluster.SimulatedTaint.Key {
 					return false, nil
 				}
 			}
