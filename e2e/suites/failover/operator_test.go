@@ -77,7 +77,7 @@ func TestOperatorLeaderKilledDuringRollout(t *testing.T) {
 			Image:         "berth-scheduler:e2e",
 			// Its pods "run" on simulated nodes.
 			Tolerations: []corev1.Toleration{cluster.SimulatedToleration},
-			Replicas:      ptr.To[int32](2),
+			Replicas:    ptr.To[int32](2),
 			Plugins: &berthv1alpha1.PluginSet{TargetLoadPacking: &berthv1alpha1.TargetLoadPackingPlugin{
 				Args: berthv1alpha1.TargetLoadPackingArgs{
 					LoadAwareArgs:     berthv1alpha1.LoadAwareArgs{WatcherAddress: "http://berth-loadwatcher:2020"},
