@@ -207,6 +207,7 @@ func measure(ctx context.Context, c *cluster.Cluster, p Profile, naming string, 
 		}
 		pod := framework.Pod("share", fmt.Sprintf("pod-%04d", i), map[string]string{"share": "yes"}, corev1.PodSpec{
 			SchedulerName: schedulerName, TerminationGracePeriodSeconds: new(int64),
+			Tolerations: []corev1.Toleration{cluster.SimulatedToleration},
 			Containers: []corev1.Container{{Name: "app", Image: ref, Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 				corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")}}}},
 		})
