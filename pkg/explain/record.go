@@ -132,16 +132,24 @@ type LoadDetail struct {
 	AgeSeconds float64   `json:"ageSeconds"`
 	// Neutral is set when the plugin gave its neutral score for unknown load.
 	Neutral bool `json:"neutral,omitempty"`
-	// UnreportedMilliCPU and UnreportedMemoryBytes are the pods placed on the node since the
-	// sample (not in it yet), added to the measured load.
+	// UnreportedMilliCPU and UnreportedMemoryBytes are the placed pods' remaining estimate:
+	// what of the estimates of pods placed on the node the scored window average does not hold
+	// yet (estimate − the pod's window share with per-pod usage, estimate × (1 − covered/window)
+	// without), added to the measured load.
 	UnreportedMilliCPU    int64 `json:"unreportedMilliCPU"`
 	UnreportedMemoryBytes int64 `json:"unreportedMemoryBytes"`
+	// PerPodUsage says the node's report carried per-pod usage (the remaining estimate used it
+	// where the pod had a share; otherwise the time rule).
+	PerPodUsage bool `json:"perPodUsage,omitempty"`
 
-	// TargetLoadPacking: measured CPU % (MeasuredPercent), node CPU capacity, the pod's
-	// predicted CPU, the utilisation predicted after placing it, and the target.
+	// TargetLoadPacking: measured CPU % (MeasuredPercent: the window average), node CPU
+	// capacity, the pod's predicted CPU, the utilisation predicted after placing it, and the
+	// target. PodMilliCPU and PodMemoryBytes (the incoming pod's estimate) are set by
+	// LoadVariationRiskBalancing too.
 	MeasuredPercent  float64 `json:"measuredPercent,omitempty"`
 	CapacityMilliCPU int64   `json:"capacityMilliCPU,omitempty"`
 	PodMilliCPU      int64   `json:"podMilliCPU,omitempty"`
+	PodMemoryBytes   int64   `json:"podMemoryBytes,omitempty"`
 	PredictedPercent float64 `json:"predictedPercent,omitempty"`
 	TargetPercent    int64   `json:"targetPercent,omitempty"`
 

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -33,6 +34,18 @@ type Engine struct {
 	Tracker *Tracker
 	now     func() time.Time
 	memo    scoreMemo
+	// timeRuleSaid is set once the log said the watcher sends no per-pod usage.
+	timeRuleSaid atomic.Bool
+}
+
+// sayRule logs, once per engine, that the watcher serves node metrics without per-pod usage:
+// placed pods' estimates then fade by the share of the window since the pod's sample began.
+func (e *Engine) sayRule(ctx context.Context, s *Snapshot) {
+	if s == nil || s.PerPod || len(s.nodes) == 0 || e.timeRuleSaid.Swap(true) {
+		return
+	}
+	klog.FromContext(ctx).Info("Load watcher serves no per-pod usage: a placed pod counts estimate × (1 − covered/window) until the window holds it",
+		"plugin", e.plugin, "source", s.Source, "window", s.Window)
 }
 
 // Options are test seams; zero values mean production behaviour.
@@ -62,7 +75,10 @@ func NewEngine(ctx context.Context, plugin string, args CommonArgs, handle fwk.H
 		time.Duration(*args.RefreshIntervalSeconds)*time.Second,
 		time.Duration(*args.WatcherTimeoutSeconds)*time.Second, now)
 	e.Watcher.install = e.Tracker.Install
-	e.Watcher.onSnapshot = func(s *Snapshot) { e.Tracker.Prune(s, e.expiry) }
+	e.Watcher.onSnapshot = func(s *Snapshot) {
+		e.Tracker.Prune(s, e.expiry)
+		e.sayRule(ctx, s)
+	}
 	if handle != nil {
 		if f := handle.SharedInformerFactory(); f != nil {
 			if _, err := f.Core().V1().Pods().Informer().AddEventHandler(e.Tracker.EventHandler()); err != nil {
@@ -79,7 +95,8 @@ func NewEngine(ctx context.Context, plugin string, args CommonArgs, handle fwk.H
 // NodeState is what Score and Filter read for one node.
 type NodeState struct {
 	NodeView
-	// Unreported is the load of pods placed on the node that its metrics do not include yet.
+	// Unreported is what of the estimates of pods placed on the node its scored window does not
+	// hold yet (their remaining estimate).
 	Unreported Estimate
 	entry      *nodeEntry
 }
@@ -103,16 +120,24 @@ func (st NodeState) CapacityMilliCPU(node *v1.Node) int64 {
 	return milli
 }
 
-// Node returns the node's metrics (memory only, no I/O) and its unreported placed load. It
-// runs for every scored node of every cycle: one clock read, one map lookup, no lock and no
-// allocation when the snapshot came through this engine's tracker (Tracker.Install).
-func (e *Engine) Node(name string) NodeState {
+// Node returns the node's metrics and its placed pods' remaining estimate by name alone: without
+// the node's capacity, per-pod shares cannot be converted and the time rule applies (NodeOf
+// is what scoring uses).
+func (e *Engine) Node(name string) NodeState { return e.nodeState(name, Capacity{}) }
+
+// NodeOf returns the node's metrics (memory only, no I/O) and what of its placed pods'
+// estimates the scored window does not hold yet. It runs for every scored node of every cycle:
+// one clock read, one map lookup, no lock and no allocation when the snapshot came through
+// this engine's tracker (Tracker.Install).
+func (e *Engine) NodeOf(node *v1.Node) NodeState { return e.nodeState(node.Name, CapacityOf(node)) }
+
+func (e *Engine) nodeState(name string, c Capacity) NodeState {
 	now := e.now()
 	v, en := e.Watcher.Snapshot().node(name, now, e.expiry)
 	if en != nil && en.bucket != nil {
-		return NodeState{NodeView: v, Unreported: e.Tracker.sum(en.bucket, v, now), entry: en}
+		return NodeState{NodeView: v, Unreported: e.Tracker.sum(en.bucket, v, c, now), entry: en}
 	}
-	return NodeState{NodeView: v, Unreported: e.Tracker.unreportedAt(name, v, now), entry: en}
+	return NodeState{NodeView: v, Unreported: e.Tracker.unreportedAt(name, v, c, now), entry: en}
 }
 
 // NeutralScore is the score for a node whose load is unknown.
@@ -142,7 +167,7 @@ func (e *Engine) PreFilter() *fwk.Status {
 // Filter applies the expired-metrics policy and the usage thresholds. It never fails because
 // the signal is missing: without usable data a node passes, except under Block while the
 // watcher is demonstrably alive for other nodes.
-func (e *Engine) Filter(ctx context.Context, node *v1.Node) *fwk.Status {
+func (e *Engine) Filter(ctx context.Context, pod *v1.Pod, node *v1.Node) *fwk.Status {
 	if node == nil {
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
@@ -150,7 +175,7 @@ func (e *Engine) Filter(ctx context.Context, node *v1.Node) *fwk.Status {
 		// The default: nothing to filter on, so no per-node lookups on the hot path.
 		return nil
 	}
-	st := e.Node(node.Name)
+	st := e.NodeOf(node)
 	if st.Freshness != Fresh {
 		if e.args.ExpiredMetricsAction == ExpiredMetricsBlock && e.Watcher.Snapshot().SignalAlive(e.now(), e.expiry) {
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node(s) had %s load metrics", st.Freshness))
@@ -161,6 +186,8 @@ func (e *Engine) Filter(ctx context.Context, node *v1.Node) *fwk.Status {
 		return nil
 	}
 	logger := klog.FromContext(ctx)
+	var incoming Estimate
+	estimated := pod == nil // no pod (tests of the node side only): nothing incoming
 	for _, r := range []v1.ResourceName{v1.ResourceCPU, v1.ResourceMemory} {
 		limit, ok := e.args.UsageThresholds[r]
 		if ok {
@@ -177,35 +204,42 @@ func (e *Engine) Filter(ctx context.Context, node *v1.Node) *fwk.Status {
 		if !ok {
 			continue
 		}
-		used, known := usagePercent(node, st, r)
-		if known && used > float64(limit) {
+		if !estimated {
+			// Once per node and cycle at most, and only when a threshold applies.
+			incoming, estimated = e.Tracker.estimate(pod), true
+		}
+		window, placed, self, known := usageTerms(node, st, incoming, r)
+		if used := window + placed + self; known && used > float64(limit) {
 			// Numbers go to the log only: the framework groups identical reasons across nodes.
-			logger.V(4).Info("Node over usage threshold", "node", node.Name, "resource", r, "usagePercent", used, "threshold", limit)
+			logger.V(4).Info("Node over usage threshold", "node", node.Name, "resource", r, "usagePercent", used,
+				"windowPercent", window, "placedPercent", placed, "podPercent", self, "threshold", limit)
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node(s) %s usage exceeds threshold", r))
 		}
 	}
 	return nil
 }
 
-// usagePercent is measured usage plus unreported placed pods, as a percentage of capacity
-// (the watcher's percentages are of capacity).
-func usagePercent(node *v1.Node, st NodeState, r v1.ResourceName) (float64, bool) {
+// usageTerms are the node's usage after placing the pod, as percentages of capacity (the
+// watcher's are of capacity), term by term: the window average, the placed pods' remaining
+// estimate, and the incoming pod's estimate.
+func usageTerms(node *v1.Node, st NodeState, pod Estimate, r v1.ResourceName) (window, placed, self float64, known bool) {
 	var rd ResourceData
-	var extra, capacity float64
+	var extra, own, capacity float64
+	c := CapacityOf(node)
 	switch r {
 	case v1.ResourceCPU:
 		rd = st.Metrics.CPU
-		extra = float64(st.Unreported.MilliCPU)
-		capacity = float64(node.Status.Capacity.Cpu().MilliValue())
+		extra, own = float64(st.Unreported.MilliCPU), float64(pod.MilliCPU)
+		capacity = float64(c.MilliCPU)
 	case v1.ResourceMemory:
 		rd = st.Metrics.Memory
-		extra = float64(st.Unreported.MemoryBytes)
-		capacity = float64(node.Status.Capacity.Memory().Value())
+		extra, own = float64(st.Unreported.MemoryBytes), float64(pod.MemoryBytes)
+		capacity = float64(c.MemoryBytes)
 	}
 	if !rd.Valid || capacity <= 0 {
-		return 0, false
+		return 0, 0, 0, false
 	}
-	return rd.Avg + 100*extra/capacity, true
+	return rd.Avg, 100 * extra / capacity, 100 * own / capacity, true
 }
 
 // RoundScore rounds half away from zero after snapping float noise: exact-half scores such as

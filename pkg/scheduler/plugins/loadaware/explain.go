@@ -13,6 +13,7 @@ func (e *Engine) Detail(st NodeState) api.LoadDetail {
 		Freshness:             st.Freshness.String(),
 		UnreportedMilliCPU:    st.Unreported.MilliCPU,
 		UnreportedMemoryBytes: st.Unreported.MemoryBytes,
+		PerPodUsage:           st.shares != nil,
 	}
 	if s := e.Watcher.Snapshot(); s != nil {
 		d.Source = s.Source

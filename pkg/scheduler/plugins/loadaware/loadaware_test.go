@@ -261,19 +261,32 @@ func TestTrackerInformerAndExpiry(t *testing.T) {
 		t.Fatalf("deleted (tombstone) pod still tracked")
 	}
 
-	// Upstream watcher (no pod list): a pod placed 70 s before the sample is included in it.
+	// Upstream watcher (no pod list): time alone says how much of a pod the 15-minute window
+	// holds: 70 s and 50 s of it, so 100 × (1 − 70/900) + 100 × (1 − 50/900) = 92 + 94; one placed
+	// after the sample counts whole, one placed a window before it not at all.
 	tr.Add(lat.Pod("early"), "m", now.Add(-70*time.Second))
 	tr.Add(lat.Pod("late"), "m", now.Add(-50*time.Second))
-	if got := tr.Unreported("m", NodeView{Freshness: Fresh, Updated: now}); got.MilliCPU != 100 {
-		t.Errorf("time rule: %+v, want only the late pod", got)
+	tr.Add(lat.Pod("after"), "m", now.Add(time.Second))
+	tr.Add(lat.Pod("old"), "m", now.Add(-15*time.Minute))
+	if got := tr.Unreported("m", NodeView{Freshness: Fresh, Updated: now, Window: 15 * time.Minute}); got.MilliCPU != 92+94+100 {
+		t.Errorf("time rule: %+v, want %dm", got, 92+94+100)
 	}
 	// Expiry bounds everything, pod list or not.
 	mu.Lock()
-	now = now.Add(301 * time.Second)
+	now = now.Add(302 * time.Second)
 	mu.Unlock()
 	if got := tr.Unreported("m", NodeView{Freshness: Fresh}); got.MilliCPU != 0 {
 		t.Errorf("expired pods still counted: %+v", got)
 	}
+	// Without a document for the node, a pod may still be about to be reported: Prune keeps it
+	// for the expiry plus a window, then drops it.
+	tr.Prune(nil, time.Minute)
+	if tr.Len() != 3 { // "old" (placed a window before the sample) is past expiry + window; the rest stay
+		t.Errorf("Prune dropped pods of a node with no document before expiry + window: %d left", tr.Len())
+	}
+	mu.Lock()
+	now = now.Add(15 * time.Minute)
+	mu.Unlock()
 	tr.Prune(nil, time.Minute)
 	if tr.Len() != 0 {
 		t.Errorf("Prune kept %d expired pods", tr.Len())
@@ -344,7 +357,7 @@ func TestConcurrentAccess(t *testing.T) {
 				p := lat.Pod("p" + string(rune('a'+i)) + strings.Repeat("x", j%3))
 				e.Reserve(p, "a")
 				_ = e.Node("a")
-				_ = e.Filter(context.Background(), lat.Node("b", 1000, 1<<30))
+				_ = e.Filter(context.Background(), nil, lat.Node("b", 1000, 1<<30))
 				e.Unreserve(p)
 			}
 		}(i)

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/berth-sched/berth/pkg/scheduler/explain"
@@ -67,7 +68,7 @@ func (e *Engine) PrepareScores(state fwk.CycleState, nodes []fwk.NodeInfo, sink 
 		func(s *memoStamp) bool { return s.pod == pod && s.loadHolds(snap, now) },
 		func(ni fwk.NodeInfo, s *memoStamp) int64 {
 			if !s.loadHolds(snap, now) {
-				st, b, pods, until := e.nodeAt(snap, ni.Node().Name, now)
+				st, b, pods, until := e.nodeAt(snap, ni.Node(), now)
 				*s = memoStamp{st: st, snap: snap, bucket: b, pods: pods, until: until}
 			}
 			s.pod = pod
@@ -92,21 +93,22 @@ func (e *Engine) MemoCounts() (hits, misses int64) { return e.memo.Counts() }
 // nodeAt is Node against a given snapshot and time, also returning what the memo validates
 // against: the node's tracker bucket and the slice summed (nil bucket: not tracked through
 // this snapshot), and when the result may change by the clock alone (zero: never).
-func (e *Engine) nodeAt(snap *Snapshot, name string, now time.Time) (NodeState, *bucket, *[]placed, time.Time) {
+func (e *Engine) nodeAt(snap *Snapshot, node *v1.Node, now time.Time) (NodeState, *bucket, *[]placed, time.Time) {
+	name, c := node.Name, CapacityOf(node)
 	v, en := snap.node(name, now, e.expiry)
 	var until time.Time
 	if v.Freshness == Fresh {
 		until = v.Updated.Add(e.expiry)
 	}
 	if en == nil || en.bucket == nil {
-		return NodeState{NodeView: v, Unreported: e.Tracker.unreportedAt(name, v, now), entry: en}, nil, nil, until
+		return NodeState{NodeView: v, Unreported: e.Tracker.unreportedAt(name, v, c, now), entry: en}, nil, nil, until
 	}
 	p := en.bucket.pods.Load()
 	var pods []placed
 	if p != nil {
 		pods = *p
 	}
-	sum, podsUntil := e.Tracker.sumPods(pods, v, now)
+	sum, podsUntil := e.Tracker.sumPods(pods, v, c, now)
 	if !podsUntil.IsZero() && (until.IsZero() || podsUntil.Before(until)) {
 		until = podsUntil
 	}

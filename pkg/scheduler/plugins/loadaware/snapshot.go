@@ -67,6 +67,9 @@ type nodeEntry struct {
 	// reported are the pod UIDs the agent saw; nil when the watcher did not say (upstream
 	// watcher, or a Berth watcher without ?pods support).
 	reported map[string]struct{}
+	// shares are the listed pods' averages over the document's window, in percent of the
+	// node (pods the agent listed and measured); nil without per-pod usage.
+	shares map[string]PodShare
 	// bucket is the node's placed pods in the tracker that installed this snapshot (nil when
 	// none did: then the tracker is asked by name).
 	bucket *bucket
@@ -96,6 +99,21 @@ type Snapshot struct {
 	// OutOfRange counts utilisation values of the document outside [0,100] % (clamped) or not
 	// finite (ignored).
 	OutOfRange int
+	// Window is the length of the window the document's averages cover (its window.duration;
+	// 15 minutes when it does not say): how long a placed pod takes to be all in them.
+	Window time.Duration
+	// PerPod says whether any node came with per-pod usage; without, placed pods' estimates
+	// fade by time alone.
+	PerPod bool
+}
+
+// DefaultWindow is the window assumed for a document that names none (load-watcher's default).
+const DefaultWindow = 15 * time.Minute
+
+// PodShare is one pod's average over the scored window, in percent of its node: what of the
+// pod the node's window average already holds.
+type PodShare struct {
+	CPU, Memory float64
 }
 
 // NewSnapshot digests a watcher response. fetchedAt is the scheduler's clock when the answer
@@ -103,7 +121,10 @@ type Snapshot struct {
 // unknown. Watcher timestamps are rebased onto the scheduler's clock with them, so clock skew
 // between the two machines does not make fresh data look expired (or the reverse).
 func NewSnapshot(resp *loadapi.Response, fetchedAt, serverNow time.Time) *Snapshot {
-	s := &Snapshot{FetchedAt: fetchedAt, Source: resp.Source, nodes: map[string]*nodeEntry{}}
+	s := &Snapshot{FetchedAt: fetchedAt, Source: resp.Source, nodes: map[string]*nodeEntry{}, Window: DefaultWindow}
+	if d, err := time.ParseDuration(resp.Window.Duration); err == nil && d > 0 {
+		s.Window = d
+	}
 	toLocal := func(unix int64) time.Time {
 		t := time.Unix(unix, 0)
 		if serverNow.IsZero() {
@@ -169,6 +190,8 @@ func NewSnapshot(resp *loadapi.Response, fetchedAt, serverNow time.Time) *Snapsh
 				e.reported[uid] = struct{}{}
 			}
 		}
+		s.OutOfRange += e.digestPods(st.Pods, resp.Window.Duration)
+		s.PerPod = s.PerPod || e.shares != nil
 	}
 	if len(entries) != n || arena.Len() != size {
 		// Cannot happen (entries never grows past n, so its pointers stay valid); checked
@@ -235,13 +258,59 @@ func digest(ms []watcher.Metric) (out NodeMetrics, bad int) {
 	return out, bad
 }
 
+// digestPods keeps the pods' shares of the served window, for pods the node also lists (a
+// share of a pod the node does not list is ignored: it could only be subtracted wrongly).
+// Values outside [0,100] % are clamped, non-finite ones dropped; bad counts both.
+func (e *nodeEntry) digestPods(pods []loadapi.PodUsage, window string) (bad int) {
+	if len(pods) == 0 || e.reported == nil {
+		return 0
+	}
+	e.shares = make(map[string]PodShare, len(pods))
+	clamp := func(v float64) (float64, bool) {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			bad++
+			return 0, false
+		}
+		if v < 0 || v > 100 {
+			bad++
+		}
+		return min(max(v, 0), 100), true
+	}
+	for _, p := range pods {
+		if _, ok := e.reported[p.UID]; !ok {
+			continue
+		}
+		for _, w := range p.Windows {
+			if w.Window != window {
+				continue
+			}
+			c, ok1 := clamp(w.CPU)
+			m, ok2 := clamp(w.Memory)
+			if ok1 && ok2 {
+				e.shares[p.UID] = PodShare{CPU: c, Memory: m}
+			}
+		}
+	}
+	return bad
+}
+
 // NodeView is what a plugin gets for one node.
 type NodeView struct {
 	Freshness Freshness
 	Metrics   NodeMetrics
 	// Updated is the node's sample time on the scheduler's clock (zero if Missing).
 	Updated  time.Time
+	// Window is the length of the window the averages cover.
+	Window   time.Duration
 	reported map[string]struct{}
+	shares   map[string]PodShare
+}
+
+// Share is what the node's window average already holds of pod uid; ok is false when the
+// watcher sent no usage for it.
+func (v NodeView) Share(uid string) (PodShare, bool) {
+	s, ok := v.shares[uid]
+	return s, ok
 }
 
 // Node looks a node up at time now with the given expiry. A nil snapshot is all Missing.
@@ -263,13 +332,13 @@ func (s *Snapshot) has(name string) bool {
 // lookup; the entry is nil when the document does not name the node.
 func (s *Snapshot) node(name string, now time.Time, expiry time.Duration) (NodeView, *nodeEntry) {
 	if s == nil {
-		return NodeView{Freshness: Missing}, nil
+		return NodeView{Freshness: Missing, Window: DefaultWindow}, nil
 	}
 	e := s.nodes[name]
 	if e == nil {
-		return NodeView{Freshness: Missing}, nil
+		return NodeView{Freshness: Missing, Window: s.Window}, nil
 	}
-	v := NodeView{Metrics: e.metrics, Updated: e.updated, reported: e.reported}
+	v := NodeView{Metrics: e.metrics, Updated: e.updated, Window: s.Window, reported: e.reported, shares: e.shares}
 	switch {
 	case e.stale:
 		v.Freshness = Stale

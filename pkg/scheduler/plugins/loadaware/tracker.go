@@ -1,6 +1,7 @@
 package loadaware
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -9,11 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
-
-// UnreportedWindow is how long before a node's sample time a pod must have been placed for
-// the sample to be trusted to include it, when the watcher gives no pod list (upstream
-// load-watcher). Same 60 s as upstream's agent reporting interval, so scores match there.
-const UnreportedWindow = 60 * time.Second
 
 // Estimate is the load a placed pod is expected to add before the agent reports it.
 type Estimate struct {
@@ -38,7 +34,8 @@ type placed struct {
 }
 
 // Tracker remembers pods placed on nodes (assumed in Reserve, or seen bound by the informer)
-// until the agent's report lists them or AssumedPodExpirySeconds pass. Without it, every pod
+// until the scored window holds them whole (see remaining), or, for a pod the node's report
+// never lists, until AssumedPodExpirySeconds pass. Without it, every pod
 // of a burst sees the same snapshot and picks the same coolest node (upstream issue #797).
 //
 // Score reads it for every scored node of every cycle from the framework's parallel workers,
@@ -147,53 +144,123 @@ func (t *Tracker) removeLocked(uid types.UID) {
 	}
 }
 
-// counts says whether p still has to be added to the node's measured load.
-func (t *Tracker) counts(p *placed, v NodeView, now time.Time) bool {
-	if now.Sub(p.at) > t.expiry {
-		return false
+// Capacity is a node's capacity in the units of an Estimate: it turns a pod's share of the
+// node (percent) into what the share holds of the pod's estimate. A zero field means unknown,
+// and that resource falls back to the time rule.
+type Capacity struct {
+	MilliCPU    int64
+	MemoryBytes int64
+}
+
+// CapacityOf is node.Status.Capacity's CPU and memory: the watcher's percentages are of capacity.
+func CapacityOf(node *v1.Node) Capacity {
+	if node == nil {
+		return Capacity{}
 	}
-	if reported, known := v.Reported(string(p.uid)); known {
-		return !reported
+	// Indexed, not Capacity.Cpu(): that allocates a copy.
+	cpu := node.Status.Capacity[v1.ResourceCPU]
+	mem := node.Status.Capacity[v1.ResourceMemory]
+	return Capacity{MilliCPU: cpu.MilliValue(), MemoryBytes: mem.Value()}
+}
+
+// window is v's window length, DefaultWindow when unset.
+func window(v NodeView) time.Duration {
+	if v.Window > 0 {
+		return v.Window
 	}
+	return DefaultWindow
+}
+
+// inSample says whether v's sample may hold any of p yet, and how long the window ending at
+// the sample has been able to see it (covered ≤ 0: not at all).
+func inSample(p *placed, v NodeView) (in bool, covered time.Duration) {
 	if v.Updated.IsZero() {
-		return true
+		return false, 0
 	}
-	return p.at.After(v.Updated.Add(-UnreportedWindow))
+	covered = v.Updated.Sub(p.at)
+	if reported, known := v.Reported(string(p.uid)); known {
+		return reported, max(covered, 0)
+	}
+	// No pod list (upstream watcher): only time tells.
+	return covered > 0, covered
 }
 
-// Unreported sums the estimates of pods on node that v's metrics do not include yet.
+// remaining is what of p's estimate v's scored window does not hold yet, and until when that
+// holds by the clock alone (zero: until v changes). A pod v's sample does not hold at all counts
+// whole until the tracker's expiry (it may never start). Once in the sample it counts
+// max(estimate − its share of the window, 0) with per-pod usage, estimate × (1 − covered/window)
+// by time without, and nothing once the window has seen it for its whole length: the window
+// average then holds all of the pod, and counting any more would count it twice.
+func (t *Tracker) remaining(p *placed, v NodeView, c Capacity, now time.Time) (Estimate, time.Time) {
+	in, covered := inSample(p, v)
+	if !in {
+		if now.Sub(p.at) > t.expiry {
+			return Estimate{}, time.Time{}
+		}
+		return p.est, p.at.Add(t.expiry)
+	}
+	w := window(v)
+	if covered >= w {
+		return Estimate{}, time.Time{}
+	}
+	fade := 1 - float64(covered)/float64(w)
+	share, measured := v.Share(string(p.uid))
+	rem := func(est, capacity int64, pct float64) int64 {
+		if measured && capacity > 0 {
+			return max(est-int64(math.Round(pct/100*float64(capacity))), 0)
+		}
+		return int64(math.Round(float64(est) * fade))
+	}
+	return Estimate{MilliCPU: rem(p.est.MilliCPU, c.MilliCPU, share.CPU), MemoryBytes: rem(p.est.MemoryBytes, c.MemoryBytes, share.Memory)}, time.Time{}
+}
+
+// done says whether p no longer counts against v whatever the node's capacity: the window
+// has held it for its whole length, or it expired before the node reported it.
+func (t *Tracker) done(p *placed, v NodeView, now time.Time) bool {
+	in, covered := inSample(p, v)
+	if !in {
+		return now.Sub(p.at) > t.expiry
+	}
+	return covered >= window(v)
+}
+
+// Unreported sums what of the estimates of pods on node v's window does not hold yet, by the
+// time rule (no capacity to convert per-pod shares with; see UnreportedOn).
 func (t *Tracker) Unreported(node string, v NodeView) Estimate {
-	return t.unreportedAt(node, v, t.now())
+	return t.unreportedAt(node, v, Capacity{}, t.now())
 }
 
-func (t *Tracker) unreportedAt(node string, v NodeView, now time.Time) Estimate {
+// UnreportedOn is Unreported with the node's capacity, so per-pod shares count.
+func (t *Tracker) UnreportedOn(node string, v NodeView, c Capacity) Estimate {
+	return t.unreportedAt(node, v, c, t.now())
+}
+
+func (t *Tracker) unreportedAt(node string, v NodeView, c Capacity, now time.Time) Estimate {
 	t.mu.Lock()
 	b := t.byNode[node]
 	t.mu.Unlock()
 	if b == nil {
 		return Estimate{}
 	}
-	return t.sum(b, v, now)
+	return t.sum(b, v, c, now)
 }
 
-// sum adds up the bucket's pods that v does not include yet; lock free.
-func (t *Tracker) sum(b *bucket, v NodeView, now time.Time) Estimate {
-	s, _ := t.sumPods(b.load(), v, now)
+// sum adds up the bucket's remaining estimates; lock free.
+func (t *Tracker) sum(b *bucket, v NodeView, c Capacity, now time.Time) Estimate {
+	s, _ := t.sumPods(b.load(), v, c, now)
 	return s
 }
 
-// sumPods adds up the pods that v does not include yet, and says until when that sum holds by
-// the clock alone (zero: for ever): a counted pod stops counting when it expires, and nothing
-// else about a pod changes with time.
-func (t *Tracker) sumPods(pods []placed, v NodeView, now time.Time) (Estimate, time.Time) {
+// sumPods adds up the pods' remaining estimates, and says until when that sum holds by the
+// clock alone (zero: for ever): only a pod not in the sample changes with time, when it expires.
+func (t *Tracker) sumPods(pods []placed, v NodeView, c Capacity, now time.Time) (Estimate, time.Time) {
 	var sum Estimate
 	var until time.Time
 	for i := range pods {
-		if t.counts(&pods[i], v, now) {
-			sum.add(pods[i].est)
-			if u := pods[i].at.Add(t.expiry); until.IsZero() || u.Before(until) {
-				until = u
-			}
+		r, u := t.remaining(&pods[i], v, c, now)
+		sum.add(r)
+		if !u.IsZero() && (until.IsZero() || u.Before(until)) {
+			until = u
 		}
 	}
 	return sum, until
@@ -225,23 +292,24 @@ func (t *Tracker) Install(snap *Snapshot, publish func()) {
 	}
 }
 
-// Prune drops pods that no longer count against snap: reported, or too old. Called after
+// Prune drops pods that no longer count against snap: held whole by the window, or never
+// reported within the expiry. Called after
 // every fetch, so stale entries never pile up (upstream #583 kept them forever).
 func (t *Tracker) Prune(snap *Snapshot, expiry time.Duration) {
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for uid, p := range t.byUID {
-		if now.Sub(p.at) > t.expiry {
-			t.removeLocked(uid)
-			continue
-		}
 		v := snap.Node(p.node, now, expiry)
 		if v.Freshness != Fresh {
-			// Unknown node: keep the pod, the next report may be fresh and not include it.
+			// Unknown node: keep the pod, the next report may be fresh and not hold it yet;
+			// but not for ever (a node that never reports again).
+			if now.Sub(p.at) > t.expiry+window(v) {
+				t.removeLocked(uid)
+			}
 			continue
 		}
-		if !t.counts(p, v, now) {
+		if t.done(p, v, now) {
 			t.removeLocked(uid)
 		}
 	}

@@ -22,8 +22,9 @@ func reference(e *Engine, node string) Estimate {
 	defer e.Tracker.mu.Unlock()
 	var sum Estimate
 	for _, p := range e.Tracker.byUID {
-		if p.node == node && e.Tracker.counts(p, v, now) {
-			sum.add(p.est)
+		if p.node == node {
+			r, _ := e.Tracker.remaining(p, v, Capacity{}, now)
+			sum.add(r)
 		}
 	}
 	return sum

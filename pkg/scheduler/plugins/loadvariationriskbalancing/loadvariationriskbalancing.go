@@ -169,7 +169,7 @@ func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, state fwk.Cycle
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
 	}
 	req, sink := requestsFromState(state, pod)
-	return pl.score(pl.engine.Node(node.Name), nodeInfo, req, sink), nil
+	return pl.score(pl.engine.NodeOf(node), nodeInfo, req, sink), nil
 }
 
 func (pl *LoadVariationRiskBalancing) score(st loadaware.NodeState, nodeInfo fwk.NodeInfo, req loadaware.Estimate, sink explain.DetailSink) int64 {
@@ -217,6 +217,9 @@ func (pl *LoadVariationRiskBalancing) score(st loadaware.NodeState, nodeInfo fwk
 	if sink != nil {
 		d := pl.engine.Detail(st)
 		d.CPU, d.Memory = terms[0], terms[1]
+		// Each term apart: the window average is in CPU/Memory, the placed pods' remaining
+		// estimate in Unreported*, the incoming pod here (Request is their sum).
+		d.PodMilliCPU, d.PodMemoryBytes = req.MilliCPU, req.MemoryBytes
 		sink.ScoreLoad(Name, node.Name, d)
 	}
 	return loadaware.RoundScore(score)
@@ -236,8 +239,8 @@ func (pl *LoadVariationRiskBalancing) PreFilterExtensions() fwk.PreFilterExtensi
 
 // Filter implements fwk.FilterPlugin: the expired-metrics policy and usage thresholds; a
 // no-op with default args.
-func (pl *LoadVariationRiskBalancing) Filter(ctx context.Context, _ fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
-	return pl.engine.Filter(ctx, nodeInfo.Node())
+func (pl *LoadVariationRiskBalancing) Filter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	return pl.engine.Filter(ctx, pod, nodeInfo.Node())
 }
 
 // Reserve implements fwk.ReservePlugin: the pod counts on its node until reported.

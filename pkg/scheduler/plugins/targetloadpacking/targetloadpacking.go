@@ -155,7 +155,7 @@ func (pl *TargetLoadPacking) Score(ctx context.Context, state fwk.CycleState, po
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
 	}
 	podMilli, sink := pl.predictedFromState(state, pod)
-	return pl.score(pl.engine.Node(node.Name), node, podMilli, sink), nil
+	return pl.score(pl.engine.NodeOf(node), node, podMilli, sink), nil
 }
 
 func (pl *TargetLoadPacking) score(st loadaware.NodeState, node *v1.Node, podMilli int64, sink explain.DetailSink) int64 {
@@ -217,8 +217,8 @@ func (pl *TargetLoadPacking) PreFilterExtensions() fwk.PreFilterExtensions { ret
 
 // Filter implements fwk.FilterPlugin: the expired-metrics policy and usage thresholds; a
 // no-op with default args.
-func (pl *TargetLoadPacking) Filter(ctx context.Context, _ fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
-	return pl.engine.Filter(ctx, nodeInfo.Node())
+func (pl *TargetLoadPacking) Filter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
+	return pl.engine.Filter(ctx, pod, nodeInfo.Node())
 }
 
 // SignerName keys TargetLoadPacking's part of a pod's batching signature.

@@ -27,6 +27,7 @@ type clock struct {
 }
 
 func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
 func (c *clock) Add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
@@ -337,9 +338,11 @@ func TestFilterBlockAndThresholds(t *testing.T) {
 	w := lat.NewWatcher()
 	defer w.Close()
 	w.Set(doc)
-	filter := func(pl *TargetLoadPacking, n *v1.Node) bool {
-		return pl.Filter(context.Background(), nil, lat.Pod("p", 100), nodeInfo(n)).IsSuccess()
+	// The incoming pod counts in the Filter: a 1m pod barely.
+	filterPod := func(pl *TargetLoadPacking, p *v1.Pod, n *v1.Node) bool {
+		return pl.Filter(context.Background(), nil, p, nodeInfo(n)).IsSuccess()
 	}
+	filter := func(pl *TargetLoadPacking, n *v1.Node) bool { return filterPod(pl, lat.Pod("p", 1), n) }
 	node := func(name string, ann map[string]string) *v1.Node {
 		n := lat.Node(name, 1000, 1<<30)
 		n.Annotations = ann
@@ -378,6 +381,10 @@ func TestFilterBlockAndThresholds(t *testing.T) {
 	if !filter(thr2, node("cool", nil)) {
 		t.Fatal("cool node filtered before any placement")
 	}
+	// The incoming pod itself counts: 20 % + 700m/1000m = 90 % > 80 %.
+	if filterPod(thr2, big, node("cool", nil)) {
+		t.Error("cool node passes a pod that takes it over the threshold by itself")
+	}
 	thr2.Reserve(context.Background(), nil, big, "cool")
 	if filter(thr2, node("cool", nil)) {
 		t.Error("cool node still passes after a reserved pod pushed it over the threshold")
@@ -399,14 +406,23 @@ func TestFilterBlockAndThresholds(t *testing.T) {
 	}
 }
 
-// Pods stop counting once the agent's report lists their UID.
-func TestReportedPodsStopCounting(t *testing.T) {
+// A placed pod counts what of its estimate the scored window does not hold yet: all of it while
+// the agent does not list it, then estimate − its window share with per-pod usage, estimate ×
+// (1 − covered/window) without, and nothing once the window has held it for its whole length.
+func TestPlacedPodsCountUntilTheWindowHoldsThem(t *testing.T) {
 	clk := &clock{t: time.Now()}
 	w := lat.NewWatcher()
 	defer w.Close()
-	doc := lat.CPUDoc(clk.Now(), map[string]float64{"n": 10})
-	doc.Nodes = map[string]loadapi.NodeStatus{"n": {Updated: clk.Now().Unix(), PodUIDs: []string{"uid-agent"}}}
-	w.Set(doc)
+	doc := func(listed bool, pods []loadapi.PodUsage) *loadapi.Response {
+		d := lat.CPUDoc(clk.Now(), map[string]float64{"n": 10})
+		uids := []string{"uid-agent"}
+		if listed {
+			uids = append(uids, "uid-placed")
+		}
+		d.Nodes = map[string]loadapi.NodeStatus{"n": {Updated: clk.Now().Unix(), PodUIDs: uids, Pods: pods}}
+		return d
+	}
+	w.Set(doc(false, nil))
 	pl := newPlugin(t, w, "", clk)
 	if q := w.Query(); q.Get(loadapi.PodsQuery) != "true" {
 		t.Errorf("watcher query = %v, want %s=true", q, loadapi.PodsQuery)
@@ -419,29 +435,69 @@ func TestReportedPodsStopCounting(t *testing.T) {
 	if withPlaced == base {
 		t.Fatalf("reserved pod did not change the score (%d)", base)
 	}
-	// Even much later than the sample (time rule would drop it), the pod counts while the
-	// agent's list does not include it.
-	clk.Add(2 * time.Minute)
-	doc2 := lat.CPUDoc(clk.Now(), map[string]float64{"n": 10})
-	doc2.Nodes = map[string]loadapi.NodeStatus{"n": {Updated: clk.Now().Unix(), PodUIDs: []string{"uid-agent"}}}
-	w.Set(doc2)
-	if err := pl.Engine().Watcher.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
+	remaining := func() int64 { return pl.Engine().NodeOf(node).Unreported.MilliCPU }
+	steps := []struct {
+		name  string
+		after time.Duration // since the pod was placed
+		doc   *loadapi.Response
+		want  int64
+	}{
+		{"not listed: all of it, however long", 2 * time.Minute, nil, 150},
+		{"listed, no per-pod usage: time rule", 3 * time.Minute, nil, 120}, // 150 × (1 − 3/15)
+		{"listed with its window share: the shortfall", 4 * time.Minute, nil, 110},  // 150 − 4 % of 1000m
+		{"share above the estimate: nothing, no negative", 5 * time.Minute, nil, 0}, // 150 − 20 % of 1000m
+		{"a share for another window is no share: time rule", 6 * time.Minute, nil, 90},
+		{"window holds it whole", 15*time.Minute + 5*time.Second, nil, 0},
 	}
-	if got := score(t, pl, probe, node); got != withPlaced {
-		t.Errorf("unlisted pod stopped counting: got %d, want %d", got, withPlaced)
-	}
-	doc3 := lat.CPUDoc(clk.Now(), map[string]float64{"n": 10})
-	doc3.Nodes = map[string]loadapi.NodeStatus{"n": {Updated: clk.Now().Unix(), PodUIDs: []string{"uid-agent", string(placed.UID)}}}
-	w.Set(doc3)
-	if err := pl.Engine().Watcher.Refresh(context.Background()); err != nil {
-		t.Fatal(err)
+	steps[0].doc = doc(false, nil)
+	steps[1].doc = doc(true, nil)
+	steps[2].doc = doc(true, []loadapi.PodUsage{{UID: "uid-placed", Windows: []loadapi.PodWindow{{Window: "15m", CPU: 4}}}})
+	steps[3].doc = doc(true, []loadapi.PodUsage{{UID: "uid-placed", Windows: []loadapi.PodWindow{{Window: "15m", CPU: 20}}}})
+	steps[4].doc = doc(true, []loadapi.PodUsage{{UID: "uid-placed", Windows: []loadapi.PodWindow{{Window: "5m", CPU: 20}}}})
+	steps[5].doc = doc(true, []loadapi.PodUsage{{UID: "uid-placed", Windows: []loadapi.PodWindow{{Window: "15m", CPU: 1}}}})
+	for _, st := range steps {
+		// The fake watcher's Date header is the real clock, against which the scheduler rebases
+		// sample times: the samples stay "now" and the pod is placed st.after before them.
+		clk.Set(time.Now())
+		tr := pl.Engine().Tracker
+		tr.Remove(placed.UID)
+		tr.Add(placed, "n", clk.Now().Add(-st.after))
+		st.doc.Timestamp = clk.Now().Unix()
+		st.doc.Nodes["n"] = loadapi.NodeStatus{Updated: clk.Now().Unix(), PodUIDs: st.doc.Nodes["n"].PodUIDs, Pods: st.doc.Nodes["n"].Pods}
+		w.Set(st.doc)
+		if err := pl.Engine().Watcher.Refresh(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		// ±1m: the document's times are whole seconds (a second is 0.17m of this pod).
+		if got := remaining(); got < st.want-1 || got > st.want+1 {
+			t.Errorf("%s: remaining %dm, want %dm", st.name, got, st.want)
+		}
 	}
 	if got := score(t, pl, probe, node); got != base {
-		t.Errorf("listed pod still counted: got %d, want %d", got, base)
+		t.Errorf("pod held by the window still counted: got %d, want %d", got, base)
 	}
 	if n := pl.Engine().Tracker.Len(); n != 0 {
-		t.Errorf("tracker kept %d pods after the agent reported them", n)
+		t.Errorf("tracker kept %d pods after the window held them", n)
+	}
+}
+
+// A node's usage of a pod it does not list is not subtracted from anything: a usage entry
+// naming another node's pod changes nothing.
+func TestPodShareOfAnotherNodeIsIgnored(t *testing.T) {
+	clk := &clock{t: time.Now()}
+	w := lat.NewWatcher()
+	defer w.Close()
+	d := lat.CPUDoc(clk.Now(), map[string]float64{"a": 10, "b": 10})
+	d.Nodes = map[string]loadapi.NodeStatus{
+		"a": {Updated: clk.Now().Unix(), PodUIDs: []string{"x"}},
+		// b claims usage for a's pod without listing it, and lists it with usage too.
+		"b": {Updated: clk.Now().Unix(), PodUIDs: []string{"uid-placed"}, Pods: []loadapi.PodUsage{{UID: "uid-placed", Windows: []loadapi.PodWindow{{Window: "15m", CPU: 15}}}}},
+	}
+	w.Set(d)
+	pl := newPlugin(t, w, "", clk)
+	pl.Reserve(context.Background(), nil, lat.Pod("placed", 100), "a")
+	if got := pl.Engine().NodeOf(lat.Node("a", 1000, 1<<30)).Unreported.MilliCPU; got != 150 {
+		t.Fatalf("node a counts %dm for its placed pod, want all 150m: b's report must not reduce it", got)
 	}
 }
 
