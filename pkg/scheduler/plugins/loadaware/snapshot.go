@@ -299,7 +299,7 @@ type NodeView struct {
 	Freshness Freshness
 	Metrics   NodeMetrics
 	// Updated is the node's sample time on the scheduler's clock (zero if Missing).
-	Updated  time.Time
+	Updated time.Time
 	// Window is the length of the window the averages cover.
 	Window   time.Duration
 	reported map[string]struct{}

@@ -26,7 +26,7 @@ type clock struct {
 	t  time.Time
 }
 
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
 func (c *clock) Add(d time.Duration) {
 	c.mu.Lock()
@@ -443,7 +443,7 @@ func TestPlacedPodsCountUntilTheWindowHoldsThem(t *testing.T) {
 		want  int64
 	}{
 		{"not listed: all of it, however long", 2 * time.Minute, nil, 150},
-		{"listed, no per-pod usage: time rule", 3 * time.Minute, nil, 120}, // 150 × (1 − 3/15)
+		{"listed, no per-pod usage: time rule", 3 * time.Minute, nil, 120},          // 150 × (1 − 3/15)
 		{"listed with its window share: the shortfall", 4 * time.Minute, nil, 110},  // 150 − 4 % of 1000m
 		{"share above the estimate: nothing, no negative", 5 * time.Minute, nil, 0}, // 150 − 20 % of 1000m
 		{"a share for another window is no share: time rule", 6 * time.Minute, nil, 90},
