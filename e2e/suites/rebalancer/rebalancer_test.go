@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -42,6 +46,8 @@ type env struct {
 	cl    client.Client
 	sched *cluster.SchedulerProcess
 	op    *cluster.Process
+	// metricsURL is the running operator's /metrics.
+	metricsURL string
 }
 
 // pools: per test, a hot node (95 % CPU) and a cold one (10 %), 8 CPU each.
@@ -80,19 +86,50 @@ func setup(ctx context.Context, t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, err := framework.StartOperator(ctx, c, framework.OperatorOptions{Name: "berth-operator-rebalancer", LeaderElection: true, LeaseID: "berth-operator-rebalancer-e2e",
-		Args: []string{"--rebalancer", "--rebalancer-protected-namespaces=berth-system"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := &env{c: c, st: st, sched: sched}
+	e.startOperator(ctx, t, "berth-operator-rebalancer")
 	scheme := runtime.NewScheme()
 	_ = corev1.AddToScheme(scheme)
 	_ = berthv1alpha1.AddToScheme(scheme)
-	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
+	if e.cl, err = client.New(c.RESTConfig, client.Options{Scheme: scheme}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// startOperator runs berth-operator with the rebalancer, its /metrics in plain HTTP on loopback.
+func (e *env) startOperator(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	port, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{c: c, st: st, cl: cl, sched: sched, op: op}
+	e.metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+	if e.op, err = framework.StartOperator(ctx, e.c, framework.OperatorOptions{Name: name, LeaderElection: true, LeaseID: "berth-operator-rebalancer-e2e",
+		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", port),
+		Args:        []string{"--metrics-secure=false", "--rebalancer", "--rebalancer-protected-namespaces=berth-system"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// metric returns the value of the operator's series line starting with prefix (-1: none).
+func (e *env) metric(ctx context.Context, t *testing.T, prefix string) float64 {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.metricsURL, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			f := strings.Fields(l)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			return v
+		}
+	}
+	return -1
 }
 
 func i32(v int32) *int32 { return &v }
@@ -310,6 +347,31 @@ func TestRebalancer(t *testing.T) {
 		if !strings.Contains(out, "rebalancer:") || !strings.Contains(out, rb.EventMoved) || !strings.Contains(out, "above the high threshold 80%") {
 			t.Errorf("kubectl berth explain does not say why %s moved:\n%s", evicted, out)
 		}
+		for series, want := range map[string]float64{
+			`berth_rebalancer_evictions_total{rebalancer="e2e-relief",result="evicted"}`: 1,
+			`berth_rebalancer_nodes{class="hot",rebalancer="e2e-relief"}`:                1,
+			`berth_rebalancer_nodes{class="cold",rebalancer="e2e-relief"}`:               1,
+		} {
+			if got := e.metric(ctx, t, series); got != want {
+				t.Errorf("%s = %v, want %v", series, got, want)
+			}
+		}
+		if got := e.metric(ctx, t, `berth_rebalancer_skips_total{reason="owner_cooldown",rebalancer="e2e-relief"}`); got < 1 {
+			t.Errorf("owner_cooldown skips %v, want some", got)
+		}
+		if got := e.metric(ctx, t, `berth_rebalancer_skips_total{reason="other_scheduler",rebalancer="e2e-relief"}`); got < 1 {
+			t.Errorf("other_scheduler skips %v, want some (the stock pod)", got)
+		}
+
+		// The operator crashes (SIGKILL) and another takes over: it reads the moves from the
+		// status, so the same owner is not moved again although the node stays at 95 %.
+		e.op.Kill()
+		e.startOperator(ctx, t, "berth-operator-rebalancer-2")
+		before := round(e.status(ctx, t, pool, time.Minute, func(*berthv1alpha1.RebalancerStatus) bool { return true }))
+		s = e.status(ctx, t, pool, 2*time.Minute, func(s *berthv1alpha1.RebalancerStatus) bool { return round(s) >= before+4 })
+		if n := len(e.events(ctx, t, ns)[rb.EventMoved]); n != 1 || len(s.Moves) != 1 {
+			t.Errorf("after the restart: %d moved events, moves %+v; want the one move only", n, s.Moves)
+		}
 	})
 
 	t.Run("a PodDisruptionBudget blocks the eviction", func(t *testing.T) {
@@ -401,6 +463,28 @@ func TestRebalancer(t *testing.T) {
 		assertUnchanged(ctx, t, e, ns, pods)
 		if evs := e.events(ctx, t, ns); len(evs) != 0 {
 			t.Errorf("events with a stale watcher: %v", evs)
+		}
+	})
+
+	t.Run("a watcher answering garbage: no action, a metric", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = w.Write([]byte(`{"timestamp": "yesterday", "data": [1, 2`))
+		}))
+		defer srv.Close()
+		r := &berthv1alpha1.Rebalancer{ObjectMeta: metav1.ObjectMeta{Name: "e2e-garbage"}, Spec: berthv1alpha1.RebalancerSpec{
+			WatcherAddress: srv.URL, SchedulerNames: []string{schedulerName}, IntervalSeconds: 5,
+			NodeSelector:  &metav1.LabelSelector{MatchLabels: map[string]string{poolLabel: "relief"}},
+			LowThresholds: berthv1alpha1.ResourceThresholds{CPU: i32(30)}, HighThresholds: berthv1alpha1.ResourceThresholds{CPU: i32(80)}}}
+		if err := e.cl.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = e.cl.Delete(context.Background(), r) }()
+		s := e.status(ctx, t, "garbage", time.Minute, func(s *berthv1alpha1.RebalancerStatus) bool { return round(s) >= 2 })
+		if c := meta.FindStatusCondition(s.Conditions, berthv1alpha1.RebalancerConditionMetrics); c == nil || c.Reason != "WatcherDecode" || s.LastRound.Evictions != 0 {
+			t.Errorf("conditions %+v round %+v", s.Conditions, s.LastRound)
+		}
+		if got := e.metric(ctx, t, `berth_rebalancer_watcher_errors_total{kind="decode",rebalancer="e2e-garbage"}`); got < 2 {
+			t.Errorf("decode errors %v, want one per round", got)
 		}
 	})
 
