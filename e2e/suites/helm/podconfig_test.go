@@ -190,6 +190,8 @@ func TestHelmPodConfigs(t *testing.T) {
 		const live = "helm-live"
 		peers, network := livePodConfig(ctx, t, c, cl, live, "cnf", 2)
 		checkLinks(ctx, t, rn, peers, true)
+		// The dashboard's PodConfig panel, from the real Prometheus scraping the agent pod.
+		testPodConfigPanel(ctx, t, c, rn, len(peers))
 		if n := count(ctx, t, cl, &berthv1alpha1.NodeImagesList{}); n == 0 {
 			t.Fatal("no NodeImages before uninstall: their absence afterwards would prove nothing")
 		}

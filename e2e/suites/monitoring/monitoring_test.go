@@ -9,7 +9,6 @@ import (
 	"maps"
 	"math"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -53,8 +52,9 @@ const (
 // noData are the dashboard queries that cannot return data in this suite, and why. Every other
 // panel query must.
 var noData = map[string]string{
-	"berth_agent_podnet_attachments": "PodConfig attachments need a real node with a CRI (e2e/suites/podconfig); " +
-		"the suite's agents run on simulated nodes",
+	"berth_agent_podnet_attachments": "PodConfig attachments need a real node with a CRI; this suite's agents run " +
+		"on simulated nodes. The panel's query is evaluated with data by e2e/suites/helm (TestHelmPodConfigs), where " +
+		"the real Prometheus scrapes the helm-installed agent on the real node",
 }
 
 // TestPrometheusScrapesBerth: the real Prometheus, configured from the chart's ServiceMonitors
@@ -159,7 +159,7 @@ func TestPrometheusScrapesBerth(t *testing.T) {
 	opTarget := "127.0.0.1:" + strconv.Itoa(opPort)
 	// The operator's metrics server starts beside its readiness endpoint, not before it: wait
 	// for it to listen (a refused connection), then expect the 403.
-	if err := poll(ctx, 30*time.Second, func() (bool, string) {
+	if err := framework.Poll(ctx, 30*time.Second, func() (bool, string) {
 		code, err := getStatus(ctx, "https://"+opTarget+"/metrics", otherToken)
 		return err == nil && code == http.StatusForbidden, fmt.Sprintf("%d %v", code, err)
 	}); err != nil {
@@ -188,32 +188,32 @@ func TestPrometheusScrapesBerth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prom := &promAPI{url: "http://127.0.0.1:" + strconv.Itoa(port)}
+	prom := &framework.Prometheus{URL: "http://127.0.0.1:" + strconv.Itoa(port)}
 	pp, err := c.StartComponent(ctx, cluster.ProcessSpec{Name: "prometheus-monitoring", Binary: promBin, Args: []string{
 		"--config.file=" + cfgPath, "--storage.tsdb.path=" + filepath.Join(dir, "tsdb"),
 		"--web.listen-address=127.0.0.1:" + strconv.Itoa(port),
-	}}, cluster.HTTPCheck(prom.url+"/-/ready"))
+	}}, cluster.HTTPCheck(prom.URL+"/-/ready"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.StopComponent(pp) })
 
 	// Every target up: the scheduler's through HTTPS, the token and the SubjectAccessReview.
-	if err := poll(ctx, time.Minute, func() (bool, string) {
-		res, err := prom.query(ctx, `up`)
+	if err := framework.Poll(ctx, time.Minute, func() (bool, string) {
+		res, err := prom.Query(ctx, `up`)
 		if err != nil {
 			return false, err.Error()
 		}
 		up := map[string]int{}
 		for _, s := range res {
-			if s.value == 1 {
-				up[s.metric["job"]]++
+			if s.Value == 1 {
+				up[s.Metric["job"]]++
 			}
 		}
 		ok := up[schedulerJob] == 1 && up[operatorJob] == 1 && up[watcherJob] == 1 && up[agentJob] == len(loads)
 		return ok, fmt.Sprintf("targets up per job: %v", up)
 	}); err != nil {
-		t.Fatalf("%v\nprometheus targets: %s\nprometheus log:\n%s", err, prom.targets(ctx), pp.Tail(20))
+		t.Fatalf("%v\nprometheus targets: %s\nprometheus log:\n%s", err, prom.Targets(ctx), pp.Tail(20))
 	}
 
 	// Pods for berth-scheduler while Prometheus scrapes it, so the attempt counters and
@@ -225,8 +225,8 @@ func TestPrometheusScrapesBerth(t *testing.T) {
 	}
 	for i, name := range []string{"probe-1", "probe-2"} {
 		if i > 0 {
-			if err := poll(ctx, time.Minute, func() (bool, string) {
-				res, err := prom.query(ctx, `scheduler_scheduling_attempt_duration_seconds_count{job="`+schedulerJob+`"}`)
+			if err := framework.Poll(ctx, time.Minute, func() (bool, string) {
+				res, err := prom.Query(ctx, `scheduler_scheduling_attempt_duration_seconds_count{job="`+schedulerJob+`"}`)
 				return err == nil && len(res) > 0, fmt.Sprintf("%d series, %v", len(res), err)
 			}); err != nil {
 				t.Fatalf("Prometheus never scraped the first attempt: %v", err)
@@ -245,7 +245,7 @@ func TestPrometheusScrapesBerth(t *testing.T) {
 	// over a few scrapes so the admissions counter has an increase to rate.
 	for i := 0; i < 4; i++ {
 		classed := framework.Pod(ns, fmt.Sprintf("classed-%d", i), map[string]string{framework.ClassLabel: "gold"}, framework.PodSpec("", "", ""))
-		if err := poll(ctx, 30*time.Second, func() (bool, string) {
+		if err := framework.Poll(ctx, 30*time.Second, func() (bool, string) {
 			got, err := c.Client.CoreV1().Pods(ns).Create(ctx, classed, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			// Mutated: the webhook answered (not only the API server ignoring its failure).
 			return err == nil && got.Spec.Affinity != nil, fmt.Sprintf("%v", err)
@@ -261,12 +261,12 @@ func TestPrometheusScrapesBerth(t *testing.T) {
 
 	t.Run("the watcher alert fires when the watcher is killed and resolves when it is back", func(t *testing.T) {
 		const alert = "BerthLoadWatcherUnreachable"
-		if state := prom.alertState(ctx, alert); state != "" {
+		if state := prom.AlertState(ctx, alert); state != "" {
 			t.Fatalf("%s is %s before the watcher stops", alert, state)
 		}
 		killed := time.Now()
 		c.StopComponent(st.Watcher.Process)
-		pending, firing, err := prom.waitFiring(ctx, alert, time.Minute)
+		pending, firing, err := prom.WaitFiring(ctx, alert, time.Minute)
 		if err != nil {
 			t.Fatalf("%v\nscheduler log:\n%s", err, sched.Tail(20))
 		}
@@ -290,8 +290,8 @@ func TestPrometheusScrapesBerth(t *testing.T) {
 		}
 		st.Watcher = w
 		back := time.Now()
-		if err := poll(ctx, 30*time.Second, func() (bool, string) {
-			s := prom.alertState(ctx, alert)
+		if err := framework.Poll(ctx, 30*time.Second, func() (bool, string) {
+			s := prom.AlertState(ctx, alert)
 			return s == "", "alert state " + s
 		}); err != nil {
 			t.Fatalf("%s did not resolve after the watcher came back: %v\nscheduler log:\n%s", alert, err, sched.Tail(20))
@@ -303,13 +303,13 @@ func TestPrometheusScrapesBerth(t *testing.T) {
 	})
 
 	t.Run("the no-leader alert is quiet while the scheduler leads", func(t *testing.T) {
-		if err := poll(ctx, 30*time.Second, func() (bool, string) {
-			res, err := prom.query(ctx, `leader_election_master_status{job="`+schedulerJob+`"} == 1`)
+		if err := framework.Poll(ctx, 30*time.Second, func() (bool, string) {
+			res, err := prom.Query(ctx, `leader_election_master_status{job="`+schedulerJob+`"} == 1`)
 			return err == nil && len(res) == 1, fmt.Sprintf("%d leaders, %v", len(res), err)
 		}); err != nil {
 			t.Fatalf("berth-scheduler does not report its leadership: %v", err)
 		}
-		if state := prom.alertState(ctx, "BerthSchedulerNoLeader"); state != "" {
+		if state := prom.AlertState(ctx, "BerthSchedulerNoLeader"); state != "" {
 			t.Errorf("BerthSchedulerNoLeader is %s while the scheduler leads", state)
 		}
 	})
@@ -317,8 +317,8 @@ func TestPrometheusScrapesBerth(t *testing.T) {
 	t.Run("the stale-nodes alert fires when the agents stop", func(t *testing.T) {
 		const alert = "BerthNodesLoadStale"
 		// The restarted watcher first needs the agents' reports again.
-		if err := poll(ctx, 30*time.Second, func() (bool, string) {
-			s := prom.alertState(ctx, alert)
+		if err := framework.Poll(ctx, 30*time.Second, func() (bool, string) {
+			s := prom.AlertState(ctx, alert)
 			return s == "", "alert state " + s
 		}); err != nil {
 			t.Fatalf("%s with every agent reporting: %v", alert, err)
@@ -328,7 +328,7 @@ func TestPrometheusScrapesBerth(t *testing.T) {
 		}
 		st.Agents = nil
 		stopped := time.Now()
-		pending, firing, err := prom.waitFiring(ctx, alert, time.Minute)
+		pending, firing, err := prom.WaitFiring(ctx, alert, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -342,7 +342,7 @@ func TestPrometheusScrapesBerth(t *testing.T) {
 		const alert = "BerthSchedulerNoLeader"
 		c.StopComponent(sched.Process)
 		stopped := time.Now()
-		pending, firing, err := prom.waitFiring(ctx, alert, time.Minute)
+		pending, firing, err := prom.WaitFiring(ctx, alert, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -355,7 +355,7 @@ func TestPrometheusScrapesBerth(t *testing.T) {
 
 // testDashboard evaluates every panel target of the dashboard against Prometheus, with the
 // dashboard's variables as Grafana would fill them for this Prometheus.
-func testDashboard(ctx context.Context, t *testing.T, prom *promAPI, raw string) {
+func testDashboard(ctx context.Context, t *testing.T, prom *framework.Prometheus, raw string) {
 	var d struct {
 		Templating struct {
 			List []struct {
@@ -388,10 +388,10 @@ func testDashboard(ctx context.Context, t *testing.T, prom *promAPI, raw string)
 			t.Errorf("variable %s: cannot read its query %q", v.Name, v.Definition)
 			continue
 		}
-		res, err := prom.query(ctx, "count by ("+m[2]+") ("+m[1]+")")
+		res, err := prom.Query(ctx, "count by ("+m[2]+") ("+m[1]+")")
 		var got []string
 		for _, s := range res {
-			got = append(got, s.metric[m[2]])
+			got = append(got, s.Metric[m[2]])
 		}
 		if err != nil || v.Name == "scheduler_job" && !slices.Contains(got, schedulerJob) {
 			t.Errorf("variable %s (%s) offers %v (%v), want %s among them", v.Name, v.Definition, got, err, schedulerJob)
@@ -410,19 +410,19 @@ func testDashboard(ctx context.Context, t *testing.T, prom *promAPI, raw string)
 			}
 			if why, skip := noDataReason(q); skip {
 				// Still a valid query: Prometheus must accept it.
-				if _, err := prom.query(ctx, q); err != nil {
+				if _, err := prom.Query(ctx, q); err != nil {
 					t.Errorf("panel %q: %s: %v", p.Title, q, err)
 				}
 				t.Logf("panel %q: %s has no data here: %s", p.Title, q, why)
 				continue
 			}
-			if err := poll(ctx, time.Minute, func() (bool, string) {
-				res, err := prom.query(ctx, q)
+			if err := framework.Poll(ctx, time.Minute, func() (bool, string) {
+				res, err := prom.Query(ctx, q)
 				if err != nil {
 					return false, err.Error()
 				}
 				for _, s := range res {
-					if !math.IsNaN(s.value) {
+					if !math.IsNaN(s.Value) {
 						return true, ""
 					}
 				}
@@ -524,152 +524,7 @@ func getStatus(ctx context.Context, u, token string) (int, error) {
 
 // poll calls f every 200 ms until it says done or timeout passes; the error carries f's last
 // explanation.
-func poll(ctx context.Context, timeout time.Duration, f func() (bool, string)) error {
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		ok, why := f()
-		if ok {
-			return nil
-		}
-		last = why
-		if time.Now().After(deadline) {
-			return fmt.Errorf("after %s: %s", timeout, last)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %s", ctx.Err(), last)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
 
 func keys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
-}
-
-// promAPI reads Prometheus' HTTP API.
-type promAPI struct{ url string }
-
-type sample struct {
-	metric map[string]string
-	value  float64
-}
-
-func (p *promAPI) get(ctx context.Context, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, b)
-	}
-	return json.Unmarshal(b, out)
-}
-
-// query evaluates an instant vector query now.
-func (p *promAPI) query(ctx context.Context, q string) ([]sample, error) {
-	var r struct {
-		Data struct {
-			ResultType string `json:"resultType"`
-			Result     []struct {
-				Metric map[string]string `json:"metric"`
-				Value  [2]any            `json:"value"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := p.get(ctx, "/api/v1/query?query="+url.QueryEscape(q), &r); err != nil {
-		return nil, err
-	}
-	if r.Data.ResultType != "vector" {
-		return nil, fmt.Errorf("%s: result type %q, want vector", q, r.Data.ResultType)
-	}
-	var out []sample
-	for _, s := range r.Data.Result {
-		str, _ := s.Value[1].(string)
-		v, err := strconv.ParseFloat(str, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%s: value %v: %w", q, s.Value[1], err)
-		}
-		out = append(out, sample{metric: s.Metric, value: v})
-	}
-	return out, nil
-}
-
-// alertState is "", "pending" or "firing" (the most advanced of the alert's instances).
-func (p *promAPI) alertState(ctx context.Context, name string) string {
-	var r struct {
-		Data struct {
-			Alerts []struct {
-				Labels map[string]string `json:"labels"`
-				State  string            `json:"state"`
-			} `json:"alerts"`
-		} `json:"data"`
-	}
-	if err := p.get(ctx, "/api/v1/alerts", &r); err != nil {
-		return "error: " + err.Error()
-	}
-	state := ""
-	for _, a := range r.Data.Alerts {
-		if a.Labels["alertname"] == name && (state == "" || a.State == "firing") {
-			state = a.State
-		}
-	}
-	return state
-}
-
-// waitFiring returns when the alert was first seen pending and first seen firing; seeing it
-// firing without a pending phase is an error (its `for` would have been skipped).
-func (p *promAPI) waitFiring(ctx context.Context, name string, timeout time.Duration) (pending, firing time.Time, err error) {
-	err = poll(ctx, timeout, func() (bool, string) {
-		s := p.alertState(ctx, name)
-		now := time.Now()
-		switch s {
-		case "pending":
-			if pending.IsZero() {
-				pending = now
-			}
-		case "firing":
-			firing = now
-			return true, ""
-		}
-		return false, "alert state " + strconv.Quote(s)
-	})
-	if err != nil {
-		return pending, firing, fmt.Errorf("%s never fired: %w", name, err)
-	}
-	if pending.IsZero() {
-		return pending, firing, fmt.Errorf("%s fired without being seen pending first", name)
-	}
-	return pending, firing, nil
-}
-
-// targets is Prometheus' view of its targets, for failure messages.
-func (p *promAPI) targets(ctx context.Context) string {
-	var r struct {
-		Data struct {
-			ActiveTargets []struct {
-				ScrapeURL string `json:"scrapeUrl"`
-				Health    string `json:"health"`
-				LastError string `json:"lastError"`
-			} `json:"activeTargets"`
-		} `json:"data"`
-	}
-	if err := p.get(ctx, "/api/v1/targets", &r); err != nil {
-		return err.Error()
-	}
-	var b strings.Builder
-	for _, t := range r.Data.ActiveTargets {
-		fmt.Fprintf(&b, "\n  %s %s %s", t.ScrapeURL, t.Health, t.LastError)
-	}
-	return b.String()
 }
