@@ -33,6 +33,13 @@ func imageLocalityDemo(ctx context.Context, env *Env) error {
 		label         = "berth.io/demo-imagelocality"
 		pods          = 6
 	)
+	if rns := env.Cluster.RealNodes(); len(rns) >= 3 {
+		return imageLocalityRealDemo(ctx, env, rns)
+	} else if len(rns) > 0 {
+		fmt.Fprintf(env.Out, "%d real node(s), seed 004 needs 3 (two holders and one without): replayed on simulated nodes with NodeImages written by the demo.\n", len(rns))
+	} else {
+		fmt.Fprintln(env.Out, "Simulated nodes: replayed with NodeImages written by the demo, as the seed's agents would publish them.")
+	}
 	workers := []string{"scheduler-worker", "scheduler-worker2", "scheduler-worker3"}
 	holders := map[string]bool{"scheduler-worker2": true, "scheduler-worker3": true}
 	if err := framework.InstallNodeImagesCRD(ctx, env.Cluster.RESTConfig); err != nil {

@@ -34,6 +34,7 @@ func main() {
 	dir := fs.String("dir", ".cache/local-cluster", "state directory of the cluster `up` keeps running")
 	verbose := fs.Bool("v", false, "print progress")
 	simulated := fs.Bool("simulated", false, "demo, up: simulated (KWOK) nodes only, even where a real node could run")
+	only := fs.String("only", "", "demo: run only the scenarios whose name contains this")
 	realNodes := fs.Int("real-nodes", defaultRealNodes(), "demo, up: how many real nodes to run where they can run (default $REAL_NODES, else 3)")
 	if len(os.Args) < 2 {
 		usage()
@@ -52,7 +53,7 @@ func main() {
 	var err error
 	switch cmd {
 	case "demo":
-		err = runDemo(ctx, !*simulated, *realNodes, logf)
+		err = runDemo(ctx, !*simulated, *realNodes, *only, logf)
 	case "up":
 		err = up(ctx, localOpts{dir: *dir, simulated: *simulated, realNodes: *realNodes})
 	case "supervise":
@@ -86,7 +87,7 @@ func defaultRealNodes() int {
 	return 3
 }
 
-func runDemo(ctx context.Context, realNode bool, count int, logf func(string, ...any)) error {
+func runDemo(ctx context.Context, realNode bool, count int, only string, logf func(string, ...any)) error {
 	start := time.Now()
 	fmt.Println("Starting a local cluster built from source (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK) with berth-scheduler.")
 	cfg := cluster.Config{Logf: logf}
@@ -120,6 +121,9 @@ func runDemo(ctx context.Context, realNode bool, count int, logf func(string, ..
 	}
 	env := &demo.Env{Cluster: c, Client: c.Client, Out: os.Stdout, BerthPort: berth.Port}
 	for i, s := range demo.Scenarios() {
+		if !strings.Contains(s.Name, only) {
+			continue
+		}
 		fmt.Printf("\n== %d. %s\n", i+1, s.Name)
 		if err := s.Run(ctx, env); err != nil {
 			return fmt.Errorf("scenario %q: %w", s.Name, err)
