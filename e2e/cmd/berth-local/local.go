@@ -310,8 +310,12 @@ func EventsLine(bin string) string {
 func printNextSteps(w *os.File, o localOpts, st *Status) {
 	bin := rel(st.BinDir)
 	if st.RealNode != "" {
-		fmt.Fprintf(w, "Local cluster up: %d real node(s) %s (containerd, kubelet, kube-proxy each in a network namespace of its own, pods routed between them), Berth's images imported from %s/images.\n",
-			len(st.RealNodes), strings.Join(st.RealNodes, ", "), bin)
+		more := ""
+		if len(st.RealNodes) > 1 {
+			more = fmt.Sprintf(" and %d more (%s)", len(st.RealNodes)-1, strings.Join(st.RealNodes[1:], ", "))
+		}
+		fmt.Fprintf(w, "Local cluster up: real node %q%s: containerd, kubelet, kube-proxy each in a network namespace of its own, pods routed between them; Berth's images imported from %s/images.\n",
+			st.RealNode, more, bin)
 	} else {
 		fmt.Fprintf(w, "Local cluster up with 3 SIMULATED (KWOK) nodes and berth-scheduler as a process: pods are placed, not run (%s).\n", st.NoRealNode)
 	}
