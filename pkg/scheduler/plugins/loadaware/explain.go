@@ -1,15 +1,15 @@
 package loadaware
 
 import (
-	api "github.com/berth-sched/berth/pkg/explain"
+	"github.com/berth-sched/berth/pkg/decisionapi"
 )
 
-// Detail is the part of a decision record's api.LoadDetail every load-aware plugin shares:
+// Detail is the part of a decision record's decisionapi.LoadDetail every load-aware plugin shares:
 // the node's metrics freshness, the watcher document's source, when the sample was taken,
 // and the placed-but-unreported load added to it. Called from Score only when the cycle
 // records (a non-nil sink); it neither allocates nor reads the clock.
-func (e *Engine) Detail(st NodeState) api.LoadDetail {
-	d := api.LoadDetail{
+func (e *Engine) Detail(st NodeState) decisionapi.LoadDetail {
+	d := decisionapi.LoadDetail{
 		Freshness:             st.Freshness.String(),
 		UnreportedMilliCPU:    st.Unreported.MilliCPU,
 		UnreportedMemoryBytes: st.Unreported.MemoryBytes,

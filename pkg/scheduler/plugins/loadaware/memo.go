@@ -7,7 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/berth-sched/berth/pkg/scheduler/explain"
+	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
 	"github.com/berth-sched/berth/pkg/scheduler/nodememo"
 )
 
@@ -50,7 +50,7 @@ type memoStamp struct {
 // looks it up with PreparedScore. pod is the pod's part of the score's inputs. A cycle that
 // records its decision (a non-nil sink) prepares nothing: its Score computes each node with the
 // details it writes.
-func (e *Engine) PrepareScores(state fwk.CycleState, nodes []fwk.NodeInfo, sink explain.DetailSink, pod [2]int64, score ScoreFunc) {
+func (e *Engine) PrepareScores(state fwk.CycleState, nodes []fwk.NodeInfo, sink decisionrecord.DetailSink, pod [2]int64, score ScoreFunc) {
 	m := &e.memo
 	if sink != nil {
 		m.Forget()

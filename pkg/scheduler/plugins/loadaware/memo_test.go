@@ -10,7 +10,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	explainapi "github.com/berth-sched/berth/pkg/explain"
+	"github.com/berth-sched/berth/pkg/decisionapi"
 	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
 )
 
@@ -172,5 +172,5 @@ func TestPreparedScoreScope(t *testing.T) {
 // recordingSink stands for a decision record: PrepareScores only checks that there is one.
 type recordingSink struct{}
 
-func (recordingSink) ScoreDetail(string, string, any)                 {}
-func (recordingSink) ScoreLoad(string, string, explainapi.LoadDetail) {}
+func (recordingSink) ScoreDetail(string, string, any)                  {}
+func (recordingSink) ScoreLoad(string, string, decisionapi.LoadDetail) {}

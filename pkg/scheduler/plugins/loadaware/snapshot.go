@@ -110,10 +110,12 @@ type Snapshot struct {
 // DefaultWindow is the window assumed for a document that names none (load-watcher's default).
 const DefaultWindow = 15 * time.Minute
 
-// PodShare is one pod's average over the scored window, in percent of its node: what of the
-// pod the node's window average already holds.
+// PodShare is one pod's measured use, in percent of its node: CPU and Memory are its averages
+// over the scored window (what of the pod the node's window average already holds), LatestCPU
+// and LatestMemory its newest sample (what it uses now).
 type PodShare struct {
-	CPU, Memory float64
+	CPU, Memory             float64
+	LatestCPU, LatestMemory float64
 }
 
 // NewSnapshot digests a watcher response. fetchedAt is the scheduler's clock when the answer
@@ -286,8 +288,10 @@ func (e *nodeEntry) digestPods(pods []loadapi.PodUsage, window string) (bad int)
 			}
 			c, ok1 := clamp(w.CPU)
 			m, ok2 := clamp(w.Memory)
-			if ok1 && ok2 {
-				e.shares[p.UID] = PodShare{CPU: c, Memory: m}
+			lc, ok3 := clamp(p.Latest.CPU)
+			lm, ok4 := clamp(p.Latest.Memory)
+			if ok1 && ok2 && ok3 && ok4 {
+				e.shares[p.UID] = PodShare{CPU: c, Memory: m, LatestCPU: lc, LatestMemory: lm}
 			}
 		}
 	}

@@ -185,12 +185,17 @@ func inSample(p *placed, v NodeView) (in bool, covered time.Duration) {
 	return covered > 0, covered
 }
 
-// remaining is what of p's estimate v's scored window does not hold yet, and until when that
+// remaining is what of p's expected use v's scored window does not hold yet, and until when that
 // holds by the clock alone (zero: until v changes). A pod v's sample does not hold at all counts
-// whole until the tracker's expiry (it may never start). Once in the sample it counts
-// max(estimate − its share of the window, 0) with per-pod usage, estimate × (1 − covered/window)
-// by time without, and nothing once the window has seen it for its whole length: the window
-// average then holds all of the pod, and counting any more would count it twice.
+// its whole estimate until the tracker's expiry (it may never start). Once in the sample:
+//   - with per-pod usage, max(use − its share of the window, 0), where use is what the agent
+//     measured it using now: once measured, a pod's use is known better than any estimate
+//     from its spec (requests overstate most pods' use several times, and packing on them
+//     would only pack requests);
+//   - without, estimate × (1 − covered/window), covered being the time from placement to the
+//     sample;
+//   - and nothing once the window has seen it for its whole length: the window average then
+//     holds all of the pod, and counting any more would count it twice.
 func (t *Tracker) remaining(p *placed, v NodeView, c Capacity, now time.Time) (Estimate, time.Time) {
 	in, covered := inSample(p, v)
 	if !in {
@@ -205,13 +210,16 @@ func (t *Tracker) remaining(p *placed, v NodeView, c Capacity, now time.Time) (E
 	}
 	fade := 1 - float64(covered)/float64(w)
 	share, measured := v.Share(string(p.uid))
-	rem := func(est, capacity int64, pct float64) int64 {
+	rem := func(est, capacity int64, usePct, heldPct float64) int64 {
 		if measured && capacity > 0 {
-			return max(est-int64(math.Round(pct/100*float64(capacity))), 0)
+			return max(int64(math.Round((usePct-heldPct)/100*float64(capacity))), 0)
 		}
 		return int64(math.Round(float64(est) * fade))
 	}
-	return Estimate{MilliCPU: rem(p.est.MilliCPU, c.MilliCPU, share.CPU), MemoryBytes: rem(p.est.MemoryBytes, c.MemoryBytes, share.Memory)}, time.Time{}
+	return Estimate{
+		MilliCPU:    rem(p.est.MilliCPU, c.MilliCPU, share.LatestCPU, share.CPU),
+		MemoryBytes: rem(p.est.MemoryBytes, c.MemoryBytes, share.LatestMemory, share.Memory),
+	}, time.Time{}
 }
 
 // done says whether p no longer counts against v whatever the node's capacity: the window

@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	api "github.com/berth-sched/berth/pkg/explain"
-	"github.com/berth-sched/berth/pkg/scheduler/explain"
+	"github.com/berth-sched/berth/pkg/decisionapi"
+	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord/recordtest"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware"
 	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
 )
@@ -33,16 +33,16 @@ func TestScoreDetailInRecordingCycle(t *testing.T) {
 
 	tests := []struct {
 		node string
-		want api.LoadDetail
+		want decisionapi.LoadDetail
 	}{
-		{"worker-1", api.LoadDetail{Freshness: "fresh", Source: "test", AgeSeconds: 3, MeasuredPercent: 25,
+		{"worker-1", decisionapi.LoadDetail{Freshness: "fresh", Source: "test", AgeSeconds: 3, MeasuredPercent: 25,
 			CapacityMilliCPU: 8000, PodMilliCPU: 100, PredictedPercent: 26.25, TargetPercent: 40}},
-		{"worker-2", api.LoadDetail{Freshness: "fresh", Source: "test", AgeSeconds: 3, MeasuredPercent: 50,
+		{"worker-2", decisionapi.LoadDetail{Freshness: "fresh", Source: "test", AgeSeconds: 3, MeasuredPercent: 50,
 			CapacityMilliCPU: 8000, PodMilliCPU: 100, PredictedPercent: 100 * float64(4000+100+unreported) / 8000, TargetPercent: 40,
 			UnreportedMilliCPU: unreported}},
-		{"worker-9", api.LoadDetail{Freshness: "missing", Source: "test", Neutral: true}},
+		{"worker-9", decisionapi.LoadDetail{Freshness: "missing", Source: "test", Neutral: true}},
 	}
-	sink := &explain.TestSink{}
+	sink := &recordtest.Sink{}
 	recording := framework.NewCycleState()
 	sink.Install(recording)
 	quiet := framework.NewCycleState()
@@ -61,7 +61,7 @@ func TestScoreDetailInRecordingCycle(t *testing.T) {
 		if got != plain {
 			t.Errorf("%s: recording changed the score: %d vs %d", tc.node, got, plain)
 		}
-		d, ok := sink.Got[Name][tc.node].(api.LoadDetail)
+		d, ok := sink.Got[Name][tc.node].(decisionapi.LoadDetail)
 		if !ok {
 			t.Fatalf("%s: no detail: %v", tc.node, sink.Got)
 		}

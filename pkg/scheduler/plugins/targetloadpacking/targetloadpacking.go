@@ -12,7 +12,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/berth-sched/berth/pkg/scheduler/explain"
+	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware"
 )
 
@@ -114,7 +114,7 @@ const stateKey fwk.StateKey = Name + ".predictedMilliCPU"
 // the profile records), both looked up once per cycle in PreScore.
 type predictedCPU struct {
 	milli int64
-	sink  explain.DetailSink
+	sink  decisionrecord.DetailSink
 }
 
 func (p *predictedCPU) Clone() fwk.StateData { return p }
@@ -124,7 +124,7 @@ func (p *predictedCPU) Clone() fwk.StateData { return p }
 // Score only looks the result up. A cycle that records its decision scores in Score instead,
 // where the details are written.
 func (pl *TargetLoadPacking) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
-	p := &predictedCPU{milli: pl.PredictedMilliCPU(pod), sink: explain.SinkFrom(state)}
+	p := &predictedCPU{milli: pl.PredictedMilliCPU(pod), sink: decisionrecord.SinkFrom(state)}
 	state.Write(stateKey, p)
 	pl.engine.PrepareScores(state, nodes, p.sink, [2]int64{p.milli}, func(st loadaware.NodeState, ni fwk.NodeInfo) int64 {
 		return pl.score(st, ni.Node(), p.milli, nil)
@@ -132,7 +132,7 @@ func (pl *TargetLoadPacking) PreScore(_ context.Context, state fwk.CycleState, p
 	return nil
 }
 
-func (pl *TargetLoadPacking) predictedFromState(state fwk.CycleState, pod *v1.Pod) (int64, explain.DetailSink) {
+func (pl *TargetLoadPacking) predictedFromState(state fwk.CycleState, pod *v1.Pod) (int64, decisionrecord.DetailSink) {
 	if state != nil {
 		if d, err := state.Read(stateKey); err == nil {
 			if p, ok := d.(*predictedCPU); ok {
@@ -141,7 +141,7 @@ func (pl *TargetLoadPacking) predictedFromState(state fwk.CycleState, pod *v1.Po
 		}
 	}
 	// PreScore not enabled (score-only configuration): compute here.
-	return pl.PredictedMilliCPU(pod), explain.SinkFrom(state)
+	return pl.PredictedMilliCPU(pod), decisionrecord.SinkFrom(state)
 }
 
 // Score implements fwk.ScorePlugin. It reads memory only: the score PreScore prepared, or the
@@ -158,7 +158,7 @@ func (pl *TargetLoadPacking) Score(ctx context.Context, state fwk.CycleState, po
 	return pl.score(pl.engine.NodeOf(node), node, podMilli, sink), nil
 }
 
-func (pl *TargetLoadPacking) score(st loadaware.NodeState, node *v1.Node, podMilli int64, sink explain.DetailSink) int64 {
+func (pl *TargetLoadPacking) score(st loadaware.NodeState, node *v1.Node, podMilli int64, sink decisionrecord.DetailSink) int64 {
 	if st.Freshness != loadaware.Fresh || !st.Metrics.TLPCPUFound {
 		// Unknown load is neither good nor bad: a neutral score, never an error.
 		if sink != nil {

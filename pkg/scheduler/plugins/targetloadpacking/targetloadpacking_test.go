@@ -443,18 +443,23 @@ func TestPlacedPodsCountUntilTheWindowHoldsThem(t *testing.T) {
 		want  int64
 	}{
 		{"not listed: all of it, however long", 2 * time.Minute, nil, 150},
-		{"listed, no per-pod usage: time rule", 3 * time.Minute, nil, 120},          // 150 × (1 − 3/15)
-		{"listed with its window share: the shortfall", 4 * time.Minute, nil, 110},  // 150 − 4 % of 1000m
-		{"share above the estimate: nothing, no negative", 5 * time.Minute, nil, 0}, // 150 − 20 % of 1000m
-		{"a share for another window is no share: time rule", 6 * time.Minute, nil, 90},
+		{"listed, no per-pod usage: time rule", 3 * time.Minute, nil, 120},                // 150 × (1 − 3/15)
+		{"measured: its use now − its window share", 4 * time.Minute, nil, 110},           // 15 % − 4 % of 1000m
+		{"measured above the estimate: the measurement", 4 * time.Minute, nil, 250},       // 30 % − 5 %
+		{"window share above its use now: nothing, no negative", 5 * time.Minute, nil, 0}, // 10 % − 20 %
+		{"usage for another window only: time rule", 6 * time.Minute, nil, 90},
 		{"window holds it whole", 15*time.Minute + 5*time.Second, nil, 0},
 	}
 	steps[0].doc = doc(false, nil)
 	steps[1].doc = doc(true, nil)
-	steps[2].doc = doc(true, []loadapi.PodUsage{{UID: "uid-placed", Windows: []loadapi.PodWindow{{Window: "15m", CPU: 4}}}})
-	steps[3].doc = doc(true, []loadapi.PodUsage{{UID: "uid-placed", Windows: []loadapi.PodWindow{{Window: "15m", CPU: 20}}}})
-	steps[4].doc = doc(true, []loadapi.PodUsage{{UID: "uid-placed", Windows: []loadapi.PodWindow{{Window: "5m", CPU: 20}}}})
-	steps[5].doc = doc(true, []loadapi.PodUsage{{UID: "uid-placed", Windows: []loadapi.PodWindow{{Window: "15m", CPU: 1}}}})
+	usage := func(latest float64, w string, held float64) []loadapi.PodUsage {
+		return []loadapi.PodUsage{{UID: "uid-placed", Latest: loadapi.Latest{CPU: latest}, Windows: []loadapi.PodWindow{{Window: w, CPU: held}}}}
+	}
+	steps[2].doc = doc(true, usage(15, "15m", 4))
+	steps[3].doc = doc(true, usage(30, "15m", 5))
+	steps[4].doc = doc(true, usage(10, "15m", 20))
+	steps[5].doc = doc(true, usage(20, "5m", 20))
+	steps[6].doc = doc(true, usage(20, "15m", 1))
 	for _, st := range steps {
 		// The fake watcher's Date header is the real clock, against which the scheduler rebases
 		// sample times: the samples stay "now" and the pod is placed st.after before them.
@@ -491,7 +496,7 @@ func TestPodShareOfAnotherNodeIsIgnored(t *testing.T) {
 	d.Nodes = map[string]loadapi.NodeStatus{
 		"a": {Updated: clk.Now().Unix(), PodUIDs: []string{"x"}},
 		// b claims usage for a's pod without listing it, and lists it with usage too.
-		"b": {Updated: clk.Now().Unix(), PodUIDs: []string{"uid-placed"}, Pods: []loadapi.PodUsage{{UID: "uid-placed", Windows: []loadapi.PodWindow{{Window: "15m", CPU: 15}}}}},
+		"b": {Updated: clk.Now().Unix(), PodUIDs: []string{"uid-placed"}, Pods: []loadapi.PodUsage{{UID: "uid-placed", Latest: loadapi.Latest{CPU: 1}, Windows: []loadapi.PodWindow{{Window: "15m", CPU: 15}}}}},
 	}
 	w.Set(d)
 	pl := newPlugin(t, w, "", clk)
