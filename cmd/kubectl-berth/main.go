@@ -2,7 +2,7 @@
 //
 //	kubectl berth explain pod NAME                 why berth-scheduler placed a pod where it did,
 //	                                               from the running leader's decision record
-//	                                               (the logic lives in pkg/explain)
+//	                                               (explain*.go here; the record format is pkg/decisionapi)
 //	kubectl berth nodes [-l SEL] [-o wide|json]    Berth's view of every node: measured against
 //	                                               requested, freshness, class, images
 //	kubectl berth status                           components, leader, watcher freshness,
@@ -18,7 +18,6 @@ import (
 	"syscall"
 
 	"github.com/berth-sched/berth/pkg/berthctl"
-	"github.com/berth-sched/berth/pkg/explain"
 )
 
 func main() {
@@ -34,7 +33,7 @@ func main() {
 	case "nodes", "status":
 		code = berthctl.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	default:
-		code = explain.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		code = explainMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
 		if code == 2 && verb != "explain" {
 			os.Stderr.WriteString("       kubectl berth nodes [-l SELECTOR] [--sort-by KEY] [-o table|wide|json|yaml] [flags]\n")
 			os.Stderr.WriteString("       kubectl berth status [-o table|json|yaml] [flags]\n")

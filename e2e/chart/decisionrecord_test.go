@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/decisionrecord"
+	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
 	"github.com/berth-sched/berth/pkg/scheduler/schedconfig"
 )
 

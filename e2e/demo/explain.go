@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/berth-sched/berth/e2e/framework"
-	"github.com/berth-sched/berth/pkg/explain"
+	"github.com/berth-sched/berth/pkg/decisionapi"
 )
 
 // recordingConfig turns decision records on in every profile of a scenario's scheduler
@@ -21,7 +21,7 @@ func recordingConfig(config string) (string, error) {
 // /debug/berth/explain, as kubectl berth explain does) and prints, per node, the score of
 // each of plugins (all Score plugins when none are named) with the inputs the plugin
 // reported, the total, and the filter verdict of refused nodes.
-func printDecision(ctx context.Context, env *Env, ec *framework.ExplainClient, ns, name string, plugins ...string) (explain.Record, error) {
+func printDecision(ctx context.Context, env *Env, ec *framework.ExplainClient, ns, name string, plugins ...string) (decisionapi.Record, error) {
 	rec, err := ec.WaitRecord(ctx, ns, name, time.Minute)
 	if err != nil {
 		return rec, err

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/berth-sched/berth/e2e/cluster"
-	"github.com/berth-sched/berth/pkg/explain"
+	"github.com/berth-sched/berth/pkg/decisionapi"
 )
 
 // WithDecisionRecord enables the DecisionRecord plugin (multiPoint, with args) in every
@@ -71,7 +71,7 @@ func NewExplainClient(c *cluster.Cluster, port int) (*ExplainClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ExplainClient{Base: fmt.Sprintf("https://127.0.0.1:%d%s", port, explain.Path), HTTP: &http.Client{Timeout: 5 * time.Second,
+	return &ExplainClient{Base: fmt.Sprintf("https://127.0.0.1:%d%s", port, decisionapi.Path), HTTP: &http.Client{Timeout: 5 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{
 			Certificates:       []tls.Certificate{pair},
 			InsecureSkipVerify: true, //nolint:gosec // the scheduler's self-signed loopback certificate
@@ -79,8 +79,8 @@ func NewExplainClient(c *cluster.Cluster, port int) (*ExplainClient, error) {
 }
 
 // Get returns the record of ns/name, or the scheduler's 404 explanation as an error.
-func (e *ExplainClient) Get(ctx context.Context, ns, name string) (explain.Record, *explain.NotFound, error) {
-	var rec explain.Record
+func (e *ExplainClient) Get(ctx context.Context, ns, name string) (decisionapi.Record, *decisionapi.NotFound, error) {
+	var rec decisionapi.Record
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.Base+"?namespace="+url.QueryEscape(ns)+"&name="+url.QueryEscape(name), nil)
 	if err != nil {
 		return rec, nil, err
@@ -98,7 +98,7 @@ func (e *ExplainClient) Get(ctx context.Context, ns, name string) (explain.Recor
 	case http.StatusOK:
 		return rec, nil, json.Unmarshal(body, &rec)
 	case http.StatusNotFound:
-		var nf explain.NotFound
+		var nf decisionapi.NotFound
 		if err := json.Unmarshal(body, &nf); err != nil {
 			return rec, nil, fmt.Errorf("404: %s", body)
 		}
@@ -109,7 +109,7 @@ func (e *ExplainClient) Get(ctx context.Context, ns, name string) (explain.Recor
 }
 
 // WaitRecord polls until ns/name has a record with a final outcome (not InProgress).
-func (e *ExplainClient) WaitRecord(ctx context.Context, ns, name string, timeout time.Duration) (explain.Record, error) {
+func (e *ExplainClient) WaitRecord(ctx context.Context, ns, name string, timeout time.Duration) (decisionapi.Record, error) {
 	deadline := time.Now().Add(timeout)
 	var last string
 	for {
@@ -119,7 +119,7 @@ func (e *ExplainClient) WaitRecord(ctx context.Context, ns, name string, timeout
 			last = err.Error()
 		case nf != nil:
 			last = nf.Reason + ": " + nf.Error
-		case rec.Outcome != explain.OutcomeInProgress:
+		case rec.Outcome != decisionapi.OutcomeInProgress:
 			return rec, nil
 		default:
 			last = "in progress"

@@ -1,8 +1,10 @@
-// Package explain is the wire contract of berth-scheduler's decision records (what
-// /debug/berth/explain serves) and the client side: the one-line summary, the table `kubectl
-// berth explain` prints, and finding and reading the leader scheduler. It imports no scheduler
-// code, so the kubectl plugin stays small.
-package explain
+// Package decisionapi is the wire contract of berth-scheduler's decision records: what
+// /debug/berth/explain serves, and the details the Score plugins report, plus the pure text
+// both sides derive from a record (the Scheduled event's one-line summary, a plugin's detail
+// line). Like pkg/loadapi it imports neither side: the scheduler's recorder
+// (pkg/scheduler/decisionrecord), the plugins and `kubectl berth explain` (cmd/kubectl-berth)
+// depend on it.
+package decisionapi
 
 import "time"
 

@@ -31,7 +31,7 @@ import (
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
 	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
-	"github.com/berth-sched/berth/pkg/explain"
+	"github.com/berth-sched/berth/pkg/decisionapi"
 )
 
 func TestMain(m *testing.M) { framework.RunIsolated(m) }
@@ -156,7 +156,7 @@ func TestExplain(t *testing.T) {
 		if len(want) > 0 {
 			t.Errorf("nodes missing from the record: %v", want)
 		}
-		if rec.Chosen != "explain-25" || rec.Outcome != explain.OutcomeScheduled || !rec.Nodes[0].Chosen || rec.UID != string(p.UID) {
+		if rec.Chosen != "explain-25" || rec.Outcome != decisionapi.OutcomeScheduled || !rec.Nodes[0].Chosen || rec.UID != string(p.UID) {
 			t.Errorf("chosen %q outcome %s uid %s; want explain-25 Scheduled %s", rec.Chosen, rec.Outcome, rec.UID, p.UID)
 		}
 		ev, err := framework.WaitSchedulingEvent(ctx, c.Client, p, "Scheduled", 30*time.Second)
@@ -170,11 +170,11 @@ func TestExplain(t *testing.T) {
 
 	t.Run("a pod that fits nowhere shows each node's filter reason", func(t *testing.T) {
 		createPod(ctx, t, c, pod("huge", "100"))
-		var rec explain.Record
+		var rec decisionapi.Record
 		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 			r, nf, err := ec.Get(ctx, ns, "huge")
 			rec = r
-			return err == nil && nf == nil && rec.Outcome == explain.OutcomeUnschedulable, nil
+			return err == nil && nf == nil && rec.Outcome == decisionapi.OutcomeUnschedulable, nil
 		}); err != nil {
 			t.Fatalf("no Unschedulable record for huge: %v (%+v)", err, rec)
 		}
@@ -226,7 +226,7 @@ func TestExplain(t *testing.T) {
 			t.Errorf("header or inputs missing:\n%s", out)
 		}
 		js, _, code := kubectlBerth(append([]string{"explain", "pod/empty", "-n", ns, "-o", "json"}, direct()...)...)
-		var rec explain.Record
+		var rec decisionapi.Record
 		if code != 0 || json.Unmarshal([]byte(js), &rec) != nil || rec.Chosen != "explain-25" {
 			t.Errorf("-o json (%d): %s", code, js)
 		}
@@ -251,17 +251,17 @@ func TestExplain(t *testing.T) {
 	}
 
 	t.Run("a pod never seen and a pod of another scheduler get clear answers", func(t *testing.T) {
-		notFound(t, "never-created", explain.ReasonNeverSeen, "does not exist")
+		notFound(t, "never-created", decisionapi.ReasonNeverSeen, "does not exist")
 		other := pod("other", "100m")
 		other.Spec.SchedulerName = "someone-else"
 		createPod(ctx, t, c, other)
 		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			_, nf, err := ec.Get(ctx, ns, "other")
-			return err == nil && nf != nil && nf.Reason == explain.ReasonOtherScheduler, nil
+			return err == nil && nf != nil && nf.Reason == decisionapi.ReasonOtherScheduler, nil
 		}); err != nil {
 			t.Errorf("the scheduler never saw pod other in its informer: %v", err)
 		}
-		notFound(t, "other", explain.ReasonOtherScheduler, `scheduled by "someone-else"`)
+		notFound(t, "other", decisionapi.ReasonOtherScheduler, `scheduled by "someone-else"`)
 	})
 
 	t.Run("a record pushed out of the LRU is reported as evicted", func(t *testing.T) {
@@ -272,7 +272,7 @@ func TestExplain(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		notFound(t, "empty", explain.ReasonEvicted, "evicted")
+		notFound(t, "empty", decisionapi.ReasonEvicted, "evicted")
 	})
 
 	t.Run("after a restart the scheduler says it never scheduled the pod", func(t *testing.T) {
@@ -282,7 +282,7 @@ func TestExplain(t *testing.T) {
 		}
 		sched.Stop(10 * time.Second)
 		sched, ec = start()
-		notFound(t, last, explain.ReasonBeforeStart, "never scheduled it")
+		notFound(t, last, decisionapi.ReasonBeforeStart, "never scheduled it")
 	})
 
 	t.Run("an unauthenticated request is refused", func(t *testing.T) {

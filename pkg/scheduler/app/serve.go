@@ -43,9 +43,10 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/berth-sched/berth/pkg/decisionapi"
 	"github.com/berth-sched/berth/pkg/placedload"
-	"github.com/berth-sched/berth/pkg/scheduler/explain"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/decisionrecord"
+
+	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
 )
 
 // componentName is what upstream calls the scheduler in /statusz, /flagz and informer names.
@@ -97,7 +98,7 @@ func runScheduler(c *cobra.Command, opts *options.Options, registryOptions []app
 	}
 	cliflag.PrintFlags(c.Flags())
 	// The DecisionRecord plugin's factory tells rec which profiles record (per-profile args).
-	rec := explain.NewRecorder()
+	rec := decisionrecord.NewRecorder()
 	if opts.InformerName == nil {
 		n, err := cache.NewInformerName(componentName)
 		if err != nil {
@@ -128,7 +129,7 @@ func runScheduler(c *cobra.Command, opts *options.Options, registryOptions []app
 	}
 	stop := func() {}
 	if cc.SecureServing != nil {
-		if stop, err = serveSecure(ctx, cc, sched, explain.Handler(rec, podGetter(cc), profiles), placed); err != nil {
+		if stop, err = serveSecure(ctx, cc, sched, decisionrecord.Handler(rec, podGetter(cc), profiles), placed); err != nil {
 			return err
 		}
 		// Upstream's Run serves the port when SecureServing is set; Berth already does.
@@ -141,7 +142,7 @@ func runScheduler(c *cobra.Command, opts *options.Options, registryOptions []app
 // wrapRegistry applies the registry options with the DecisionRecord factory bound to this
 // scheduler's recorder and every factory wrapped to report its load-aware engine to placed (no
 // package state: each command has its own recorder and registry).
-func wrapRegistry(rec *explain.Recorder, placed *placedRegistry, options []app.Option) app.Option {
+func wrapRegistry(rec *decisionrecord.Recorder, placed *placedRegistry, options []app.Option) app.Option {
 	return func(r runtime.Registry) error {
 		tmp := runtime.Registry{}
 		for _, o := range options {
@@ -161,14 +162,14 @@ func wrapRegistry(rec *explain.Recorder, placed *placedRegistry, options []app.O
 	}
 }
 
-func podGetter(cc *schedulerserverconfig.CompletedConfig) explain.PodGetter {
+func podGetter(cc *schedulerserverconfig.CompletedConfig) decisionrecord.PodGetter {
 	l := cc.InformerFactory.Core().V1().Pods().Lister()
 	return func(ns, name string) (*corev1.Pod, error) { return l.Pods(ns).Get(name) }
 }
 
 // serveSecure serves upstream's endpoints (/healthz, /livez, /readyz, /metrics,
 // /metrics/resources, /configz, SLIs, profiling, flagz, statusz — as upstream's Run would)
-// plus explain.Path and placedload.Path, behind the same filter chain upstream uses.
+// plus decisionapi.Path and placedload.Path, behind the same filter chain upstream uses.
 func serveSecure(ctx context.Context, cc *schedulerserverconfig.CompletedConfig, sched *scheduler.Scheduler, explainHandler, placedHandler http.Handler) (func(), error) {
 	logger := klog.FromContext(ctx)
 	var checks, readyz []healthz.HealthChecker
@@ -216,7 +217,7 @@ func serveSecure(ctx context.Context, cc *schedulerserverconfig.CompletedConfig,
 	if utilfeature.DefaultFeatureGate.Enabled(zpagesfeatures.ComponentFlagz) && cc.Flagz != nil {
 		flagz.Install(m, componentName, cc.Flagz)
 	}
-	m.Handle(explain.Path, explainHandler)
+	m.Handle(decisionapi.Path, explainHandler)
 	m.Handle(placedload.Path, placedHandler)
 	if utilfeature.DefaultFeatureGate.Enabled(zpagesfeatures.ComponentStatusz) {
 		statusz.Install(m, componentName, statusz.NewRegistry(compatibility.DefaultBuildEffectiveVersion(), statusz.WithListedPaths(m.ListedPaths())))

@@ -6,7 +6,7 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	fwkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/decisionrecord"
+	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/imagelocality"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadvariationriskbalancing"

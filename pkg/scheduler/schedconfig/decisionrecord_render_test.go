@@ -7,7 +7,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/decisionrecord"
+	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
 )
 
 // TestRenderDecisionRecord: spec.plugins.decisionRecord is on by default in every profile the

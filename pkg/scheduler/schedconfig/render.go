@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/decisionrecord"
+	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/imagelocality"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadvariationriskbalancing"

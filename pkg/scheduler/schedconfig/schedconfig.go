@@ -23,7 +23,7 @@ import (
 	frameworkplugins "k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	"sigs.k8s.io/yaml"
 
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/decisionrecord"
+	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/imagelocality"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadvariationriskbalancing"

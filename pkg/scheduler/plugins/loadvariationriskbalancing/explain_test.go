@@ -9,8 +9,8 @@ import (
 	"github.com/paypal/load-watcher/pkg/watcher"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	api "github.com/berth-sched/berth/pkg/explain"
-	"github.com/berth-sched/berth/pkg/scheduler/explain"
+	"github.com/berth-sched/berth/pkg/decisionapi"
+	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord/recordtest"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware"
 	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
 )
@@ -29,7 +29,7 @@ func TestScoreDetailInRecordingCycle(t *testing.T) {
 	}))
 	pl := newPlugin(t, w, "", func() time.Time { return now })
 	pod := podWith("p", 1000, 1<<30)
-	sink := &explain.TestSink{}
+	sink := &recordtest.Sink{}
 	recording, quiet := framework.NewCycleState(), framework.NewCycleState()
 	sink.Install(recording)
 	for _, st := range []*framework.CycleState{recording, quiet} {
@@ -57,7 +57,7 @@ func TestScoreDetailInRecordingCycle(t *testing.T) {
 		if plain, _ := pl.Score(context.Background(), quiet, pod, ni); plain != got {
 			t.Errorf("%s: recording changed the score %d → %d", tc.node, plain, got)
 		}
-		d, ok := sink.Got[Name][tc.node].(api.LoadDetail)
+		d, ok := sink.Got[Name][tc.node].(decisionapi.LoadDetail)
 		if !ok {
 			t.Fatalf("%s: no detail %v", tc.node, sink.Got)
 		}
@@ -68,7 +68,7 @@ func TestScoreDetailInRecordingCycle(t *testing.T) {
 			continue
 		}
 		low := math.Inf(1)
-		for _, r := range []api.RiskTerms{d.CPU, d.Memory} {
+		for _, r := range []decisionapi.RiskTerms{d.CPU, d.Memory} {
 			if !r.Valid {
 				continue
 			}

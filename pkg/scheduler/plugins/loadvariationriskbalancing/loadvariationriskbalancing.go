@@ -12,8 +12,8 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	api "github.com/berth-sched/berth/pkg/explain"
-	"github.com/berth-sched/berth/pkg/scheduler/explain"
+	"github.com/berth-sched/berth/pkg/decisionapi"
+	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware"
 )
 
@@ -117,7 +117,7 @@ const stateKey fwk.StateKey = Name + ".podRequests"
 // profile records), both looked up once per cycle in PreScore.
 type podRequests struct {
 	est  loadaware.Estimate
-	sink explain.DetailSink
+	sink decisionrecord.DetailSink
 }
 
 func (p *podRequests) Clone() fwk.StateData { return p }
@@ -128,7 +128,7 @@ func (p *podRequests) Clone() fwk.StateData { return p }
 // are computed), so Score only looks the result up; a cycle that records its decision scores in
 // Score instead, where the details are written.
 func (pl *LoadVariationRiskBalancing) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
-	r := &podRequests{est: estimate(pod), sink: explain.SinkFrom(state)}
+	r := &podRequests{est: estimate(pod), sink: decisionrecord.SinkFrom(state)}
 	state.Write(stateKey, r)
 	pl.engine.PrepareScores(state, nodes, r.sink, [2]int64{r.est.MilliCPU, r.est.MemoryBytes}, func(st loadaware.NodeState, ni fwk.NodeInfo) int64 {
 		return pl.score(st, ni, r.est, nil)
@@ -147,7 +147,7 @@ func (pl *LoadVariationRiskBalancing) SignPod(_ context.Context, pod *v1.Pod) ([
 	return []fwk.SignFragment{{Key: SignerName, Value: [2]int64{e.MilliCPU, e.MemoryBytes}}}, nil
 }
 
-func requestsFromState(state fwk.CycleState, pod *v1.Pod) (loadaware.Estimate, explain.DetailSink) {
+func requestsFromState(state fwk.CycleState, pod *v1.Pod) (loadaware.Estimate, decisionrecord.DetailSink) {
 	if state != nil {
 		if d, err := state.Read(stateKey); err == nil {
 			if r, ok := d.(*podRequests); ok {
@@ -156,7 +156,7 @@ func requestsFromState(state fwk.CycleState, pod *v1.Pod) (loadaware.Estimate, e
 		}
 	}
 	// PreScore not enabled (score-only configuration): compute here.
-	return estimate(pod), explain.SinkFrom(state)
+	return estimate(pod), decisionrecord.SinkFrom(state)
 }
 
 // Score implements fwk.ScorePlugin. It reads memory only.
@@ -172,7 +172,7 @@ func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, state fwk.Cycle
 	return pl.score(pl.engine.NodeOf(node), nodeInfo, req, sink), nil
 }
 
-func (pl *LoadVariationRiskBalancing) score(st loadaware.NodeState, nodeInfo fwk.NodeInfo, req loadaware.Estimate, sink explain.DetailSink) int64 {
+func (pl *LoadVariationRiskBalancing) score(st loadaware.NodeState, nodeInfo fwk.NodeInfo, req loadaware.Estimate, sink decisionrecord.DetailSink) int64 {
 	node := nodeInfo.Node()
 	if st.Freshness != loadaware.Fresh || (!st.Metrics.CPU.Valid && !st.Metrics.Memory.Valid) {
 		if sink != nil {
@@ -185,7 +185,7 @@ func (pl *LoadVariationRiskBalancing) score(st loadaware.NodeState, nodeInfo fwk
 	score, found := 0.0, false
 	// terms are the per-resource inputs for the decision record (cpu is considered first,
 	// then memory); filled only when the cycle records.
-	var terms [2]api.RiskTerms
+	var terms [2]decisionapi.RiskTerms
 	considered := 0
 	consider := func(rd loadaware.ResourceData, capacity, request float64) {
 		considered++
@@ -199,7 +199,7 @@ func (pl *LoadVariationRiskBalancing) score(st loadaware.NodeState, nodeInfo fwk
 			UsedStdev: rd.Std / 100 * capacity,
 		})
 		if sink != nil {
-			terms[considered-1] = api.RiskTerms{Valid: true, AvgPercent: rd.Avg, StdPercent: rd.Std, Allocatable: capacity,
+			terms[considered-1] = decisionapi.RiskTerms{Valid: true, AvgPercent: rd.Avg, StdPercent: rd.Std, Allocatable: capacity,
 				Request: request, Score: s, Margin: pl.margin, Sensitivity: pl.sensitivity}
 		}
 		if !found || s < score {

@@ -6,8 +6,8 @@ import (
 
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	api "github.com/berth-sched/berth/pkg/explain"
-	"github.com/berth-sched/berth/pkg/scheduler/explain"
+	"github.com/berth-sched/berth/pkg/decisionapi"
+	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord/recordtest"
 )
 
 // In a recording cycle Score reports the ExS terms of the score it returns (upstream's z/x
@@ -23,7 +23,7 @@ func TestScoreDetailInRecordingCycle(t *testing.T) {
 	e.pl.Reserve(context.Background(), nil, e.newPod("z", withPodProfile(zPath)), "zn")
 	incoming := e.newPod("x", withPodProfile(xPath))
 
-	sink := &explain.TestSink{}
+	sink := &recordtest.Sink{}
 	cs := framework.NewCycleState()
 	sink.Install(cs)
 	if st := e.pl.PreScore(context.Background(), cs, incoming, nil); !st.IsSuccess() {
@@ -31,12 +31,12 @@ func TestScoreDetailInRecordingCycle(t *testing.T) {
 	}
 	tests := []struct {
 		node string
-		want api.SySchedDetail
+		want decisionapi.SySchedDetail
 	}{
 		// z node: one pod, H = z's 91 syscalls; the ExS itself is checked against upstream's
 		// vector below and against the terms.
-		{"zn", api.SySchedDetail{Pods: 1, NodeSet: 91, PodSet: e.setSize(incoming), SumPodSet: 91}},
-		{"empty", api.SySchedDetail{PodSet: e.setSize(incoming)}},
+		{"zn", decisionapi.SySchedDetail{Pods: 1, NodeSet: 91, PodSet: e.setSize(incoming), SumPodSet: 91}},
+		{"empty", decisionapi.SySchedDetail{PodSet: e.setSize(incoming)}},
 	}
 	for _, tc := range tests {
 		got, st := e.pl.Score(context.Background(), cs, incoming, nodeInfo(tc.node))
@@ -44,7 +44,7 @@ func TestScoreDetailInRecordingCycle(t *testing.T) {
 			t.Fatal(st)
 		}
 		plain, _, _ := e.scoreAll(incoming, []string{tc.node})
-		d, ok := sink.Got[Name][tc.node].(api.SySchedDetail)
+		d, ok := sink.Got[Name][tc.node].(decisionapi.SySchedDetail)
 		if !ok {
 			t.Fatalf("%s: no detail %v", tc.node, sink.Got)
 		}
@@ -58,7 +58,7 @@ func TestScoreDetailInRecordingCycle(t *testing.T) {
 			t.Errorf("%s: terms do not add up: %+v", tc.node, d)
 		}
 	}
-	if got := sink.Got[Name]["zn"].(api.SySchedDetail).ExS; got != 2 {
+	if got := sink.Got[Name]["zn"].(decisionapi.SySchedDetail).ExS; got != 2 {
 		t.Errorf("x on a z node: ExS %d, upstream's vector says 2", got)
 	}
 }

@@ -17,8 +17,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
 	fwkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
 	"github.com/berth-sched/berth/pkg/scheduler/dynamicapi"
-	"github.com/berth-sched/berth/pkg/scheduler/explain"
 )
 
 // Name is the plugin name used in KubeSchedulerConfiguration; it matches upstream so existing
@@ -92,7 +92,7 @@ func (pl *SySched) Name() string { return Name }
 // profile records).
 type cycleData struct {
 	ps   podSet
-	sink explain.DetailSink
+	sink decisionrecord.DetailSink
 }
 
 // Clone shares the immutable set; nothing mutates it after PreScore.
@@ -102,7 +102,7 @@ func (c *cycleData) Clone() fwk.StateData { return c }
 // arithmetic, and reports profiles it cannot find on the pod.
 func (pl *SySched) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	ps := pl.podSetFor(cs, pod)
-	sink := explain.SinkFrom(cs)
+	sink := decisionrecord.SinkFrom(cs)
 	cs.Write(stateKey, &cycleData{ps: ps, sink: sink})
 	if sink != nil {
 		// Recording: Score computes each node with its details.
@@ -157,7 +157,7 @@ func (pl *SySched) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, node
 	}
 	if c == nil {
 		// PreScore not enabled: resolve here.
-		c = &cycleData{ps: pl.st.podSet(pod), sink: explain.SinkFrom(cs)}
+		c = &cycleData{ps: pl.st.podSet(pod), sink: decisionrecord.SinkFrom(cs)}
 	}
 	if c.sink != nil {
 		// Recording: the score and its terms from one read of the node's state.

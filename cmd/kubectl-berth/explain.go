@@ -1,4 +1,4 @@
-package explain
+package main
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/berth-sched/berth/pkg/berthctl/reach"
+	"github.com/berth-sched/berth/pkg/decisionapi"
 )
 
 // Defaults of `kubectl berth explain`.
@@ -59,8 +60,8 @@ you need get on that non-resource URL).
 Flags:
 `
 
-// Main runs `kubectl berth ARGS` and returns the exit code.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// explainMain runs `kubectl berth ARGS` and returns the exit code.
+func explainMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "explain" {
 		fmt.Fprintln(stderr, "Usage: kubectl berth explain pod NAME [-n NAMESPACE] [flags]")
 		return 2
@@ -114,7 +115,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		_, _ = stdout.Write(raw)
 		return 0
 	}
-	if err := WriteTable(stdout, rec); err != nil {
+	if err := writeTable(stdout, rec); err != nil {
 		fmt.Fprintf(stderr, "error: %v\n", err)
 		return 1
 	}
@@ -123,7 +124,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // NoRecordError is the scheduler's answer when it holds no record of the pod.
 type NoRecordError struct {
-	NotFound
+	decisionapi.NotFound
 	Scheduler string
 }
 
@@ -134,8 +135,8 @@ func (e *NoRecordError) Error() string {
 // Explain finds the scheduler (the Lease holder's pod through port-forward, or
 // o.SchedulerURL) and reads the pod's record; raw is the JSON as served. Progress notes go to
 // info.
-func Explain(ctx context.Context, o CLIOptions, name string, info io.Writer) (Record, []byte, error) {
-	var rec Record
+func Explain(ctx context.Context, o CLIOptions, name string, info io.Writer) (decisionapi.Record, []byte, error) {
+	var rec decisionapi.Record
 	kube, err := reach.Connect(o.Kubeconfig, o.Context)
 	if err != nil {
 		return rec, nil, err
@@ -162,7 +163,7 @@ func Explain(ctx context.Context, o CLIOptions, name string, info io.Writer) (Re
 		return rec, nil, fmt.Errorf("reading pod %s/%s: %w", ns, name, err)
 	}
 	// Why the pod was moved, if Berth's rebalancer moved it (its Events outlive the pod).
-	WriteMoves(ctx, client, ns, name, info)
+	writeMoves(ctx, client, ns, name, info)
 
 	base, who, hc, stop, err := o.Scheduler().Open(ctx, cfg, client)
 	if err != nil {
@@ -173,13 +174,13 @@ func Explain(ctx context.Context, o CLIOptions, name string, info io.Writer) (Re
 	if uid != "" {
 		q.Set("uid", uid)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+Path+"?"+q.Encode(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+decisionapi.Path+"?"+q.Encode(), nil)
 	if err != nil {
 		return rec, nil, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return rec, nil, fmt.Errorf("reading %s from %s: %w", Path, who, err)
+		return rec, nil, fmt.Errorf("reading %s from %s: %w", decisionapi.Path, who, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
@@ -193,13 +194,13 @@ func Explain(ctx context.Context, o CLIOptions, name string, info io.Writer) (Re
 		}
 		return rec, body, nil
 	case http.StatusNotFound, http.StatusBadRequest:
-		var nf NotFound
+		var nf decisionapi.NotFound
 		if json.Unmarshal(body, &nf) == nil && nf.Reason != "" {
 			return rec, nil, &NoRecordError{NotFound: nf, Scheduler: who}
 		}
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return rec, nil, fmt.Errorf("%s refused the request (%d): your credentials need get on the non-resource URL %s (e.g. a ClusterRole with nonResourceURLs: [%q]); answer: %s",
-			who, resp.StatusCode, Path, Path, strings.TrimSpace(string(body)))
+			who, resp.StatusCode, decisionapi.Path, decisionapi.Path, strings.TrimSpace(string(body)))
 	}
 	return rec, nil, fmt.Errorf("%s answered %d: %s", who, resp.StatusCode, strings.TrimSpace(string(body)))
 }

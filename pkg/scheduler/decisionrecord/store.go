@@ -1,4 +1,4 @@
-package explain
+package decisionrecord
 
 import (
 	"container/list"
@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	api "github.com/berth-sched/berth/pkg/explain"
+	"github.com/berth-sched/berth/pkg/decisionapi"
 )
 
 // store is a bounded LRU of attempts keyed by pod UID, with a name index and a bounded
@@ -49,9 +49,9 @@ func key(ns, name string) string { return ns + "/" + name }
 func (s *store) begin(pod *v1.Pod, profile string, weights map[string]int) *attempt {
 	a := &attempt{
 		topK: s.topK,
-		rec: Record{
+		rec: decisionapi.Record{
 			Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
-			Profile: profile, Attempts: 1, Started: s.now(), Outcome: OutcomeInProgress,
+			Profile: profile, Attempts: 1, Started: s.now(), Outcome: decisionapi.OutcomeInProgress,
 			Weights: weights,
 		},
 	}
@@ -98,7 +98,7 @@ func (s *store) remember(k string) {
 }
 
 // get returns the record of ns/name, or when it was evicted.
-func (s *store) get(ns, name string) (Record, bool, time.Time) {
+func (s *store) get(ns, name string) (decisionapi.Record, bool, time.Time) {
 	s.mu.Lock()
 	k := key(ns, name)
 	uid, ok := s.byName[k]
@@ -109,18 +109,18 @@ func (s *store) get(ns, name string) (Record, bool, time.Time) {
 	ev := s.evicted[k]
 	s.mu.Unlock()
 	if a == nil {
-		return Record{}, false, ev
+		return decisionapi.Record{}, false, ev
 	}
 	return a.snapshot(), true, time.Time{}
 }
 
 // getUID returns the record of the pod with uid (the Scheduled event's summary).
-func (s *store) getUID(uid types.UID) (Record, bool) {
+func (s *store) getUID(uid types.UID) (decisionapi.Record, bool) {
 	s.mu.Lock()
 	e, ok := s.byUID[uid]
 	s.mu.Unlock()
 	if !ok {
-		return Record{}, false
+		return decisionapi.Record{}, false
 	}
 	return e.Value.(*attempt).snapshot(), true
 }
@@ -155,14 +155,14 @@ type attempt struct {
 	// details are what plugins reported from Score in this cycle; only the kept nodes'
 	// survive scores().
 	details []detailEntry
-	rec     Record
+	rec     decisionapi.Record
 	// feasible counts nodes that passed Filter; atomic so the common case (a node fits)
 	// takes no lock. anyRefused says refused may be non-empty.
 	feasible   atomic.Int64
 	anyRefused atomic.Bool
-	refused    map[string]*Verdict
+	refused    map[string]*decisionapi.Verdict
 	reasons    map[reasonKey]int
-	scored     []NodeRecord
+	scored     []decisionapi.NodeRecord
 	sealed     bool
 }
 
@@ -175,8 +175,8 @@ func (a *attempt) attempts() int {
 	return a.rec.Attempts
 }
 
-func verdictOf(st *fwk.Status) *Verdict {
-	return &Verdict{Plugin: st.Plugin(), Code: st.Code().String(), Reasons: append([]string(nil), st.Reasons()...)}
+func verdictOf(st *fwk.Status) *decisionapi.Verdict {
+	return &decisionapi.Verdict{Plugin: st.Plugin(), Code: st.Code().String(), Reasons: append([]string(nil), st.Reasons()...)}
 }
 
 func (a *attempt) filter(node string, st *fwk.Status) {
@@ -193,7 +193,7 @@ func (a *attempt) filter(node string, st *fwk.Status) {
 	defer a.mu.Unlock()
 	a.anyRefused.Store(true)
 	if a.refused == nil {
-		a.refused = make(map[string]*Verdict)
+		a.refused = make(map[string]*decisionapi.Verdict)
 		a.reasons = make(map[reasonKey]int)
 	}
 	v := verdictOf(st)
@@ -218,7 +218,7 @@ func (a *attempt) preFilter(st *fwk.Status) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.rec.PreFilter = verdictOf(st)
-	a.rec.Outcome = OutcomeUnschedulable
+	a.rec.Outcome = decisionapi.OutcomeUnschedulable
 }
 
 func (a *attempt) hint(node string) {
@@ -230,13 +230,13 @@ func (a *attempt) hint(node string) {
 
 type loadEntry struct {
 	node, plugin string
-	detail       api.LoadDetail
+	detail       decisionapi.LoadDetail
 }
 
 // ScoreLoad implements DetailSink without a lock or an allocation per node: the first report
 // of a cycle allocates a slab of two slots per scored node (typically two load-aware plugins);
 // a report beyond it takes the locked ScoreDetail path.
-func (a *attempt) ScoreLoad(plugin, node string, detail api.LoadDetail) {
+func (a *attempt) ScoreLoad(plugin, node string, detail decisionapi.LoadDetail) {
 	if a.closed.Load() {
 		return
 	}
@@ -277,7 +277,7 @@ func (a *attempt) ScoreDetail(plugin, node string, detail any) {
 func (a *attempt) fail(st *fwk.Status) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.rec.Outcome = OutcomeError
+	a.rec.Outcome = decisionapi.OutcomeError
 	a.rec.Error = st.Message()
 }
 
@@ -306,16 +306,16 @@ func (a *attempt) scores(scores []fwk.NodePluginScores) {
 		}
 	}
 	weights := a.rec.Weights
-	out := make([]NodeRecord, 0, len(idx))
+	out := make([]decisionapi.NodeRecord, 0, len(idx))
 	for _, i := range idx {
 		ns := &scores[i]
-		nr := NodeRecord{Node: ns.Name, Feasible: true, Total: ns.TotalScore, Scores: make([]PluginScore, 0, len(ns.Scores))}
+		nr := decisionapi.NodeRecord{Node: ns.Name, Feasible: true, Total: ns.TotalScore, Scores: make([]decisionapi.PluginScore, 0, len(ns.Scores))}
 		raw := make(map[string]int64, len(ns.RawScores))
 		for _, r := range ns.RawScores {
 			raw[r.Name] = r.Score
 		}
 		for _, w := range ns.Scores {
-			ps := PluginScore{Plugin: w.Name, Raw: raw[w.Name], Weighted: w.Score, Weight: weights[w.Name]}
+			ps := decisionapi.PluginScore{Plugin: w.Name, Raw: raw[w.Name], Weighted: w.Score, Weight: weights[w.Name]}
 			if ps.Weight > 0 {
 				ps.Normalized = w.Score / int64(ps.Weight)
 			}
@@ -329,7 +329,7 @@ func (a *attempt) scores(scores []fwk.NodePluginScores) {
 		loads = (*slab)[:min(a.loadNext.Load(), int64(len(*slab)))]
 	}
 	if len(a.details) > 0 || len(loads) > 0 {
-		kept := make(map[string]*NodeRecord, len(out))
+		kept := make(map[string]*decisionapi.NodeRecord, len(out))
 		for i := range out {
 			kept[out[i].Node] = &out[i]
 		}
@@ -369,14 +369,14 @@ func (a *attempt) result(node string, feasibleOnly bool, err error) {
 	switch {
 	case node != "":
 		a.rec.Chosen = node
-		a.rec.Outcome = OutcomeScheduled
+		a.rec.Outcome = decisionapi.OutcomeScheduled
 		a.rec.ScoringSkipped = feasibleOnly
-	case a.rec.Outcome == OutcomeError:
+	case a.rec.Outcome == decisionapi.OutcomeError:
 	case err != nil && a.rec.PreFilter == nil && a.feasible.Load() == 0 && len(a.refused) == 0:
-		a.rec.Outcome = OutcomeError
+		a.rec.Outcome = decisionapi.OutcomeError
 		a.rec.Error = err.Error()
 	default:
-		a.rec.Outcome = OutcomeUnschedulable
+		a.rec.Outcome = decisionapi.OutcomeUnschedulable
 	}
 	a.sealLocked()
 }
@@ -384,7 +384,7 @@ func (a *attempt) result(node string, feasibleOnly bool, err error) {
 func (a *attempt) reserveFailed(st *fwk.Status) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.rec.Outcome = OutcomeError
+	a.rec.Outcome = decisionapi.OutcomeError
 	a.rec.Error = "reserved " + a.rec.Chosen + " but a Reserve plugin failed: " + st.Message()
 }
 
@@ -424,7 +424,7 @@ func (a *attempt) sealLocked() {
 	}
 }
 
-func (a *attempt) snapshot() Record {
+func (a *attempt) snapshot() decisionapi.Record {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	r := a.rec
@@ -432,17 +432,17 @@ func (a *attempt) snapshot() Record {
 	if !a.sealed {
 		r.Refused = len(a.refused)
 	}
-	r.Nodes = make([]NodeRecord, 0, len(a.scored)+len(a.refused))
+	r.Nodes = make([]decisionapi.NodeRecord, 0, len(a.scored)+len(a.refused))
 	chosenListed := false
 	for _, n := range a.scored {
 		n.Chosen = n.Node == r.Chosen
 		chosenListed = chosenListed || n.Chosen
-		n.Scores = append([]PluginScore(nil), n.Scores...)
+		n.Scores = append([]decisionapi.PluginScore(nil), n.Scores...)
 		r.Nodes = append(r.Nodes, n)
 	}
 	if r.Chosen != "" && !chosenListed {
 		// Only one feasible node (no scoring) or a hinted node: list it without scores.
-		r.Nodes = append([]NodeRecord{{Node: r.Chosen, Feasible: true, Chosen: true}}, r.Nodes...)
+		r.Nodes = append([]decisionapi.NodeRecord{{Node: r.Chosen, Feasible: true, Chosen: true}}, r.Nodes...)
 	}
 	// Chosen first, then by total.
 	sort.SliceStable(r.Nodes, func(i, j int) bool { return r.Nodes[i].Chosen && !r.Nodes[j].Chosen })
@@ -457,14 +457,14 @@ func (a *attempt) snapshot() Record {
 	}
 	for _, n := range names {
 		v := *a.refused[n]
-		r.Nodes = append(r.Nodes, NodeRecord{Node: n, Filter: &v})
+		r.Nodes = append(r.Nodes, decisionapi.NodeRecord{Node: n, Filter: &v})
 	}
 	if r.Feasible > listedFeasible {
 		r.OmittedFeasible = r.Feasible - listedFeasible
 	}
 	r.OmittedRefused = r.Refused - len(names)
 	for k, c := range a.reasons {
-		r.RefusedBy = append(r.RefusedBy, ReasonCount{Plugin: k.plugin, Reason: k.reason, Nodes: c})
+		r.RefusedBy = append(r.RefusedBy, decisionapi.ReasonCount{Plugin: k.plugin, Reason: k.reason, Nodes: c})
 	}
 	sort.Slice(r.RefusedBy, func(i, j int) bool {
 		x, y := r.RefusedBy[i], r.RefusedBy[j]

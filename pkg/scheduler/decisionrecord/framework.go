@@ -1,4 +1,4 @@
-package explain
+package decisionrecord
 
 import (
 	"context"
@@ -12,8 +12,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	api "github.com/berth-sched/berth/pkg/explain"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/decisionrecord"
+	"github.com/berth-sched/berth/pkg/decisionapi"
 )
 
 // recordingFramework delegates everything to the profile's framework and records what the
@@ -101,7 +100,7 @@ func (f *recordingFramework) RunReservePluginsReserve(ctx context.Context, state
 // framework's recorder (their handle).
 func (f *recordingFramework) EventRecorder() events.EventRecorderLogger {
 	inner := f.Framework.EventRecorder()
-	if inner == nil || *f.p.args.Summary != decisionrecord.SummaryEvent {
+	if inner == nil || *f.p.args.Summary != SummaryEvent {
 		return inner
 	}
 	return summaryRecorder{EventRecorderLogger: inner, p: f.p}
@@ -122,7 +121,7 @@ func (s summaryRecorder) WithLogger(l klog.Logger) events.EventRecorderLogger {
 func (s summaryRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
 	if pod, ok := regarding.(*v1.Pod); ok && reason == "Scheduled" {
 		if rec, ok := s.p.store.getUID(pod.UID); ok && rec.Chosen != "" {
-			if line := api.Summary(rec, MaxSummary); line != "" {
+			if line := decisionapi.Summary(rec, MaxSummary); line != "" {
 				msg := fmt.Sprintf(note, args...) + "; " + line
 				s.EventRecorderLogger.Eventf(regarding, related, eventtype, reason, action, "%s", msg)
 				return

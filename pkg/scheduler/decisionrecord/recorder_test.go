@@ -1,4 +1,4 @@
-package explain
+package decisionrecord
 
 import (
 	"context"
@@ -29,8 +29,7 @@ import (
 	fwkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
 
-	api "github.com/berth-sched/berth/pkg/explain"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/decisionrecord"
+	"github.com/berth-sched/berth/pkg/decisionapi"
 )
 
 // The framework's instrumentation needs the scheduler metrics registered, as the scheduler does.
@@ -67,7 +66,7 @@ func (f *fakeScore) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, ni
 		if f.name == "Packing" {
 			sink.ScoreDetail(f.name, ni.Node().Name, f.raw[ni.Node().Name])
 		} else {
-			sink.ScoreLoad(f.name, ni.Node().Name, api.LoadDetail{MeasuredPercent: float64(f.raw[ni.Node().Name])})
+			sink.ScoreLoad(f.name, ni.Node().Name, decisionapi.LoadDetail{MeasuredPercent: float64(f.raw[ni.Node().Name])})
 		}
 	}
 	return f.raw[ni.Node().Name], nil
@@ -121,7 +120,7 @@ func newFixture(t *testing.T, refuse map[string]string, nodeNames []string, reco
 		"Packing":    func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) { return packing, nil },
 		"Spread":     func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) { return spread, nil },
 		// The plugin's factory is what turns recording on for the profile.
-		decisionrecord.Name: decisionrecord.NewFactory(rec),
+		Name: NewFactory(rec),
 	}
 	profile := config.KubeSchedulerProfile{
 		SchedulerName: "berth-scheduler",
@@ -131,9 +130,9 @@ func newFixture(t *testing.T, refuse map[string]string, nodeNames []string, reco
 			Score:     config.PluginSet{Enabled: []config.Plugin{{Name: "Packing", Weight: 3}, {Name: "Spread"}}},
 			Bind:      config.PluginSet{Enabled: []config.Plugin{{Name: defaultbinder.Name}}},
 			// DecisionRecord implements no extension point: multiPoint only instantiates it.
-			MultiPoint: config.PluginSet{Enabled: []config.Plugin{{Name: decisionrecord.Name}}},
+			MultiPoint: config.PluginSet{Enabled: []config.Plugin{{Name: Name}}},
 		},
-		PluginConfig: []config.PluginConfig{{Name: decisionrecord.Name, Args: &runtime.Unknown{
+		PluginConfig: []config.PluginConfig{{Name: Name, Args: &runtime.Unknown{
 			ContentType: runtime.ContentTypeJSON,
 			Raw:         []byte(fmt.Sprintf(`{"records":%d,"topNodes":%d,"summary":"Event"}`, records, top)),
 		}}},
@@ -166,7 +165,7 @@ func newFixture(t *testing.T, refuse map[string]string, nodeNames []string, reco
 	return &fixture{fw: rec.Wrap(fw, pr), rec: rec, events: ev, nodes: infos, scores: []*fakeScore{packing, spread}}
 }
 
-func (f *fixture) get(ns, name string) (Record, bool, time.Time) {
+func (f *fixture) get(ns, name string) (decisionapi.Record, bool, time.Time) {
 	return f.rec.profile("berth-scheduler").store.get(ns, name)
 }
 
@@ -222,7 +221,7 @@ func TestRecordOfAFrameworkRun(t *testing.T) {
 	}
 	// Packing raw n1=5,n2=10 (weight 3, no normalise); Spread raw n1=100,n2=95 halved (weight 1).
 	// n1: 15+50=65, n2: 30+47=77.
-	if chosen != "n2" || rec.Chosen != "n2" || rec.Outcome != OutcomeScheduled {
+	if chosen != "n2" || rec.Chosen != "n2" || rec.Outcome != decisionapi.OutcomeScheduled {
 		t.Fatalf("chosen %q, record %q %s", chosen, rec.Chosen, rec.Outcome)
 	}
 	if rec.Feasible != 2 || rec.Refused != 1 || len(rec.Nodes) != 3 {
@@ -231,10 +230,10 @@ func TestRecordOfAFrameworkRun(t *testing.T) {
 	tests := []struct {
 		node   string
 		total  int64
-		scores []PluginScore
+		scores []decisionapi.PluginScore
 	}{
-		{"n2", 77, []PluginScore{{Plugin: "Packing", Raw: 10, Normalized: 10, Weight: 3, Weighted: 30}, {Plugin: "Spread", Raw: 95, Normalized: 47, Weight: 1, Weighted: 47}}},
-		{"n1", 65, []PluginScore{{Plugin: "Packing", Raw: 5, Normalized: 5, Weight: 3, Weighted: 15}, {Plugin: "Spread", Raw: 100, Normalized: 50, Weight: 1, Weighted: 50}}},
+		{"n2", 77, []decisionapi.PluginScore{{Plugin: "Packing", Raw: 10, Normalized: 10, Weight: 3, Weighted: 30}, {Plugin: "Spread", Raw: 95, Normalized: 47, Weight: 1, Weighted: 47}}},
+		{"n1", 65, []decisionapi.PluginScore{{Plugin: "Packing", Raw: 5, Normalized: 5, Weight: 3, Weighted: 15}, {Plugin: "Spread", Raw: 100, Normalized: 50, Weight: 1, Weighted: 50}}},
 	}
 	for i, tc := range tests {
 		n := rec.Nodes[i]
@@ -248,7 +247,7 @@ func TestRecordOfAFrameworkRun(t *testing.T) {
 			t.Errorf("%s details %v", tc.node, n.Details)
 		}
 		// ScoreLoad's detail is kept as a value copy (not a pointer into the cycle's chunk).
-		if d := n.Details["Spread"]; d != (api.LoadDetail{MeasuredPercent: float64(tc.scores[1].Raw)}) {
+		if d := n.Details["Spread"]; d != (decisionapi.LoadDetail{MeasuredPercent: float64(tc.scores[1].Raw)}) {
 			t.Errorf("%s load detail %#v", tc.node, d)
 		}
 	}
@@ -268,14 +267,14 @@ func TestRecordFitsNowhere(t *testing.T) {
 	f := newFixture(t, map[string]string{"a": "too small", "b": "too small", "c": "tainted"}, []string{"a", "b", "c"}, 10, 2)
 	f.cycle(t, pod("big"))
 	rec, _, _ := f.get("ns", "big")
-	if rec.Outcome != OutcomeUnschedulable || rec.Refused != 3 || rec.Feasible != 0 {
+	if rec.Outcome != decisionapi.OutcomeUnschedulable || rec.Refused != 3 || rec.Feasible != 0 {
 		t.Fatalf("%+v", rec)
 	}
 	// Top 2 by name, the third counted.
 	if len(rec.Nodes) != 2 || rec.Nodes[0].Node != "a" || rec.Nodes[1].Node != "b" || rec.OmittedRefused != 1 {
 		t.Fatalf("nodes %+v omitted %d", rec.Nodes, rec.OmittedRefused)
 	}
-	want := []ReasonCount{{Plugin: "FakeFilter", Reason: "too small", Nodes: 2}, {Plugin: "FakeFilter", Reason: "tainted", Nodes: 1}}
+	want := []decisionapi.ReasonCount{{Plugin: "FakeFilter", Reason: "too small", Nodes: 2}, {Plugin: "FakeFilter", Reason: "tainted", Nodes: 1}}
 	if fmt.Sprint(rec.RefusedBy) != fmt.Sprint(want) {
 		t.Errorf("refusedBy %v, want %v", rec.RefusedBy, want)
 	}
@@ -376,29 +375,29 @@ func TestHandler(t *testing.T) {
 		code          int
 	}{
 		{"namespace=ns&name=p", "", 200},
-		{"namespace=ns&name=old", api.ReasonEvicted, 404},
-		{"namespace=ns&name=other", api.ReasonOtherScheduler, 404},
-		{"namespace=ns&name=pending", api.ReasonNeverSeen, 404},
-		{"namespace=ns&name=bound", api.ReasonBeforeStart, 404},
-		{"namespace=ns&name=ghost", api.ReasonNeverSeen, 404},
-		{"namespace=ns&name=p&uid=older", api.ReasonStale, 404},
-		{"namespace=ns", api.ReasonBadRequest, 400},
+		{"namespace=ns&name=old", decisionapi.ReasonEvicted, 404},
+		{"namespace=ns&name=other", decisionapi.ReasonOtherScheduler, 404},
+		{"namespace=ns&name=pending", decisionapi.ReasonNeverSeen, 404},
+		{"namespace=ns&name=bound", decisionapi.ReasonBeforeStart, 404},
+		{"namespace=ns&name=ghost", decisionapi.ReasonNeverSeen, 404},
+		{"namespace=ns&name=p&uid=older", decisionapi.ReasonStale, 404},
+		{"namespace=ns", decisionapi.ReasonBadRequest, 400},
 	}
 	for _, tc := range tests {
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, Path+"?"+tc.query, nil))
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, decisionapi.Path+"?"+tc.query, nil))
 		if w.Code != tc.code {
 			t.Errorf("%s: %d %s", tc.query, w.Code, w.Body)
 			continue
 		}
 		if tc.code == 200 {
-			var r Record
+			var r decisionapi.Record
 			if err := json.Unmarshal(w.Body.Bytes(), &r); err != nil || r.Name != "p" || r.Chosen == "" {
 				t.Errorf("%s: %v %+v", tc.query, err, r)
 			}
 			continue
 		}
-		var nf NotFound
+		var nf decisionapi.NotFound
 		if err := json.Unmarshal(w.Body.Bytes(), &nf); err != nil || nf.Reason != tc.reason || nf.Error == "" {
 			t.Errorf("%s: %v %+v", tc.query, err, nf)
 		}
@@ -406,22 +405,22 @@ func TestHandler(t *testing.T) {
 	// A new pod reusing the name of a recorded one is not answered with the old record.
 	pods["p"] = &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "new"}, Spec: v1.PodSpec{SchedulerName: "berth-scheduler"}}
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, Path+"?namespace=ns&name=p", nil))
-	if w.Code != 404 || !strings.Contains(w.Body.String(), api.ReasonStale) {
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, decisionapi.Path+"?namespace=ns&name=p", nil))
+	if w.Code != 404 || !strings.Contains(w.Body.String(), decisionapi.ReasonStale) {
 		t.Errorf("stale: %d %s", w.Code, w.Body)
 	}
 	// Recording off: in the whole scheduler, and in the pod's profile only.
 	for _, h := range []http.Handler{Handler(nil, get, nil), Handler(NewRecorder(), get, nil)} {
 		w = httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, Path+"?namespace=ns&name=p", nil))
-		if w.Code != 404 || !strings.Contains(w.Body.String(), api.ReasonDisabled) {
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, decisionapi.Path+"?namespace=ns&name=p", nil))
+		if w.Code != 404 || !strings.Contains(w.Body.String(), decisionapi.ReasonDisabled) {
 			t.Errorf("off: %d %s", w.Code, w.Body)
 		}
 	}
 	pods["q"] = &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "q", UID: "uq"}, Spec: v1.PodSpec{SchedulerName: "quiet"}}
 	w = httptest.NewRecorder()
-	Handler(f.rec, get, []string{"berth-scheduler", "quiet"}).ServeHTTP(w, httptest.NewRequest(http.MethodGet, Path+"?namespace=ns&name=q", nil))
-	if w.Code != 404 || !strings.Contains(w.Body.String(), api.ReasonDisabled) || !strings.Contains(w.Body.String(), "profile quiet") {
+	Handler(f.rec, get, []string{"berth-scheduler", "quiet"}).ServeHTTP(w, httptest.NewRequest(http.MethodGet, decisionapi.Path+"?namespace=ns&name=q", nil))
+	if w.Code != 404 || !strings.Contains(w.Body.String(), decisionapi.ReasonDisabled) || !strings.Contains(w.Body.String(), "profile quiet") {
 		t.Errorf("profile without recording: %d %s", w.Code, w.Body)
 	}
 }
@@ -431,12 +430,12 @@ func TestHandler(t *testing.T) {
 // kept node gets its own detail, copied out of the slab.
 func TestLoadDetailsBeyondTheSlab(t *testing.T) {
 	const n = 130 // slab: 2 × max(1, 64) = 128 slots
-	a := &attempt{topK: n, rec: Record{Weights: map[string]int{"P": 1}}}
+	a := &attempt{topK: n, rec: decisionapi.Record{Weights: map[string]int{"P": 1}}}
 	a.scoring.Store(1)
 	scores := make([]fwk.NodePluginScores, n)
 	for i := 0; i < n; i++ {
 		node := fmt.Sprintf("n%03d", i)
-		a.ScoreLoad("P", node, api.LoadDetail{MeasuredPercent: float64(i)})
+		a.ScoreLoad("P", node, decisionapi.LoadDetail{MeasuredPercent: float64(i)})
 		scores[i] = fwk.NodePluginScores{Name: node, Scores: []fwk.PluginScore{{Name: "P", Score: int64(i % 100)}}, TotalScore: int64(i % 100)}
 	}
 	a.scores(scores)
@@ -446,12 +445,12 @@ func TestLoadDetailsBeyondTheSlab(t *testing.T) {
 	for _, nr := range a.scored {
 		var i int
 		fmt.Sscanf(nr.Node, "n%03d", &i)
-		if d, ok := nr.Details["P"].(api.LoadDetail); !ok || d.MeasuredPercent != float64(i) {
+		if d, ok := nr.Details["P"].(decisionapi.LoadDetail); !ok || d.MeasuredPercent != float64(i) {
 			t.Errorf("%s: detail %#v", nr.Node, nr.Details["P"])
 		}
 	}
 	a.seal()
-	a.ScoreLoad("P", "late", api.LoadDetail{})
+	a.ScoreLoad("P", "late", decisionapi.LoadDetail{})
 	if a.loadSlab.Load() != nil {
 		t.Error("a sealed attempt took a late report")
 	}

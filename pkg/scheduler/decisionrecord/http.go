@@ -1,4 +1,4 @@
-package explain
+package decisionrecord
 
 import (
 	"encoding/json"
@@ -11,13 +11,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	api "github.com/berth-sched/berth/pkg/explain"
+	"github.com/berth-sched/berth/pkg/decisionapi"
 )
 
 // PodGetter reads a pod from the scheduler's informer cache (no API call per request).
 type PodGetter func(namespace, name string) (*v1.Pod, error)
 
-// Handler serves GET Path?namespace=NS&name=POD[&uid=UID]. r may be nil. The handler is
+// Handler serves GET decisionapi.Path?namespace=NS&name=POD[&uid=UID]. r may be nil. The handler is
 // mounted behind the scheduler's authentication and authorisation filters; it does no access
 // control of its own. profiles are every profile of this scheduler (recording or not).
 func Handler(r *Recorder, pods PodGetter, profiles []string) http.Handler {
@@ -38,14 +38,14 @@ func Handler(r *Recorder, pods PodGetter, profiles []string) http.Handler {
 		}
 		since := started.UTC().Format(time.RFC3339)
 		notFound := func(code int, reason, format string, args ...any) {
-			writeJSON(w, code, NotFound{Error: fmt.Sprintf(format, args...), Reason: reason, SchedulerStarted: started})
+			writeJSON(w, code, decisionapi.NotFound{Error: fmt.Sprintf(format, args...), Reason: reason, SchedulerStarted: started})
 		}
 		if name == "" {
-			notFound(http.StatusBadRequest, api.ReasonBadRequest, "query parameter name (the pod) is required; namespace defaults to default")
+			notFound(http.StatusBadRequest, decisionapi.ReasonBadRequest, "query parameter name (the pod) is required; namespace defaults to default")
 			return
 		}
 		if !r.Enabled() {
-			notFound(http.StatusNotFound, api.ReasonDisabled, "decision recording is off in every profile of this scheduler (enable the %s plugin in a profile)", "DecisionRecord")
+			notFound(http.StatusNotFound, decisionapi.ReasonDisabled, "decision recording is off in every profile of this scheduler (enable the %s plugin in a profile)", "DecisionRecord")
 			return
 		}
 		var pod *v1.Pod
@@ -60,12 +60,12 @@ func Handler(r *Recorder, pods PodGetter, profiles []string) http.Handler {
 		var stores []*profileRecorder
 		if pod != nil {
 			if !contains(profiles, pod.Spec.SchedulerName) {
-				notFound(http.StatusNotFound, api.ReasonOtherScheduler, "pod %s/%s is scheduled by %q, not by this scheduler (profiles %s)", ns, name, pod.Spec.SchedulerName, strings.Join(sorted(profiles), ", "))
+				notFound(http.StatusNotFound, decisionapi.ReasonOtherScheduler, "pod %s/%s is scheduled by %q, not by this scheduler (profiles %s)", ns, name, pod.Spec.SchedulerName, strings.Join(sorted(profiles), ", "))
 				return
 			}
 			pr := r.profile(pod.Spec.SchedulerName)
 			if pr == nil {
-				notFound(http.StatusNotFound, api.ReasonDisabled, "profile %s does not record decisions (the DecisionRecord plugin is not enabled in it)", pod.Spec.SchedulerName)
+				notFound(http.StatusNotFound, decisionapi.ReasonDisabled, "profile %s does not record decisions (the DecisionRecord plugin is not enabled in it)", pod.Spec.SchedulerName)
 				return
 			}
 			stores = []*profileRecorder{pr}
@@ -83,7 +83,7 @@ func Handler(r *Recorder, pods PodGetter, profiles []string) http.Handler {
 			rec, ok, ev := pr.store.get(ns, name)
 			if ok {
 				if uid != "" && rec.UID != uid {
-					notFound(http.StatusNotFound, api.ReasonStale, "the record of %s/%s is for an earlier pod with that name (uid %s); this pod (uid %s) has not had a scheduling attempt by this scheduler instance (started %s)", ns, name, rec.UID, uid, since)
+					notFound(http.StatusNotFound, decisionapi.ReasonStale, "the record of %s/%s is for an earlier pod with that name (uid %s); this pod (uid %s) has not had a scheduling attempt by this scheduler instance (started %s)", ns, name, rec.UID, uid, since)
 					return
 				}
 				writeJSON(w, http.StatusOK, rec)
@@ -94,22 +94,22 @@ func Handler(r *Recorder, pods PodGetter, profiles []string) http.Handler {
 			}
 		}
 		if evictedFrom != nil {
-			notFound(http.StatusNotFound, api.ReasonEvicted, "the record of %s/%s was evicted at %s to keep profile %s's last %d records (DecisionRecord records)", ns, name, evictedAt.UTC().Format(time.RFC3339), evictedFrom.name, *evictedFrom.args.Records)
+			notFound(http.StatusNotFound, decisionapi.ReasonEvicted, "the record of %s/%s was evicted at %s to keep profile %s's last %d records (DecisionRecord records)", ns, name, evictedAt.UTC().Format(time.RFC3339), evictedFrom.name, *evictedFrom.args.Records)
 			return
 		}
 		if pod != nil && pod.Spec.NodeName != "" {
-			notFound(http.StatusNotFound, api.ReasonBeforeStart, "pod %s/%s is bound to %s but this scheduler instance (started %s) never scheduled it: it was placed before a restart or by another replica, and records live in memory only", ns, name, pod.Spec.NodeName, since)
+			notFound(http.StatusNotFound, decisionapi.ReasonBeforeStart, "pod %s/%s is bound to %s but this scheduler instance (started %s) never scheduled it: it was placed before a restart or by another replica, and records live in memory only", ns, name, pod.Spec.NodeName, since)
 			return
 		}
 		if pod != nil {
-			notFound(http.StatusNotFound, api.ReasonNeverSeen, "pod %s/%s has not had a scheduling attempt by this scheduler instance (started %s) yet", ns, name, since)
+			notFound(http.StatusNotFound, decisionapi.ReasonNeverSeen, "pod %s/%s has not had a scheduling attempt by this scheduler instance (started %s) yet", ns, name, since)
 			return
 		}
 		if podErr != nil && !apierrors.IsNotFound(podErr) {
-			notFound(http.StatusNotFound, api.ReasonNeverSeen, "no record of %s/%s, and reading the pod failed: %v", ns, name, podErr)
+			notFound(http.StatusNotFound, decisionapi.ReasonNeverSeen, "no record of %s/%s, and reading the pod failed: %v", ns, name, podErr)
 			return
 		}
-		notFound(http.StatusNotFound, api.ReasonNeverSeen, "pod %s/%s does not exist and this scheduler instance (started %s) has no record of it", ns, name, since)
+		notFound(http.StatusNotFound, decisionapi.ReasonNeverSeen, "pod %s/%s does not exist and this scheduler instance (started %s) has no record of it", ns, name, since)
 	})
 }
 

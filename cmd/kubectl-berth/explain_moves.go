@@ -1,4 +1,4 @@
-package explain
+package main
 
 import (
 	"context"
@@ -17,10 +17,10 @@ import (
 // moves (pkg/rebalancer: RebalancerMoved, RebalancerWouldMove, RebalancerPDBRefused, ...).
 const rebalancerEventPrefix = "Rebalancer"
 
-// WriteMoves prints why the rebalancer moved (or tried to move) the pod, from its Events: the
+// writeMoves prints why the rebalancer moved (or tried to move) the pod, from its Events: the
 // pod is gone after a move and the scheduler's record only says where it was placed. Not being
 // allowed to read Events, or there being none, prints nothing: the placement record still answers.
-func WriteMoves(ctx context.Context, c kubernetes.Interface, ns, name string, w io.Writer) {
+func writeMoves(ctx context.Context, c kubernetes.Interface, ns, name string, w io.Writer) {
 	sel := fields.Set{"involvedObject.kind": "Pod", "involvedObject.name": name}.AsSelector().String()
 	list, err := c.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: sel})
 	if err != nil {

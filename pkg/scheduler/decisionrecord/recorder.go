@@ -5,7 +5,7 @@
 // upstream's in-tree ones included, without running any plugin twice), keeps a bounded LRU of
 // records per profile in memory, and serves them as JSON behind the scheduler's own
 // authentication and authorisation. The wire types live in pkg/explain.
-package explain
+package decisionrecord
 
 import (
 	"context"
@@ -20,37 +20,17 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	api "github.com/berth-sched/berth/pkg/explain"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/decisionrecord"
+	"github.com/berth-sched/berth/pkg/decisionapi"
 )
 
-// The wire types, re-exported for the scheduler side.
-type (
-	Record      = api.Record
-	Verdict     = api.Verdict
-	NodeRecord  = api.NodeRecord
-	PluginScore = api.PluginScore
-	ReasonCount = api.ReasonCount
-	NotFound    = api.NotFound
-)
-
-// Outcomes, reasons and the endpoint path, re-exported.
-const (
-	Path                 = api.Path
-	OutcomeInProgress    = api.OutcomeInProgress
-	OutcomeScheduled     = api.OutcomeScheduled
-	OutcomeUnschedulable = api.OutcomeUnschedulable
-	OutcomeError         = api.OutcomeError
-)
-
-// DetailSink receives the inputs a Score plugin read for one node (api.LoadDetail,
-// api.SySchedDetail, ...). Plugins look it up once per cycle in PreScore (SinkFrom) and call
+// DetailSink receives the inputs a Score plugin read for one node (decisionapi.LoadDetail,
+// decisionapi.SySchedDetail, ...). Plugins look it up once per cycle in PreScore (SinkFrom) and call
 // it from Score only when it is non-nil, so Score costs nothing extra when recording is off.
 type DetailSink interface {
 	ScoreDetail(plugin, node string, detail any)
 	// ScoreLoad is ScoreDetail for the load-aware plugins, by value: the recorder copies it
 	// into storage of its own, so Score does not allocate per node.
-	ScoreLoad(plugin, node string, detail api.LoadDetail)
+	ScoreLoad(plugin, node string, detail decisionapi.LoadDetail)
 }
 
 // SinkFrom returns the cycle's sink, or nil when the pod's profile does not record.
@@ -80,7 +60,7 @@ type Recorder struct {
 
 type profileRecorder struct {
 	name    string
-	args    *decisionrecord.Args
+	args    *Args
 	store   *store
 	weights map[string]int
 }
@@ -91,8 +71,8 @@ func NewRecorder() *Recorder {
 	return &Recorder{started: time.Now(), now: time.Now, profiles: map[string]*profileRecorder{}}
 }
 
-// EnableProfile implements decisionrecord.Registrar.
-func (r *Recorder) EnableProfile(profile string, args *decisionrecord.Args) {
+// EnableProfile implements Registrar.
+func (r *Recorder) EnableProfile(profile string, args *Args) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.profiles[profile] = &profileRecorder{name: profile, args: args,

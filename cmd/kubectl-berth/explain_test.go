@@ -1,9 +1,11 @@
-package explain
+package main
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,73 +13,28 @@ import (
 	coordv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/berth-sched/berth/pkg/decisionapi"
 )
 
-// seed001 is a record as the scheduler serves it: three scored nodes with TargetLoadPacking
-// details, one refused node.
-func seed001() Record {
-	tlp := func(measured, predicted float64) LoadDetail {
-		return LoadDetail{Freshness: "fresh", Source: "BerthAgent", AgeSeconds: 2, MeasuredPercent: measured,
-			CapacityMilliCPU: 8000, PredictedPercent: predicted, TargetPercent: 40}
-	}
-	node := func(name string, raw int64, d LoadDetail) NodeRecord {
-		return NodeRecord{Node: name, Feasible: true, Total: raw + 50,
-			Scores:  []PluginScore{{Plugin: "TargetLoadPacking", Raw: raw, Normalized: raw, Weight: 1, Weighted: raw}, {Plugin: "SySched", Raw: 3, Normalized: 50, Weight: 1, Weighted: 50}},
-			Details: map[string]any{"TargetLoadPacking": d, "SySched": SySchedDetail{ExS: 3, Pods: 1, NodeSet: 10, PodSet: 9, HMinusP: 1, HUnionP: 12, SumPodSet: 10}}}
-	}
-	r := Record{Namespace: "demo", Name: "empty", UID: "u1", Profile: "berth-scheduler", Attempts: 1, Outcome: OutcomeScheduled,
-		Chosen: "worker-1", Weights: map[string]int{"TargetLoadPacking": 1, "SySched": 1}, Feasible: 3, Refused: 1,
-		Nodes: []NodeRecord{node("worker-1", 78, tlp(25, 25)), node("worker-3", 55, tlp(10, 10)), node("worker-2", 33, tlp(50, 50)),
-			{Node: "tiny", Filter: &Verdict{Plugin: "NodeResourcesFit", Code: "Unschedulable", Reasons: []string{"Insufficient cpu"}}}},
-		RefusedBy: []ReasonCount{{Plugin: "NodeResourcesFit", Reason: "Insufficient cpu", Nodes: 1}},
-	}
-	r.Nodes[0].Chosen = true
-	return r
-}
-
-// jsonRoundTrip is what a client sees: details decoded as map[string]any.
-func jsonRoundTrip(t *testing.T, r Record) Record {
+// seed001 is a record as the scheduler serves it (three scored nodes with TargetLoadPacking
+// and SySched details, one refused node), decoded as the CLI decodes every answer.
+func seed001(t *testing.T) decisionapi.Record {
 	t.Helper()
-	b, err := json.Marshal(r)
+	b, err := os.ReadFile(filepath.Join("testdata", "seed001.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out Record
-	if err := json.Unmarshal(b, &out); err != nil {
+	var r decisionapi.Record
+	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
 	}
-	return out
-}
-
-func TestSummary(t *testing.T) {
-	hinted := Record{Chosen: "n1", NodeHint: "n1", HintFrom: "ns/twin", Nodes: []NodeRecord{{Node: "n1", Feasible: true, Chosen: true}}}
-	single := Record{Chosen: "n1", ScoringSkipped: true, Refused: 4, Nodes: []NodeRecord{{Node: "n1", Feasible: true, Chosen: true}}}
-	tests := []struct {
-		name string
-		rec  Record
-		max  int
-		want string
-	}{
-		{"seed 001", seed001(), 0, "TargetLoadPacking 78 (util 25 %→25 %), SySched 50 (ExS 3), total 128; next best worker-3 105"},
-		{"cut to 30 bytes", seed001(), 30, "TargetLoadPacking 78 (util …"},
-		{"unschedulable", Record{Outcome: OutcomeUnschedulable}, 0, ""},
-		{"batching hint", hinted, 0, "reused the scoring of ns/twin (identical pod, opportunistic batching)"},
-		{"only feasible node", single, 0, "the only feasible node, not scored; 4 nodes refused"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			for _, r := range []Record{tc.rec, jsonRoundTrip(t, tc.rec)} {
-				if got := Summary(r, tc.max); got != tc.want {
-					t.Errorf("got  %q\nwant %q", got, tc.want)
-				}
-			}
-		})
-	}
+	return r
 }
 
 func TestWriteTable(t *testing.T) {
 	var b bytes.Buffer
-	if err := WriteTable(&b, jsonRoundTrip(t, seed001())); err != nil {
+	if err := writeTable(&b, seed001(t)); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -121,7 +78,7 @@ func TestWriteTable(t *testing.T) {
 func TestMainUsage(t *testing.T) {
 	for _, args := range [][]string{nil, {"describe"}, {"explain"}, {"explain", "deployment", "x"}, {"explain", "pod", "x", "-o", "yaml"}, {"explain", "--bogus"}} {
 		var out, errb bytes.Buffer
-		code := Main(context.Background(), args, &out, &errb)
+		code := explainMain(context.Background(), args, &out, &errb)
 		if e := errb.String(); code != 2 || out.Len() != 0 || !(strings.Contains(e, "Usage: kubectl berth explain") || strings.Contains(e, "error: --output")) {
 			t.Errorf("%v: code %d, stdout %q, stderr %q", args, code, out.String(), e)
 		}

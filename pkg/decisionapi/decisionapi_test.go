@@ -1,0 +1,122 @@
+package decisionapi
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// seed001 is a record as the scheduler serves it: three scored nodes with TargetLoadPacking
+// details, one refused node.
+func seed001() Record {
+	tlp := func(measured, predicted float64) LoadDetail {
+		return LoadDetail{Freshness: "fresh", Source: "BerthAgent", AgeSeconds: 2, MeasuredPercent: measured,
+			CapacityMilliCPU: 8000, PredictedPercent: predicted, TargetPercent: 40}
+	}
+	node := func(name string, raw int64, d LoadDetail) NodeRecord {
+		return NodeRecord{Node: name, Feasible: true, Total: raw + 50,
+			Scores:  []PluginScore{{Plugin: "TargetLoadPacking", Raw: raw, Normalized: raw, Weight: 1, Weighted: raw}, {Plugin: "SySched", Raw: 3, Normalized: 50, Weight: 1, Weighted: 50}},
+			Details: map[string]any{"TargetLoadPacking": d, "SySched": SySchedDetail{ExS: 3, Pods: 1, NodeSet: 10, PodSet: 9, HMinusP: 1, HUnionP: 12, SumPodSet: 10}}}
+	}
+	r := Record{Namespace: "demo", Name: "empty", UID: "u1", Profile: "berth-scheduler", Attempts: 1, Outcome: OutcomeScheduled,
+		Chosen: "worker-1", Weights: map[string]int{"TargetLoadPacking": 1, "SySched": 1}, Feasible: 3, Refused: 1,
+		Nodes: []NodeRecord{node("worker-1", 78, tlp(25, 25)), node("worker-3", 55, tlp(10, 10)), node("worker-2", 33, tlp(50, 50)),
+			{Node: "tiny", Filter: &Verdict{Plugin: "NodeResourcesFit", Code: "Unschedulable", Reasons: []string{"Insufficient cpu"}}}},
+		RefusedBy: []ReasonCount{{Plugin: "NodeResourcesFit", Reason: "Insufficient cpu", Nodes: 1}},
+	}
+	r.Nodes[0].Chosen = true
+	return r
+}
+
+// jsonRoundTrip is what a client sees: details decoded as map[string]any.
+func jsonRoundTrip(t *testing.T, r Record) Record {
+	t.Helper()
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Record
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestSummary: the Scheduled event's one-line summary, from a record as the scheduler holds it
+// and as a client decodes it.
+func TestSummary(t *testing.T) {
+	hinted := Record{Chosen: "n1", NodeHint: "n1", HintFrom: "ns/twin", Nodes: []NodeRecord{{Node: "n1", Feasible: true, Chosen: true}}}
+	single := Record{Chosen: "n1", ScoringSkipped: true, Refused: 4, Nodes: []NodeRecord{{Node: "n1", Feasible: true, Chosen: true}}}
+	tests := []struct {
+		name string
+		rec  Record
+		max  int
+		want string
+	}{
+		{"seed 001", seed001(), 0, "TargetLoadPacking 78 (util 25 %→25 %), SySched 50 (ExS 3), total 128; next best worker-3 105"},
+		{"cut to 30 bytes", seed001(), 30, "TargetLoadPacking 78 (util …"},
+		{"unschedulable", Record{Outcome: OutcomeUnschedulable}, 0, ""},
+		{"batching hint", hinted, 0, "reused the scoring of ns/twin (identical pod, opportunistic batching)"},
+		{"only feasible node", single, 0, "the only feasible node, not scored; 4 nodes refused"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, r := range []Record{tc.rec, jsonRoundTrip(t, tc.rec)} {
+				if got := Summary(r, tc.max); got != tc.want {
+					t.Errorf("got  %q\nwant %q", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestInputLines: every plugin's inputs, whatever shape the details travelled in.
+func TestInputLines(t *testing.T) {
+	for _, r := range []Record{seed001(), jsonRoundTrip(t, seed001())} {
+		got := r.Nodes[0].InputLines()
+		want := []string{
+			"worker-1 TargetLoadPacking: measured 25 % of 8000m; + pod 0m + unreported 0m → 25 % (target 40 %); BerthAgent fresh sample 2s old",
+			"worker-1 SySched: ExS 3 = |H∖P| 1 + 1 pods × |H∪P| 12 − Σ|S_q| 10 (|H| 10, |P| 9)",
+		}
+		if len(got) != len(want) {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("line %d: got %q, want %q", i, got[i], want[i])
+			}
+		}
+		if lines := r.Nodes[3].InputLines(); len(lines) != 0 {
+			t.Errorf("a refused node reports inputs: %q", lines)
+		}
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite cmd/kubectl-berth/testdata/seed001.json from seed001()")
+
+// The CLI's tests read seed001 as the scheduler serves it over the wire; this keeps that file
+// equal to the record built here.
+func TestSeed001Fixture(t *testing.T) {
+	b, err := json.MarshalIndent(seed001(), "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("..", "..", "cmd", "kubectl-berth", "testdata", "seed001.json")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(b)+"\n" {
+		t.Errorf("%s differs from seed001(); go test ./decisionapi -run TestSeed001Fixture -update", path)
+	}
+}
