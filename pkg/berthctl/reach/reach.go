@@ -2,7 +2,7 @@
 // components: the caller's kubeconfig, the scheduler's leader from its Lease, a port-forward
 // through the API server to a pod (so the caller's own credentials, checked by the API server,
 // are what opens the tunnel), and an HTTP client presenting those credentials to the
-// scheduler's secure port. pkg/explain and pkg/berthctl both use it; neither copies it.
+// scheduler's secure port. kubectl berth explain (cmd/kubectl-berth) and pkg/berthctl both use it; neither copies it.
 package reach
 
 import (

@@ -2,7 +2,7 @@
 // turns on berth-scheduler's decision records for that profile, with the profile's own
 // bounds and summary target (Args). The plugin implements no extension point, so the
 // framework never calls it in a scheduling cycle; the recording itself is done by
-// pkg/scheduler/explain around the profile's framework, which the scheduler command installs
+// this package's Recorder around the profile's framework, which the scheduler command installs
 // for every profile whose DecisionRecord factory ran.
 package decisionrecord
 

@@ -4,7 +4,7 @@
 // each profile that enables the DecisionRecord plugin (so every enabled plugin is covered,
 // upstream's in-tree ones included, without running any plugin twice), keeps a bounded LRU of
 // records per profile in memory, and serves them as JSON behind the scheduler's own
-// authentication and authorisation. The wire types live in pkg/explain.
+// authentication and authorisation. The wire types live in pkg/decisionapi.
 package decisionrecord
 
 import (
