@@ -45,6 +45,10 @@ type NodeSpec struct {
 	Labels map[string]string
 	// Taints besides SimulatedTaint, which every simulated node carries.
 	Taints []corev1.Taint
+	// WithoutSimulatedTaint leaves SimulatedTaint off: only for a cluster of simulated nodes
+	// alone (berth-local -simulated), where every workload is meant for them and nothing could
+	// run anywhere else.
+	WithoutSimulatedTaint bool
 }
 
 // NodeObject renders spec as a Node that KWOK manages. Ready says whether to mark it Ready
@@ -79,8 +83,11 @@ func NodeObject(spec NodeSpec, ready bool) *corev1.Node {
 			Labels:      labels,
 			Annotations: map[string]string{KWOKNodeAnnotation: "fake"},
 		},
-		Spec:   corev1.NodeSpec{Taints: append(append([]corev1.Taint(nil), spec.Taints...), SimulatedTaint)},
+		Spec:   corev1.NodeSpec{Taints: append([]corev1.Taint(nil), spec.Taints...)},
 		Status: corev1.NodeStatus{Capacity: res, Allocatable: res, Phase: corev1.NodeRunning},
+	}
+	if !spec.WithoutSimulatedTaint {
+		n.Spec.Taints = append(n.Spec.Taints, SimulatedTaint)
 	}
 	if ready {
 		n.Status.Conditions = []corev1.NodeCondition{{

@@ -440,7 +440,8 @@ func (c *Cluster) realNodeNetwork() error {
 		if n.Index > 0 {
 			n.CgroupName = fmt.Sprintf("berth-%s-%d", suffix, n.Index+1)
 			nsPath = filepath.Join(c.Dir, "netns", n.NodeName)
-			n.paths = newNodePaths(filepath.Join(c.Dir, "node-"+n.NodeName))
+			// Short: containerd's ttrpc socket path must stay under 104 bytes.
+			n.paths = newNodePaths(filepath.Join(c.Dir, fmt.Sprintf("n%d", n.Index+1)))
 		}
 		n.ContainerdSocket = n.paths.Socket
 		ns, err := createNetNS(nsPath)
@@ -564,6 +565,34 @@ func (c *Cluster) startInNode(ctx context.Context, r *RealNode, spec ProcessSpec
 	spec.Args = append(spec.Args, c.cfg.ExtraArgs[spec.Name]...)
 	return c.launch(ctx, inNetNS(spec, r.tools["nsenter"], r.NetNS), check)
 }
+
+// StartNodeComponent runs a process of the cluster inside real node r's network namespace, as
+// a hostNetwork pod of that node would run (a node agent), and waits until check passes. Its
+// loopback is the node's own: give it a kubeconfig from WriteNodeKubeconfig.
+func (c *Cluster) StartNodeComponent(ctx context.Context, r *RealNode, spec ProcessSpec, check func(context.Context) error) (*Process, error) {
+	if r.Index == 0 {
+		return c.StartComponent(ctx, spec, check)
+	}
+	spec.Args = append(spec.Args, c.cfg.ExtraArgs[spec.Name]...)
+	return c.launch(ctx, inNetNS(spec, r.tools["nsenter"], r.NetNS), check)
+}
+
+// WriteNodeKubeconfig is WriteKubeconfig for a client running in real node r's namespace: the
+// API server at the first node's IP for the others (their loopback does not have it).
+func (c *Cluster) WriteNodeKubeconfig(r *RealNode, name string, id Identity) (string, error) {
+	return c.writeKubeconfig(name, c.nodeServer(r), id)
+}
+
+func (c *Cluster) nodeServer(r *RealNode) string {
+	if r.Index == 0 {
+		return c.Host
+	}
+	return "https://" + net.JoinHostPort(RealNodeIP, c.Host[strings.LastIndexByte(c.Host, ':')+1:])
+}
+
+// HTTPCheck passes when url, fetched from inside the node's namespace, answers 200 (a check
+// for StartNodeComponent).
+func (r *RealNode) HTTPCheck(url string) func(context.Context) error { return r.nsHTTPCheck(url) }
 
 // nsHTTPCheck is httpCheck over connections made inside the node's namespace.
 func (r *RealNode) nsHTTPCheck(url string) func(context.Context) error {
@@ -692,10 +721,7 @@ func (c *Cluster) startContainerd(ctx context.Context, r *RealNode, imgs []strin
 // IP (which the serving certificate names).
 func (c *Cluster) startNodeAgents(ctx context.Context, r *RealNode) error {
 	p := r.paths
-	server := c.Host
-	if r.Index > 0 {
-		server = "https://" + net.JoinHostPort(RealNodeIP, c.Host[strings.LastIndexByte(c.Host, ':')+1:])
-	}
+	server := c.nodeServer(r)
 	if err := makeRShared(p.Kubelet); err != nil {
 		return err
 	}

@@ -60,7 +60,7 @@ func nodeAddrs(i int) nodeAddr {
 
 // realNodePaths are the files and directories of one real node, all under the cluster Dir.
 type realNodePaths struct {
-	Root          string // Dir/node (the first node) or Dir/node-<name>
+	Root          string // Dir/node (the first node) or Dir/n<i>
 	ContainerdDir string
 	Socket        string
 	CNIBin        string

@@ -173,7 +173,12 @@ func StartPodConfigAgent(ctx context.Context, c *cluster.Cluster, name string, e
 	if rn == nil {
 		return nil, fmt.Errorf("the PodConfig agent needs the real node")
 	}
-	kc, err := c.WriteKubeconfig(name, cluster.Identity{User: PodConfigAgentUser})
+	return StartPodConfigAgentOn(ctx, c, rn, name, extra...)
+}
+
+// StartPodConfigAgentOn is StartPodConfigAgent for real node rn (any of the cluster's).
+func StartPodConfigAgentOn(ctx context.Context, c *cluster.Cluster, rn *cluster.RealNode, name string, extra ...string) (*cluster.Process, error) {
+	kc, err := c.WriteNodeKubeconfig(rn, name, cluster.Identity{User: PodConfigAgentUser})
 	if err != nil {
 		return nil, err
 	}
@@ -190,8 +195,8 @@ func StartPodConfigAgent(ctx context.Context, c *cluster.Cluster, name string, e
 		"--watcher-url=http://[::1]:9", "--token-file=" + tok, "--listen=" + addr,
 		"--sample-interval=200ms", "--report-interval=1h", "--cri-socket=" + rn.ContainerdSocket,
 		"--image-interval=1h", "--podconfig", "--podconfig-resync=5s", "-v=2"}, extra...)
-	return c.StartComponent(ctx, cluster.ProcessSpec{Name: name, Binary: filepath.Join(c.BinDir, "berth-agent"), Args: args},
-		cluster.HTTPCheck("http://"+addr+"/readyz"))
+	return c.StartNodeComponent(ctx, rn, cluster.ProcessSpec{Name: name, Binary: filepath.Join(c.BinDir, "berth-agent"), Args: args},
+		rn.HTTPCheck("http://"+addr+"/readyz"))
 }
 
 // NetechoImage builds the netecho image tarball into dir (about 5 s) for RealNodeConfig.Images.

@@ -413,10 +413,11 @@ func supervise(o localOpts) error {
 			stopCluster()
 			return fail(err)
 		}
+		// No real node beside them: the README's workloads are meant for these nodes, untainted.
 		if err := c.AddNodes(ctx,
-			cluster.NodeSpec{Name: "node-1", CPU: "8", Memory: "32Gi"},
-			cluster.NodeSpec{Name: "node-2", CPU: "8", Memory: "32Gi"},
-			cluster.NodeSpec{Name: "node-3", CPU: "8", Memory: "32Gi"}); err != nil {
+			cluster.NodeSpec{Name: "node-1", CPU: "8", Memory: "32Gi", WithoutSimulatedTaint: true},
+			cluster.NodeSpec{Name: "node-2", CPU: "8", Memory: "32Gi", WithoutSimulatedTaint: true},
+			cluster.NodeSpec{Name: "node-3", CPU: "8", Memory: "32Gi", WithoutSimulatedTaint: true}); err != nil {
 			stopCluster()
 			return fail(err)
 		}
