@@ -16,6 +16,56 @@ type Accounting struct {
 	running map[string]string // pod → node
 	// dev is each bursty pod's current deviation from its mean CPU use, in millicores.
 	dev map[string]float64
+	// uids are the pods' API UIDs (the agents find pod cgroups by UID).
+	uids map[string]string
+}
+
+// SetUID records pod's UID, under which PodShares names it.
+func (a *Accounting) SetUID(pod, uid string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.uids == nil {
+		a.uids = map[string]string{}
+	}
+	a.uids[pod] = uid
+}
+
+// PodShare is one running pod's use as its node's fixture cgroup holds it: CPU in percent of
+// the node, memory as that share of the fixture's MemTotal.
+type PodShare struct {
+	UID         string
+	CPU, Memory float64
+}
+
+// PodShares are the shares of the pods running on node with a known UID, sorted by UID. They
+// add up to the node's load above its base: on a saturated node (demand over 100 %) every pod
+// gets the same fraction of what it asks, as the kernel's fair share would give.
+func (a *Accounting) PodShares(node string) []PodShare {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n, ok := a.nodes[node]
+	if !ok {
+		return nil
+	}
+	var out []PodShare
+	var demand float64
+	for p, on := range a.running {
+		uid := a.uids[p]
+		if on != node || uid == "" {
+			continue
+		}
+		spec := a.pods[p]
+		cpu := 100 * max(0, spec.UseMilliCPU+a.dev[p]) / float64(n.MilliCPU)
+		demand += cpu
+		out = append(out, PodShare{UID: uid, CPU: cpu, Memory: 100 * spec.UseMemMiB / float64(n.MemoryMiB)})
+	}
+	if room := 100 - n.BaseCPU; demand > room && demand > 0 {
+		for i := range out {
+			out[i].CPU *= max(room, 0) / demand
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].UID < out[j].UID })
+	return out
 }
 
 // NewAccounting starts with no pod running.

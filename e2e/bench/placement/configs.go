@@ -37,7 +37,11 @@ nodeImageLocality:
   weight: 5
   args: {useNodeStatus: true, tieBreakSmallImages: true}`
 
-func tlp(target, weight int) string {
+func tlp(target, weight int) string { return tlpm(target, weight, "1.5") }
+
+// tlpm is tlp with another defaultRequestsMultiplier (what a container without a CPU limit is
+// predicted to use, times its request).
+func tlpm(target, weight int, multiplier string) string {
 	return fmt.Sprintf(`
 targetLoadPacking:
   weight: %d
@@ -45,7 +49,7 @@ targetLoadPacking:
     %%[1]s
     targetUtilization: %d
     defaultRequests: {cpu: "1"}
-    defaultRequestsMultiplier: "1.5"`, weight, target)
+    defaultRequestsMultiplier: %q`, weight, target, multiplier)
 }
 
 func lvrb(weight int) string {
@@ -73,7 +77,17 @@ var catalog = []RunConfig{
 	{Key: "tlp60-nds", Name: "TLP 60 noDefScore", Plugins: tlp(60, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
 	{Key: "tlp40-w5", Name: "TLP 40 weight 5", Plugins: tlp(40, 5) + imageLocality, WaitPlugin: "TargetLoadPacking"},
 	{Key: "both-filter-nds", Name: "TLP 40+LVRB+filter noDefScore", Plugins: tlp(40, 1) + lvrb(1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", thresholds: filter},
+	// The chart's presets (scheduler.loadAware.mode): what values.yaml renders for each.
+	{Key: "pack", Name: "pack: TLP 40 noDefScore+filter", Plugins: tlp(40, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", thresholds: filter},
+	{Key: "balance", Name: "balance: TLP 40+LVRB", Plugins: tlp(40, 1) + lvrb(1) + imageLocality, WaitPlugin: "TargetLoadPacking"},
+	// Tuning variants of pack: requests of containers without a CPU limit predicted at 1× and
+	// 0.5× (the upstream default 1.5× predicts more than most pods use).
+	{Key: "pack-m1", Name: "pack, multiplier 1", Plugins: tlpm(40, 1, "1") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", thresholds: filter},
+	{Key: "pack-m05", Name: "pack, multiplier 0.5", Plugins: tlpm(40, 1, "0.5") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", thresholds: filter},
 }
+
+// TableRuns are the realistic table's runs: the stock scheduler and the chart's two presets.
+var TableRuns = []string{"default", "pack", "balance"}
 
 // filter is the usage-threshold Filter's setting in the filter runs: pods stay off nodes whose
 // measured CPU plus unreported placements is above 80 %, a margin under the 90 % the benchmark
@@ -175,16 +189,17 @@ func indent(s, pre string) string {
 type chartValues struct {
 	Scheduler struct {
 		Plugins struct {
-			DisableDefaultScore bool `json:"disableDefaultScore"`
+			// The nullable switches: null leaves them to scheduler.loadAware.mode.
+			DisableDefaultScore *bool `json:"disableDefaultScore"`
 			TargetLoadPacking   struct {
-				Enabled                   bool              `json:"enabled"`
+				Enabled                   *bool             `json:"enabled"`
 				Weight                    int               `json:"weight"`
 				TargetUtilization         int               `json:"targetUtilization"`
 				DefaultRequests           map[string]string `json:"defaultRequests"`
 				DefaultRequestsMultiplier string            `json:"defaultRequestsMultiplier"`
 			} `json:"targetLoadPacking"`
 			LoadVariationRiskBalancing struct {
-				Enabled                 bool   `json:"enabled"`
+				Enabled                 *bool  `json:"enabled"`
 				Weight                  int    `json:"weight"`
 				SafeVarianceMargin      string `json:"safeVarianceMargin"`
 				SafeVarianceSensitivity string `json:"safeVarianceSensitivity"`
@@ -195,6 +210,7 @@ type chartValues struct {
 			} `json:"nodeImageLocality"`
 		} `json:"plugins"`
 		LoadAware struct {
+			Mode            string         `json:"mode"`
 			UsageThresholds map[string]int `json:"usageThresholds"`
 		} `json:"loadAware"`
 	} `json:"scheduler"`
@@ -231,12 +247,30 @@ func ChartRun() (RunConfig, error) {
 	return chartRunFrom(v)
 }
 
+// orMode is a nullable switch: its value when set, else the mode's.
+func orMode(b *bool, mode bool) bool {
+	if b != nil {
+		return *b
+	}
+	return mode
+}
+
+// chartRunFrom follows the chart's secondaryscheduler template: scheduler.loadAware.mode
+// (pack, the default, or balance) decides the switches plugins.* leave null.
 func chartRunFrom(v chartValues) (RunConfig, error) {
 	p := v.Scheduler.Plugins
+	mode := v.Scheduler.LoadAware.Mode
+	if mode == "" {
+		mode = "pack"
+	}
+	if mode != "pack" && mode != "balance" {
+		return RunConfig{}, fmt.Errorf("chart run: scheduler.loadAware.mode %q, want pack or balance", mode)
+	}
+	pack := mode == "pack"
 	var sb strings.Builder
-	var names []string
+	names := []string{mode + ":"}
 	wait := ""
-	if t := p.TargetLoadPacking; t.Enabled {
+	if t := p.TargetLoadPacking; orMode(t.Enabled, true) {
 		fmt.Fprintf(&sb, "\ntargetLoadPacking:\n  weight: %d\n  args:\n    %%[1]s\n    targetUtilization: %d\n    defaultRequestsMultiplier: %q",
 			t.Weight, t.TargetUtilization, t.DefaultRequestsMultiplier)
 		if cpu := t.DefaultRequests["cpu"]; cpu != "" {
@@ -244,7 +278,7 @@ func chartRunFrom(v chartValues) (RunConfig, error) {
 		}
 		names, wait = append(names, fmt.Sprintf("TLP %d", t.TargetUtilization)), "TargetLoadPacking"
 	}
-	if l := p.LoadVariationRiskBalancing; l.Enabled {
+	if l := p.LoadVariationRiskBalancing; orMode(l.Enabled, !pack) {
 		fmt.Fprintf(&sb, "\nloadVariationRiskBalancing:\n  weight: %d\n  args:\n    %%[1]s\n    safeVarianceMargin: %q\n    safeVarianceSensitivity: %q",
 			l.Weight, l.SafeVarianceMargin, l.SafeVarianceSensitivity)
 		names = append(names, "LVRB")
@@ -258,16 +292,20 @@ func chartRunFrom(v chartValues) (RunConfig, error) {
 	if n := p.NodeImageLocality; n.Enabled {
 		fmt.Fprintf(&sb, "\nnodeImageLocality:\n  weight: %d\n  args: {useNodeStatus: true, tieBreakSmallImages: true}", n.Weight)
 	}
-	if p.DisableDefaultScore {
+	if orMode(p.DisableDefaultScore, pack) {
 		sb.WriteString(noDefaultScore)
 		names = append(names, "noDefScore")
 	}
 	rc := RunConfig{Key: "chart", Plugins: sb.String(), WaitPlugin: wait}
-	if th := v.Scheduler.LoadAware.UsageThresholds; len(th) > 0 {
+	th := v.Scheduler.LoadAware.UsageThresholds
+	if len(th) == 0 && pack {
+		th = filter // the chart's pack default, the same 80/90 as the filter runs
+	}
+	if len(th) > 0 {
 		rc.thresholds = th
 		names = append(names, "filter")
 	}
-	rc.Name = "chart: " + strings.Join(names, "+")
+	rc.Name = "chart " + names[0] + " " + strings.Join(names[1:], "+")
 	return rc, nil
 }
 

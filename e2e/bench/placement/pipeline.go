@@ -71,6 +71,13 @@ func newPipeline(ctx context.Context, c *cluster.Cluster, sc *Scenario, advance 
 		if err != nil {
 			return err
 		}
+		// The agents read per-pod usage from this cgroup tree, written by the simulator.
+		if err := fx.EnableCgroups(filepath.Join(dir, "cgroup")); err != nil {
+			return err
+		}
+		if err := fx.SetCPUs(int(max(n.MilliCPU/1000, 1))); err != nil {
+			return err
+		}
 		tf := filepath.Join(dir, "token")
 		if err := os.WriteFile(tf, []byte(tok), 0o600); err != nil {
 			return err
@@ -111,10 +118,14 @@ func newPipeline(ctx context.Context, c *cluster.Cluster, sc *Scenario, advance 
 	return p, nil
 }
 
-// resetLoads puts every node back at its base load (the same cluster state for every run).
+// resetLoads puts every node back at its base load and without pods (the same cluster state
+// for every run).
 func (p *pipeline) resetLoads() error {
 	for _, n := range p.sc.Nodes {
 		if err := p.fixtures[n.Name].Set(n.BaseCPU, n.BaseMemory); err != nil {
+			return err
+		}
+		if err := p.fixtures[n.Name].SetPods(nil); err != nil {
 			return err
 		}
 	}
@@ -132,7 +143,9 @@ type live struct {
 // startLive starts a fresh berth-loadwatcher process and a fresh agent per node (empty
 // sample rings, so no run inherits the previous run's averages) and waits until the watcher
 // serves every node.
-func (p *pipeline) startLive(ctx context.Context, name string, sample, report time.Duration) (*live, error) {
+// windows are the agents' window lengths (nil: the real 5, 10 and 15 minutes); each agent's
+// windows start full of its node's base load, as on a node that has been up for a while.
+func (p *pipeline) startLive(ctx context.Context, name string, sample, report time.Duration, windows []time.Duration) (*live, error) {
 	w, err := stack.StartWatcher(ctx, p.c, "berth-loadwatcher-"+name, p.watcherKC,
 		"--source=agent", "--agent-service-account="+agentNamespace+"/"+agentAccount)
 	if err != nil {
@@ -154,11 +167,13 @@ func (p *pipeline) startLive(ctx context.Context, name string, sample, report ti
 			return nil, err
 		}
 		a, err := agent.New(agent.Config{NodeName: n.Name, ProcRoot: p.fixtures[n.Name].Root, WatcherURL: w.URL,
-			TokenFile: p.tokens[n.Name], Listen: "127.0.0.1:0", SampleInterval: sample, ReportInterval: report, Client: client})
+			TokenFile: p.tokens[n.Name], Listen: "127.0.0.1:0", SampleInterval: sample, ReportInterval: report, Client: client,
+			CgroupRoot: p.fixtures[n.Name].CgroupRoot(), Windows: windows})
 		if err != nil {
 			l.stop(p.c)
 			return nil, err
 		}
+		a.Sampler().Backfill(n.BaseCPU, n.BaseMemory)
 		l.agentsDone.Add(1)
 		go func() {
 			defer l.agentsDone.Done()

@@ -205,10 +205,10 @@ func TestRender(t *testing.T) {
 					t.Errorf("missing %q in\n%s", want, y)
 				}
 			}
-			if got, want := strings.Contains(y, "usageThresholds"), len(rc.thresholds) > 0 && strings.Contains(rc.Key, "filter"); got != want {
+			if got, want := strings.Contains(y, "usageThresholds"), len(rc.thresholds) > 0; got != want {
 				t.Errorf("usageThresholds present %v, want %v", got, want)
 			}
-			if got, want := strings.Contains(y, "NodeResourcesBalancedAllocation"), strings.HasSuffix(rc.Key, "nds"); got != want {
+			if got, want := strings.Contains(y, "NodeResourcesBalancedAllocation"), strings.HasSuffix(rc.Key, "nds") || strings.HasPrefix(rc.Key, "pack"); got != want {
 				t.Errorf("default score disabled %v, want %v", got, want)
 			}
 		})
@@ -227,11 +227,12 @@ func TestChartRun(t *testing.T) {
 	if _, err := rc.render("http://127.0.0.1:2020", Timing{RefreshSeconds: 1}); err != nil {
 		t.Fatalf("the chart's own values do not render: %v", err)
 	}
+	yes, no := true, false
 	var v chartValues
-	v.Scheduler.Plugins.TargetLoadPacking.Enabled = true
 	v.Scheduler.Plugins.TargetLoadPacking.Weight = 3
 	v.Scheduler.Plugins.TargetLoadPacking.TargetUtilization = 55
 	v.Scheduler.Plugins.TargetLoadPacking.DefaultRequestsMultiplier = "1.5"
+	v.Scheduler.Plugins.LoadVariationRiskBalancing.Weight = 1
 	tests := []struct {
 		name    string
 		mutate  func(*chartValues)
@@ -240,15 +241,24 @@ func TestChartRun(t *testing.T) {
 		name2   string
 		wantErr string
 	}{
-		{name: "TLP only", mutate: func(*chartValues) {}, want: []string{"targetUtilization: 55", "weight: 3"},
-			notWant: []string{"LoadVariationRiskBalancing", "usageThresholds", "NodeResourcesBalancedAllocation"}, name2: "chart: TLP 55"},
-		{name: "with LVRB, no default score and thresholds", mutate: func(v *chartValues) {
-			v.Scheduler.Plugins.LoadVariationRiskBalancing.Enabled = true
-			v.Scheduler.Plugins.LoadVariationRiskBalancing.Weight = 1
-			v.Scheduler.Plugins.DisableDefaultScore = true
+		{name: "pack (the default mode): TLP alone, no default scores, filter 80/90", mutate: func(*chartValues) {},
+			// disableDefaultScore renders the upstream score plugins in the disabled list.
+			want:    []string{"targetUtilization: 55", "weight: 3", "cpu: 80", "memory: 90", "NodeResourcesBalancedAllocation"},
+			notWant: []string{"LoadVariationRiskBalancing"}, name2: "chart pack: TLP 55+noDefScore+filter"},
+		{name: "pack with own thresholds", mutate: func(v *chartValues) { v.Scheduler.LoadAware.UsageThresholds = map[string]int{"cpu": 70} },
+			want: []string{"cpu: 70"}, notWant: []string{"cpu: 80", "LoadVariationRiskBalancing"}, name2: "chart pack: TLP 55+noDefScore+filter"},
+		{name: "balance: TLP and LVRB next to the default scores, no filter", mutate: func(v *chartValues) { v.Scheduler.LoadAware.Mode = "balance" },
+			want: []string{"LoadVariationRiskBalancing"}, notWant: []string{"usageThresholds", "NodeResourcesBalancedAllocation"}, name2: "chart balance: TLP 55+LVRB"},
+		{name: "explicit switches win over the mode", mutate: func(v *chartValues) {
+			v.Scheduler.LoadAware.Mode = "balance"
+			v.Scheduler.Plugins.LoadVariationRiskBalancing.Enabled = &no
+			v.Scheduler.Plugins.DisableDefaultScore = &yes
 			v.Scheduler.LoadAware.UsageThresholds = map[string]int{"cpu": 85}
-		}, want: []string{"LoadVariationRiskBalancing", "cpu: 85", "NodeResourcesBalancedAllocation"}, name2: "chart: TLP 55+LVRB+noDefScore+filter"},
-		{name: "no load-aware plugin", mutate: func(v *chartValues) { v.Scheduler.Plugins.TargetLoadPacking.Enabled = false }, wantErr: "neither"},
+		}, want: []string{"cpu: 85", "NodeResourcesBalancedAllocation"}, notWant: []string{"LoadVariationRiskBalancing"}, name2: "chart balance: TLP 55+noDefScore+filter"},
+		{name: "unknown mode", mutate: func(v *chartValues) { v.Scheduler.LoadAware.Mode = "spread" }, wantErr: "want pack or balance"},
+		{name: "no load-aware plugin", mutate: func(v *chartValues) {
+			v.Scheduler.Plugins.TargetLoadPacking.Enabled = &no
+		}, wantErr: "neither"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -46,9 +46,18 @@ type RunResult struct {
 	// window average the plugins score (what TargetLoadPacking reads): how far the served
 	// average trails what the node uses now.
 	AvgLag, MaxLag float64
-	Duration       time.Duration
-	Notes          []string
-	noted          map[string]bool
+	// MaxOvershoot is the largest excess, over every answer of the run, of the hottest node's
+	// Latest CPU above the reference: the target, or the nodes' mean when that is higher (no
+	// placement can keep every node under the mean). MinutesOver20 are the node-minutes spent
+	// more than 20 points above the reference, in real-cluster minutes (bench time ÷ TimeScale).
+	// EndOvershoot is the same excess in the end utilisation (after the reports caught up).
+	MaxOvershoot, MinutesOver20, EndOvershoot float64
+	// Level and Seed say which table cell the run belongs to ("" and the seed in Execute).
+	Level    string
+	Seed     uint64
+	Duration time.Duration
+	Notes    []string
+	noted    map[string]bool
 }
 
 func (r *RunResult) noteOnce(key, msg string) {
@@ -114,6 +123,22 @@ type poller struct {
 	recent    []map[string]float64
 	lastAvg   map[string]float64 // window AVG CPU in the last answer
 	prev      time.Time
+	// target and timeScale: see RunResult.MaxOvershoot (0 target: overshoot not tracked).
+	target, timeScale float64
+	maxOver           float64
+	over20Seconds     float64
+}
+
+// reference is what overshoot is measured from: the target, or the mean of util if higher.
+func reference(target float64, util map[string]float64) float64 {
+	if len(util) == 0 {
+		return target
+	}
+	var mean float64
+	for _, u := range util {
+		mean += u
+	}
+	return max(target, mean/float64(len(util)))
 }
 
 // finalPolls is how many of the last answers the end utilisation averages (bursty pods make
@@ -167,13 +192,25 @@ func (p *poller) pollOnce(ctx context.Context, interval time.Duration) {
 	}
 	p.prev = now
 	p.lastOK = now.Sub(p.start)
-	latest := LatestCPU(resp)
+	p.lastAvg = AvgCPU(resp)
+	p.observe(LatestCPU(resp), dt)
+}
+
+// observe takes one answer's Latest CPU per node, dt seconds after the previous answer.
+// Callers hold p.mu.
+func (p *poller) observe(latest map[string]float64, dt float64) {
+	ref := reference(p.target, latest)
 	for node, cpu := range latest {
 		if cpu > HotPercent {
 			p.hot[node] += dt
 		}
+		if p.target > 0 {
+			p.maxOver = max(p.maxOver, cpu-ref)
+			if cpu > ref+20 {
+				p.over20Seconds += dt
+			}
+		}
 	}
-	p.lastAvg = AvgCPU(resp)
 	p.recent = append(p.recent, latest)
 	if len(p.recent) > finalPolls {
 		p.recent = p.recent[1:]
@@ -246,6 +283,17 @@ func (p *poller) finish(r *RunResult, interval time.Duration) {
 		if s > 0 {
 			r.HotNodes++
 			r.HotNodeMinutes += s / 60
+		}
+	}
+	if p.target > 0 {
+		scale := p.timeScale
+		if scale <= 0 {
+			scale = 1
+		}
+		r.MaxOvershoot, r.MinutesOver20 = p.maxOver, p.over20Seconds/60/scale
+		ref := reference(p.target, r.Util)
+		for _, u := range r.Util {
+			r.EndOvershoot = max(r.EndOvershoot, u-ref)
 		}
 	}
 	if p.failed > 0 {

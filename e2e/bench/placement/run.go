@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -22,6 +23,8 @@ import (
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
 	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
+	"github.com/berth-sched/berth/pkg/agent/load"
+	"github.com/berth-sched/berth/pkg/agent/load/fixture"
 )
 
 // Options size and pace the benchmark.
@@ -39,6 +42,13 @@ type Options struct {
 	// KillWatcherAtWave stops the load watcher at the start of that wave (1-based) of every
 	// run, a failure drill; 0: never.
 	KillWatcherAtWave int
+	// TimeScale compresses the agents' windows (5, 10, 15 minutes × TimeScale) and is what
+	// WavePause is chosen with (a real wave interval × TimeScale), so the window's length against
+	// the arrivals is a real cluster's; node-minutes are reported in real-cluster time (÷
+	// TimeScale). 0: 1 (real windows, as before the realistic mode).
+	TimeScale float64
+	// Target is the utilisation overshoot is measured from (TargetLoadPacking's target).
+	Target float64
 	// Dir keeps the cluster's state and logs (default: a temporary directory, removed).
 	Dir  string
 	Logf func(string, ...any)
@@ -69,6 +79,85 @@ func (o *Options) Defaults() {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
+	if o.TimeScale == 0 {
+		o.TimeScale = 1
+	}
+	if o.Target == 0 {
+		o.Target = 40
+	}
+}
+
+// windows are the agents' scaled window lengths (nil at scale 1: the agent's own).
+func (o *Options) windows() []time.Duration {
+	if o.TimeScale == 1 {
+		return nil
+	}
+	out := make([]time.Duration, len(load.Windows))
+	for i, w := range load.Windows {
+		out[i] = time.Duration(float64(w) * o.TimeScale)
+	}
+	return out
+}
+
+// bench is the part that lives for a whole benchmark: the cluster with the scenario's nodes,
+// and the pipeline (agent identities, fixtures).
+type bench struct {
+	c     *cluster.Cluster
+	p     *pipeline
+	close func()
+	runs  int
+}
+
+// startBench starts the cluster, creates sc's nodes and the pipeline. close undoes all of it.
+func startBench(ctx context.Context, o Options, sc *Scenario) (b *bench, err error) {
+	c, err := cluster.Start(ctx, cluster.Config{Dir: o.Dir, WithoutBerthCRDs: true, Logf: o.Logf})
+	if err != nil {
+		return nil, err
+	}
+	var undo []func()
+	b = &bench{c: c, close: func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+		c.Stop()
+	}}
+	defer func() {
+		if err != nil {
+			b.close()
+		}
+	}()
+	// The in-process agents log through klog; their per-push lines would drown the table.
+	restoreLog, err := logToFile(filepath.Join(c.Dir, "logs", "placement-agents.log"))
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, restoreLog)
+	o.Logf("creating %d nodes", len(sc.Nodes))
+	err = parallel(ctx, 8, len(sc.Nodes), func(i int) error {
+		n := sc.Nodes[i]
+		return c.AddNodes(ctx, cluster.NodeSpec{Name: n.Name, CPU: strconv.FormatInt(n.MilliCPU, 10) + "m",
+			Memory: strconv.FormatInt(n.MemoryMiB, 10) + "Mi", Pods: 110})
+	})
+	if err != nil {
+		return nil, err
+	}
+	o.Logf("starting the agent identities and fixture /proc trees")
+	// Two advances per agent sample: every sample sees the counters move (one written
+	// file per pod per advance is what the simulated cgroups cost).
+	p, err := newPipeline(ctx, c, sc, o.SampleInterval/2)
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, p.stop)
+	b.p = p
+	return b, nil
+}
+
+// run replays sc once with rc on the bench.
+func (b *bench) run(ctx context.Context, o Options, sc *Scenario, rc RunConfig) (*RunResult, error) {
+	b.runs++
+	b.p.sc = sc
+	return runOne(ctx, b.c, b.p, o, rc, fmt.Sprintf("placement-r%d", b.runs))
 }
 
 // Result is the whole benchmark.
@@ -92,36 +181,15 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := cluster.Start(ctx, cluster.Config{Dir: o.Dir, WithoutBerthCRDs: true, Logf: o.Logf})
+	b, err := startBench(ctx, o, sc)
 	if err != nil {
 		return nil, err
 	}
-	defer c.Stop()
-	// The in-process agents log through klog; their per-push lines would drown the table.
-	restoreLog, err := logToFile(filepath.Join(c.Dir, "logs", "placement-agents.log"))
-	if err != nil {
-		return nil, err
-	}
-	defer restoreLog()
-	o.Logf("creating %d nodes", len(sc.Nodes))
-	err = parallel(ctx, 8, len(sc.Nodes), func(i int) error {
-		n := sc.Nodes[i]
-		return c.AddNodes(ctx, cluster.NodeSpec{Name: n.Name, CPU: strconv.FormatInt(n.MilliCPU, 10) + "m",
-			Memory: strconv.FormatInt(n.MemoryMiB, 10) + "Mi", Pods: 110})
-	})
-	if err != nil {
-		return nil, err
-	}
-	o.Logf("starting the agent identities and fixture /proc trees")
-	p, err := newPipeline(ctx, c, sc, o.SampleInterval/3)
-	if err != nil {
-		return nil, err
-	}
-	defer p.stop()
+	defer b.close()
 	res := &Result{Options: o, Scenario: sc}
 	for i, rc := range o.Runs {
 		o.Logf("run %d/%d: %s", i+1, len(o.Runs), rc.Name)
-		r, err := runOne(ctx, c, p, o, rc, fmt.Sprintf("placement-r%d", i+1))
+		r, err := b.run(ctx, o, sc, rc)
 		if err != nil {
 			return res, fmt.Errorf("%s: %w", rc.Name, err)
 		}
@@ -172,7 +240,7 @@ func runOne(ctx context.Context, c *cluster.Cluster, p *pipeline, o Options, rc 
 	if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
 		return nil, err
 	}
-	l, err := p.startLive(ctx, ns, o.SampleInterval, o.ReportInterval)
+	l, err := p.startLive(ctx, ns, o.SampleInterval, o.ReportInterval, o.windows())
 	if err != nil {
 		return nil, err
 	}
@@ -214,6 +282,7 @@ func runOne(ctx context.Context, c *cluster.Cluster, p *pipeline, o Options, rc 
 		if !ok {
 			return
 		}
+		acct.SetUID(pod.Name, string(pod.UID))
 		if pod.Spec.NodeName != "" && pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil {
 			acct.Place(pod.Name, pod.Spec.NodeName)
 		} else {
@@ -249,6 +318,7 @@ func runOne(ctx context.Context, c *cluster.Cluster, p *pipeline, o Options, rc 
 	// The measurement: the watcher's answers, polled for the whole run.
 	start := time.Now()
 	poll := newPoller(l.watcher.URL, sc, start)
+	poll.target, poll.timeScale = o.Target, o.TimeScale
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	pollDone := make(chan struct{})
 	go func() { defer close(pollDone); poll.run(pollCtx, o.PollInterval) }()
@@ -372,6 +442,7 @@ func simulate(ctx context.Context, p *pipeline, acct *Accounting, seed uint64, s
 	tick := time.NewTicker(sample / 2)
 	defer tick.Stop()
 	last := map[string][2]float64{}
+	lastPods := map[string][]PodShare{}
 	lastDraw := time.Time{}
 	for {
 		if time.Since(lastDraw) >= time.Second {
@@ -386,6 +457,19 @@ func simulate(ctx context.Context, p *pipeline, acct *Accounting, seed uint64, s
 					continue
 				}
 				last[n.Name] = v
+			}
+			// The pods' own cgroups, which the agents read per-pod usage from.
+			if shares := acct.PodShares(n.Name); !slices.Equal(shares, lastPods[n.Name]) {
+				pods := make([]fixture.Pod, len(shares))
+				for i, sh := range shares {
+					pods[i] = fixture.Pod{UID: sh.UID, QOS: "burstable", CPU: min(sh.CPU, 100),
+						MemoryBytes: uint64(sh.Memory / 100 * fixture.MemTotalKB * 1024)}
+				}
+				if err := p.fixtures[n.Name].SetPods(pods); err != nil {
+					klog.ErrorS(err, "Writing a fixture cgroup failed", "node", n.Name)
+					continue
+				}
+				lastPods[n.Name] = shares
 			}
 		}
 		select {

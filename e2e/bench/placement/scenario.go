@@ -60,7 +60,15 @@ type ScenarioOptions struct {
 	// PodScale multiplies every pod's requests and use (default 1); a large value makes pods
 	// bigger than any node (the bad-input case the benchmark must report, not crash on).
 	PodScale float64
+	// BaseShift adds points to every node's base CPU load (the busy level's system load).
+	BaseShift float64
+	// Burst, when positive, replaces the pods by that many identical ones created at once
+	// (one wave, none leaving): the case where every pod of a cycle sees the same snapshot.
+	Burst int
 }
+
+// BurstPod is the burst's pod: a 1-CPU request that uses half of it, steadily.
+var BurstPod = PodSpec{ReqMilliCPU: 1000, ReqMemMiB: 1024, UseMilliCPU: 500, UseMemMiB: 512, Class: "over", Leave: -1}
 
 // Node sizes: small, medium and large machines in a 2:2:1 mix.
 var nodeSizes = []struct {
@@ -115,8 +123,17 @@ func Generate(o ScenarioOptions) (*Scenario, error) {
 		}
 		s.Nodes = append(s.Nodes, NodeSpec{
 			Name: fmt.Sprintf("pl-node-%03d", i), MilliCPU: size.milliCPU, MemoryMiB: size.memMiB,
-			BaseCPU: 5 + 10*rng.Float64(), BaseMemory: 10 + 20*rng.Float64(),
+			BaseCPU: min(5+10*rng.Float64()+o.BaseShift, 100), BaseMemory: 10 + 20*rng.Float64(),
 		})
+	}
+	if o.Burst > 0 {
+		s.Waves = 1
+		for i := range o.Burst {
+			p := BurstPod
+			p.Name = fmt.Sprintf("pl-pod-%04d", i)
+			s.Pods = append(s.Pods, p)
+		}
+		return s, nil
 	}
 	reqWeight := 0
 	for _, r := range cpuRequests {
