@@ -41,8 +41,8 @@ type Engine struct {
 // sayRule logs, once per engine, that the watcher serves node metrics without per-pod usage:
 // placed pods' estimates then fade by the share of the window since the pod's sample began.
 func (e *Engine) sayRule(ctx context.Context, s *Snapshot) {
-	if s == nil || s.PerPod || len(s.nodes) == 0 || e.timeRuleSaid.Swap(true) {
-		return
+	if s == nil || s.PerPod || !s.listsPods() || e.timeRuleSaid.Swap(true) {
+		return // a document before any pod runs says nothing about per-pod usage yet
 	}
 	klog.FromContext(ctx).Info("Load watcher serves no per-pod usage: a placed pod counts estimate × (1 − covered/window) until the window holds it",
 		"plugin", e.plugin, "source", s.Source, "window", s.Window)

@@ -107,6 +107,19 @@ type Snapshot struct {
 	PerPod bool
 }
 
+// listsPods says whether any node's pod list names a pod (nil-safe).
+func (s *Snapshot) listsPods() bool {
+	if s == nil {
+		return false
+	}
+	for _, e := range s.nodes {
+		if len(e.reported) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // DefaultWindow is the window assumed for a document that names none (load-watcher's default).
 const DefaultWindow = 15 * time.Minute
 
