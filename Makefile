@@ -261,6 +261,8 @@ PLACEMENT_SCALE ?= 1
 PLACEMENT_RUNS ?= default,tlp40,tlp60,lvrb,both-filter,chart
 bench-placement: tools build
 	$(GO) run ./e2e/bench/placement/cmd/placementbench -nodes $(PLACEMENT_NODES) -pods $(PLACEMENT_PODS) -seed $(PLACEMENT_SEED) -pod-scale $(PLACEMENT_SCALE) -runs $(PLACEMENT_RUNS) -v
+	@# The load-shift phase: hot-spot relief off, dry-run, on (e2e/bench/placement/relief.go); PLACEMENT_RELIEF=0 skips it.
+	$(if $(filter 0,$(PLACEMENT_RELIEF)),,$(GO) run ./e2e/bench/placement/cmd/reliefbench -seed $(PLACEMENT_SEED) -v)
 
 fmt:
 	gofmt -w api pkg cmd e2e tools
