@@ -489,6 +489,11 @@ func down(o localOpts) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// The lock goes as the supervisor returns; its process ends a moment later. "Stopped"
+	// means nothing of it runs any more.
+	for syscall.Kill(pid, 0) == nil && !zombie(pid) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
 	fmt.Print(indent(tailAfter(filepath.Join(o.dir, logName), "stopping the local cluster")))
 	if err := os.RemoveAll(o.dir); err != nil {
 		return err
