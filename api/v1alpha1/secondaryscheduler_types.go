@@ -2,8 +2,9 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 )
 
 // ManagementState says how far the operator acts on a SecondaryScheduler.
@@ -171,152 +172,32 @@ type Weight struct {
 	Weight *int32 `json:"weight,omitempty"`
 }
 
-// LoadAwareArgs are the arguments TargetLoadPacking and LoadVariationRiskBalancing share. They
-// mirror pkg/scheduler/plugins/loadaware.CommonArgs (library-mode metricProvider is left out:
-// berth-scheduler reads a load watcher). The operator validates them with the plugins' own
-// ParseArgs, so rules the CRD cannot express (e.g. URL shape) are reported in Degraded.
-type LoadAwareArgs struct {
-	// WatcherAddress is the load watcher's base URL, e.g. http://berth-loadwatcher.berth-system:2020.
-	// +kubebuilder:validation:MinLength=1
-	WatcherAddress string `json:"watcherAddress"`
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=86400
-	// +optional
-	MetricsExpirySeconds *int64 `json:"metricsExpirySeconds,omitempty"`
-	// +kubebuilder:validation:Enum=Neutral;Block
-	// +optional
-	ExpiredMetricsAction string `json:"expiredMetricsAction,omitempty"`
-	// +kubebuilder:validation:Minimum=0
-	// +kubebuilder:validation:Maximum=100
-	// +optional
-	NeutralScore *int64 `json:"neutralScore,omitempty"`
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=3600
-	// +optional
-	RefreshIntervalSeconds *int64 `json:"refreshIntervalSeconds,omitempty"`
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=600
-	// +optional
-	WatcherTimeoutSeconds *int64 `json:"watcherTimeoutSeconds,omitempty"`
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=86400
-	// +optional
-	AssumedPodExpirySeconds *int64 `json:"assumedPodExpirySeconds,omitempty"`
-	// UsageThresholds turns on the usage Filter: cpu / memory → maximum percent.
-	// +kubebuilder:validation:XValidation:rule="self.all(k, k == 'cpu' || k == 'memory')",message="keys must be cpu or memory"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] >= 1 && self[k] <= 100)",message="values must be percentages between 1 and 100"
-	// +optional
-	UsageThresholds map[string]int64 `json:"usageThresholds,omitempty"`
-}
-
-// TargetLoadPackingPlugin enables TargetLoadPacking.
+// TargetLoadPackingPlugin enables TargetLoadPacking. Its args are the plugin's own type
+// (api/config/v1): the operator validates them with the scheduler's validation, naming
+// spec.plugins.targetLoadPacking.args.<field>.
 type TargetLoadPackingPlugin struct {
 	Weight `json:",inline"`
-	Args   TargetLoadPackingArgs `json:"args"`
-}
-
-// TargetLoadPackingArgs mirror the plugin's arguments (same names as upstream).
-type TargetLoadPackingArgs struct {
-	LoadAwareArgs `json:",inline"`
-	// TargetUtilization is the CPU percent nodes are packed up to (default 40).
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=100
-	// +optional
-	TargetUtilization *int64 `json:"targetUtilization,omitempty"`
-	// DefaultRequests is the CPU assumed for containers without requests (default 1 CPU).
-	// +optional
-	DefaultRequests map[corev1.ResourceName]resource.Quantity `json:"defaultRequests,omitempty"`
-	// DefaultRequestsMultiplier scales requests of containers without limits, as a decimal
-	// string (default "1.5").
-	// +optional
-	DefaultRequestsMultiplier *string `json:"defaultRequestsMultiplier,omitempty"`
+	Args   configv1.TargetLoadPackingArgs `json:"args"`
 }
 
 // LoadVariationRiskBalancingPlugin enables LoadVariationRiskBalancing.
 type LoadVariationRiskBalancingPlugin struct {
 	Weight `json:",inline"`
-	Args   LoadVariationRiskBalancingArgs `json:"args"`
-}
-
-// LoadVariationRiskBalancingArgs mirror the plugin's arguments. The variance knobs are
-// decimal strings because CRDs discourage floats ("1.0", "0.5").
-type LoadVariationRiskBalancingArgs struct {
-	LoadAwareArgs `json:",inline"`
-	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
-	// +optional
-	SafeVarianceMargin string `json:"safeVarianceMargin,omitempty"`
-	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
-	// +optional
-	SafeVarianceSensitivity string `json:"safeVarianceSensitivity,omitempty"`
+	Args   configv1.LoadVariationRiskBalancingArgs `json:"args"`
 }
 
 // SySchedPlugin enables SySched.
 type SySchedPlugin struct {
 	Weight `json:",inline"`
 	// +optional
-	Args SySchedArgs `json:"args,omitempty"`
-}
-
-// SySchedArgs mirror the plugin's arguments.
-type SySchedArgs struct {
-	// Namespace of the "unconfined" SeccompProfile (older, namespaced SPO; default "default").
-	// +optional
-	DefaultProfileNamespace string `json:"defaultProfileNamespace,omitempty"`
-	// Name of the SeccompProfile whose syscalls stand for unconfined pods (default all-syscalls).
-	// +optional
-	DefaultProfileName string `json:"defaultProfileName,omitempty"`
-	// DaemonSetPods: Exclude (default) leaves pods a DaemonSet owns out of every node's
-	// syscall union and pod count (they run everywhere and would flatten every score); Count
-	// counts them like any pod.
-	// +kubebuilder:validation:Enum=Exclude;Count
-	// +optional
-	DaemonSetPods string `json:"daemonSetPods,omitempty"`
-	// ExcludedPodSelector leaves other pods that run on every node out likewise, by label.
-	// +optional
-	ExcludedPodSelector *metav1.LabelSelector `json:"excludedPodSelector,omitempty"`
-	// RuntimeDefault is what a RuntimeDefault container counts as: Containerd (default;
-	// containerd's default profile, shipped with Berth) or Full.
-	// +kubebuilder:validation:Enum=Containerd;Full
-	// +optional
-	RuntimeDefault string `json:"runtimeDefault,omitempty"`
-	// RuntimeDefaultProfileName names a SeccompProfile that stands for RuntimeDefault instead
-	// (another runtime); it overrides RuntimeDefault.
-	// +kubebuilder:validation:MaxLength=253
-	// +optional
-	RuntimeDefaultProfileName string `json:"runtimeDefaultProfileName,omitempty"`
-	// UnsetProfile is what a container without a profile counts as: Unconfined (default) or
-	// RuntimeDefault (kubelets run with --seccomp-default).
-	// +kubebuilder:validation:Enum=Unconfined;RuntimeDefault
-	// +optional
-	UnsetProfile string `json:"unsetProfile,omitempty"`
-	// FilterNotInstalled (default true) refuses nodes where the Security Profiles Operator
-	// reports a profile the pod needs as not Installed; without its node-status objects it
-	// does nothing.
-	// +optional
-	FilterNotInstalled *bool `json:"filterNotInstalled,omitempty"`
+	Args configv1.SySchedArgs `json:"args,omitempty"`
 }
 
 // NodeImageLocalityPlugin enables NodeImageLocality.
 type NodeImageLocalityPlugin struct {
 	Weight `json:",inline"`
 	// +optional
-	Args NodeImageLocalityArgs `json:"args,omitempty"`
-}
-
-// NodeImageLocalityArgs mirror the plugin's arguments.
-type NodeImageLocalityArgs struct {
-	// AssumePulledFor is how long the images of a pod just placed on a node count as present
-	// there (the pull is under way); "0s" turns it off. Default 5m, at most 1h.
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +optional
-	AssumePulledFor string `json:"assumePulledFor,omitempty"`
-	// UseNodeStatus reads node.status.images for nodes without a NodeImages object (default true).
-	// +optional
-	UseNodeStatus *bool `json:"useNodeStatus,omitempty"`
-	// TieBreakSmallImages scores 1 instead of 0 on nodes holding images too small for the
-	// in-tree 23 MiB floor (default true); false gives the in-tree formula exactly.
-	// +optional
-	TieBreakSmallImages *bool `json:"tieBreakSmallImages,omitempty"`
+	Args configv1.NodeImageLocalityArgs `json:"args,omitempty"`
 }
 
 // InstanceIsolationPlugin enables InstanceIsolation.
@@ -333,62 +214,19 @@ type InstanceIsolationPlugin struct {
 	// +optional
 	IsolatedProfileName string `json:"isolatedProfileName,omitempty"`
 	// +optional
-	Args InstanceIsolationArgs `json:"args,omitempty"`
+	Args configv1.InstanceIsolationArgs `json:"args,omitempty"`
 }
 
-// InstanceIsolationArgs mirror the plugin's arguments.
-type InstanceIsolationArgs struct {
-	// ClassLabels are the pod label keys carrying the class (default ["ipp-class",
-	// "berth.dev/instance-class"]).
-	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=16
-	// +listType=set
-	// +optional
-	ClassLabels []string `json:"classLabels,omitempty"`
-	// Strict keeps classed and unclassed pods off each other's nodes too (IPP's NotIn
-	// semantics). Default false.
-	// +optional
-	Strict *bool `json:"strict,omitempty"`
-	// SpreadReplicas allows one classed pod per node per controller (ReplicaSet,
-	// StatefulSet, Job, ...). Default false.
-	// +optional
-	SpreadReplicas *bool `json:"spreadReplicas,omitempty"`
-	// ExemptNamespaces: pods there neither count on a node nor are filtered (DaemonSet and
-	// mirror pods always are exempt).
-	// +kubebuilder:validation:MaxItems=64
-	// +listType=set
-	// +optional
-	ExemptNamespaces []string `json:"exemptNamespaces,omitempty"`
-	// ExemptSelector: pods whose labels match it are exempt.
-	// +optional
-	ExemptSelector *metav1.LabelSelector `json:"exemptSelector,omitempty"`
-}
-
-// DecisionRecordPlugin configures DecisionRecord; its fields mirror the plugin's arguments
-// (pkg/scheduler/plugins/decisionrecord) with the same bounds.
+// DecisionRecordPlugin configures DecisionRecord: enabled, and the plugin's args inline
+// (records, topNodes, summary).
 type DecisionRecordPlugin struct {
 	// Enabled records decisions (default true); false leaves DecisionRecord out of every
 	// profile: the scheduler then answers RecordingDisabled.
 	// +kubebuilder:default=true
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
-	// Records is how many pods' latest decisions each profile keeps, LRU by last attempt
-	// (default 1000).
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=1000000
-	// +optional
-	Records *int32 `json:"records,omitempty"`
-	// TopNodes is how many nodes a record keeps in detail: the best-scored feasible ones and
-	// the first refused ones; the rest are counted (default 10).
-	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:validation:Maximum=1000
-	// +optional
-	TopNodes *int32 `json:"topNodes,omitempty"`
-	// Summary: None (default) keeps records on the debug endpoint only; Event also appends a
-	// one-line summary to the pod's Scheduled event.
-	// +kubebuilder:validation:Enum=None;Event
-	// +optional
-	Summary string `json:"summary,omitempty"`
+
+	configv1.DecisionRecordArgs `json:",inline"`
 }
 
 // Condition types.

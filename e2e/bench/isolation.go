@@ -9,7 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
 )
@@ -39,7 +39,7 @@ func podIndex(p *corev1.Pod) int {
 // term and runs the isolated profile (InterPodAffinity off); the last has no class at all
 // (the same values under a plain "group" label) on berth-scheduler's default plugins.
 func IsolationProfiles(classes int) ([]Profile, error) {
-	entries, err := framework.InstanceIsolationProfiles(SchedulerName, SchedulerName+"-isolated", isolationWeight, berthv1alpha1.InstanceIsolationArgs{})
+	entries, err := framework.InstanceIsolationProfiles(SchedulerName, SchedulerName+"-isolated", isolationWeight, configv1.InstanceIsolationArgs{})
 	if err != nil {
 		return nil, err
 	}

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
 	"github.com/berth-sched/berth/pkg/isolation/webhook"
@@ -36,7 +36,7 @@ func isolationDemo(ctx context.Context, env *Env) error {
 	if err := env.Cluster.AddNodes(ctx, node("iso-node-1"), node("iso-node-2")); err != nil {
 		return err
 	}
-	profiles, err := framework.InstanceIsolationProfiles(schedulerName, "", 10, berthv1alpha1.InstanceIsolationArgs{})
+	profiles, err := framework.InstanceIsolationProfiles(schedulerName, "", 10, configv1.InstanceIsolationArgs{})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/pkg/scheduler/schedconfig"
 )
@@ -38,7 +39,7 @@ func IPPAntiAffinity(class string) *corev1.Affinity {
 // SecondaryScheduler with spec.plugins.instanceIsolation renders, produced by the operator's
 // own schedconfig.Render: the main profile named schedulerName and, when isolatedName is set,
 // the isolated one (InterPodAffinity disabled).
-func InstanceIsolationProfiles(schedulerName, isolatedName string, weight int32, args berthv1alpha1.InstanceIsolationArgs) (string, error) {
+func InstanceIsolationProfiles(schedulerName, isolatedName string, weight int32, args configv1.InstanceIsolationArgs) (string, error) {
 	ss := &berthv1alpha1.SecondaryScheduler{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e", Namespace: "kube-system"},
 		Spec: berthv1alpha1.SecondarySchedulerSpec{

@@ -30,7 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
-	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 	"github.com/berth-sched/berth/e2e/chart"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
@@ -151,7 +151,7 @@ func TestAdmission(t *testing.T) {
 	if err := c.AddNodes(ctx, poolNode("pool-1")); err != nil {
 		t.Fatal(err)
 	}
-	profiles, err := framework.InstanceIsolationProfiles("berth-scheduler", "", 10, berthv1alpha1.InstanceIsolationArgs{})
+	profiles, err := framework.InstanceIsolationProfiles("berth-scheduler", "", 10, configv1.InstanceIsolationArgs{})
 	if err != nil {
 		t.Fatal(err)
 	}

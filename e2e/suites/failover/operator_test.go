@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
@@ -79,8 +80,8 @@ func TestOperatorLeaderKilledDuringRollout(t *testing.T) {
 			Tolerations: []corev1.Toleration{cluster.SimulatedToleration},
 			Replicas:    ptr.To[int32](2),
 			Plugins: &berthv1alpha1.PluginSet{TargetLoadPacking: &berthv1alpha1.TargetLoadPackingPlugin{
-				Args: berthv1alpha1.TargetLoadPackingArgs{
-					LoadAwareArgs:     berthv1alpha1.LoadAwareArgs{WatcherAddress: "http://berth-loadwatcher:2020"},
+				Args: configv1.TargetLoadPackingArgs{
+					LoadAwareArgs:     configv1.LoadAwareArgs{WatcherAddress: "http://berth-loadwatcher:2020"},
 					TargetUtilization: ptr.To[int64](40),
 				},
 			}},

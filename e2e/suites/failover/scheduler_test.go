@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
@@ -73,10 +74,10 @@ func TestSchedulerLeaderKilledMidBurst(t *testing.T) {
 			SchedulerName: cluster.BerthScheduler,
 			Replicas:      ptr.To[int32](2),
 			Plugins: &berthv1alpha1.PluginSet{
-				TargetLoadPacking: &berthv1alpha1.TargetLoadPackingPlugin{Args: berthv1alpha1.TargetLoadPackingArgs{
-					LoadAwareArgs: berthv1alpha1.LoadAwareArgs{WatcherAddress: "http://127.0.0.1:9"}}},
-				LoadVariationRiskBalancing: &berthv1alpha1.LoadVariationRiskBalancingPlugin{Args: berthv1alpha1.LoadVariationRiskBalancingArgs{
-					LoadAwareArgs: berthv1alpha1.LoadAwareArgs{WatcherAddress: "http://127.0.0.1:9"}}},
+				TargetLoadPacking: &berthv1alpha1.TargetLoadPackingPlugin{Args: configv1.TargetLoadPackingArgs{
+					LoadAwareArgs: configv1.LoadAwareArgs{WatcherAddress: "http://127.0.0.1:9"}}},
+				LoadVariationRiskBalancing: &berthv1alpha1.LoadVariationRiskBalancingPlugin{Args: configv1.LoadVariationRiskBalancingArgs{
+					LoadAwareArgs: configv1.LoadAwareArgs{WatcherAddress: "http://127.0.0.1:9"}}},
 			},
 		},
 	}

@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
 )
@@ -86,11 +86,11 @@ func TestInstanceIsolation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	main, err := framework.InstanceIsolationProfiles(mainProfile, isolatedProfile, 10, berthv1alpha1.InstanceIsolationArgs{})
+	main, err := framework.InstanceIsolationProfiles(mainProfile, isolatedProfile, 10, configv1.InstanceIsolationArgs{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	strict, err := framework.InstanceIsolationProfiles(strictProfile, "", 10, berthv1alpha1.InstanceIsolationArgs{Strict: ptr.To(true)})
+	strict, err := framework.InstanceIsolationProfiles(strictProfile, "", 10, configv1.InstanceIsolationArgs{Strict: ptr.To(true)})
 	if err != nil {
 		t.Fatal(err)
 	}

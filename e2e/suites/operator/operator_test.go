@@ -30,6 +30,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/chart"
 	"github.com/berth-sched/berth/e2e/cluster"
@@ -115,7 +116,7 @@ func TestOperator(t *testing.T) {
 			{"zero replicas", func(s *berthv1alpha1.SecondarySchedulerSpec) { s.Replicas = ptr.To[int32](0) }, "spec.replicas"},
 			{"empty plugin set", func(s *berthv1alpha1.SecondarySchedulerSpec) { s.Plugins = &berthv1alpha1.PluginSet{} }, "spec.plugins"},
 			{"usage threshold on gpu", func(s *berthv1alpha1.SecondarySchedulerSpec) {
-				s.Plugins.TargetLoadPacking.Args.UsageThresholds = map[string]int64{"nvidia.com/gpu": 80}
+				s.Plugins.TargetLoadPacking.Args.UsageThresholds = map[corev1.ResourceName]int64{"nvidia.com/gpu": 80}
 			}, "keys must be cpu or memory"},
 			{"target utilisation over 100", func(s *berthv1alpha1.SecondarySchedulerSpec) {
 				s.Plugins.TargetLoadPacking.Args.TargetUtilization = ptr.To[int64](150)
@@ -388,8 +389,8 @@ func newTLP(name string, target int64) *berthv1alpha1.SecondaryScheduler {
 			Tolerations: []corev1.Toleration{cluster.SimulatedToleration},
 			Plugins: &berthv1alpha1.PluginSet{TargetLoadPacking: &berthv1alpha1.TargetLoadPackingPlugin{
 				Weight: berthv1alpha1.Weight{Weight: ptr.To[int32](2)},
-				Args: berthv1alpha1.TargetLoadPackingArgs{
-					LoadAwareArgs:     berthv1alpha1.LoadAwareArgs{WatcherAddress: "http://berth-loadwatcher:2020"},
+				Args: configv1.TargetLoadPackingArgs{
+					LoadAwareArgs:     configv1.LoadAwareArgs{WatcherAddress: "http://berth-loadwatcher:2020"},
 					TargetUtilization: ptr.To(target),
 				},
 			}},

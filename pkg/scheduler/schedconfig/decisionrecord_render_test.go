@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/utils/ptr"
 
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
 )
@@ -37,10 +38,9 @@ func TestRenderDecisionRecord(t *testing.T) {
 			records: 1000, topNodes: 10, summary: decisionrecord.SummaryNone},
 		{name: "empty: on with defaults", ps: withDR(&berthv1alpha1.DecisionRecordPlugin{}, ""), on: true, profiles: 1,
 			records: 1000, topNodes: 10, summary: decisionrecord.SummaryNone},
-		{name: "args", ps: withDR(&berthv1alpha1.DecisionRecordPlugin{Enabled: ptr.To(true), Records: ptr.To[int32](50),
-			TopNodes: ptr.To[int32](3), Summary: "Event"}, ""), on: true, profiles: 1, records: 50, topNodes: 3, summary: decisionrecord.SummaryEvent},
-		{name: "off", ps: withDR(&berthv1alpha1.DecisionRecordPlugin{Enabled: ptr.To(false), Records: ptr.To[int32](0)}, ""), profiles: 1},
-		{name: "isolated profile records too", ps: withDR(&berthv1alpha1.DecisionRecordPlugin{TopNodes: ptr.To[int32](1000)}, "iso"),
+		{name: "args", ps: withDR(&berthv1alpha1.DecisionRecordPlugin{Enabled: ptr.To(true), DecisionRecordArgs: configv1.DecisionRecordArgs{Records: ptr.To[int32](50), TopNodes: ptr.To[int32](3), Summary: ptr.To[configv1.Summary]("Event")}}, ""), on: true, profiles: 1, records: 50, topNodes: 3, summary: decisionrecord.SummaryEvent},
+		{name: "off", ps: withDR(&berthv1alpha1.DecisionRecordPlugin{Enabled: ptr.To(false), DecisionRecordArgs: configv1.DecisionRecordArgs{Records: ptr.To[int32](0)}}, ""), profiles: 1},
+		{name: "isolated profile records too", ps: withDR(&berthv1alpha1.DecisionRecordPlugin{DecisionRecordArgs: configv1.DecisionRecordArgs{TopNodes: ptr.To[int32](1000)}}, "iso"),
 			on: true, profiles: 2, records: 1000, topNodes: 1000, summary: decisionrecord.SummaryNone},
 		{name: "isolated profile, off", ps: withDR(&berthv1alpha1.DecisionRecordPlugin{Enabled: ptr.To(false)}, "iso"), profiles: 2},
 		{name: "recording alone (upstream's plugins, explained)", ps: &berthv1alpha1.PluginSet{DecisionRecord: &berthv1alpha1.DecisionRecordPlugin{}},
@@ -49,14 +49,14 @@ func TestRenderDecisionRecord(t *testing.T) {
 			err: "spec.plugins: enable at least one plugin"},
 		{name: "only placement knobs: the implicit default does not make it a profile", ps: &berthv1alpha1.PluginSet{DisableDefaultScore: true},
 			err: "spec.plugins: enable at least one plugin"},
-		{name: "records 0", ps: withDR(&berthv1alpha1.DecisionRecordPlugin{Records: ptr.To[int32](0)}, "iso"),
-			err: "spec.plugins.decisionRecord: records: Invalid value: 0"},
-		{name: "records past the bound", ps: withDR(&berthv1alpha1.DecisionRecordPlugin{Records: ptr.To[int32](decisionrecord.MaxRecords + 1)}, ""),
-			err: "spec.plugins.decisionRecord: records: Invalid value: 1000001"},
-		{name: "topNodes 0", ps: withDR(&berthv1alpha1.DecisionRecordPlugin{TopNodes: ptr.To[int32](0)}, "iso"),
-			err: "spec.plugins.decisionRecord: topNodes: Invalid value: 0"},
-		{name: "summary Annotation", ps: withDR(&berthv1alpha1.DecisionRecordPlugin{Summary: "Annotation"}, ""),
-			err: `spec.plugins.decisionRecord: summary: Unsupported value: "Annotation"`},
+		{name: "records 0", ps: withDR(&berthv1alpha1.DecisionRecordPlugin{DecisionRecordArgs: configv1.DecisionRecordArgs{Records: ptr.To[int32](0)}}, "iso"),
+			err: "spec.plugins.decisionRecord.records: Invalid value: 0"},
+		{name: "records past the bound", ps: withDR(&berthv1alpha1.DecisionRecordPlugin{DecisionRecordArgs: configv1.DecisionRecordArgs{Records: ptr.To[int32](decisionrecord.MaxRecords + 1)}}, ""),
+			err: "spec.plugins.decisionRecord.records: Invalid value: 1000001"},
+		{name: "topNodes 0", ps: withDR(&berthv1alpha1.DecisionRecordPlugin{DecisionRecordArgs: configv1.DecisionRecordArgs{TopNodes: ptr.To[int32](0)}}, "iso"),
+			err: "spec.plugins.decisionRecord.topNodes: Invalid value: 0"},
+		{name: "summary Annotation", ps: withDR(&berthv1alpha1.DecisionRecordPlugin{DecisionRecordArgs: configv1.DecisionRecordArgs{Summary: ptr.To[configv1.Summary]("Annotation")}}, ""),
+			err: `spec.plugins.decisionRecord.summary: Unsupported value: "Annotation"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

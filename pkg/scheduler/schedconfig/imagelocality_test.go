@@ -3,9 +3,13 @@ package schedconfig
 import (
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/utils/ptr"
 
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 )
 
@@ -15,7 +19,7 @@ import (
 func TestRenderNodeImageLocality(t *testing.T) {
 	good := &berthv1alpha1.PluginSet{NodeImageLocality: &berthv1alpha1.NodeImageLocalityPlugin{
 		Weight: berthv1alpha1.Weight{Weight: ptr.To[int32](5)},
-		Args:   berthv1alpha1.NodeImageLocalityArgs{AssumePulledFor: "2m", UseNodeStatus: ptr.To(false)},
+		Args:   configv1.NodeImageLocalityArgs{AssumePulledFor: &metav1.Duration{Duration: 2 * time.Minute}, UseNodeStatus: ptr.To(false)},
 	}}
 	r, err := Render(cr(good, nil), nil)
 	if err != nil {
@@ -57,7 +61,7 @@ func TestRenderNodeImageLocality(t *testing.T) {
 	}
 
 	bad := &berthv1alpha1.PluginSet{NodeImageLocality: &berthv1alpha1.NodeImageLocalityPlugin{
-		Args: berthv1alpha1.NodeImageLocalityArgs{AssumePulledFor: "3h"}}}
+		Args: configv1.NodeImageLocalityArgs{AssumePulledFor: &metav1.Duration{Duration: 3 * time.Hour}}}}
 	_, err = Render(cr(bad, nil), nil)
 	if err == nil || !strings.Contains(err.Error(), "spec.plugins.nodeImageLocality.args") || !strings.Contains(err.Error(), "assumePulledFor") {
 		t.Fatalf("err = %v, want it to name spec.plugins.nodeImageLocality.args and assumePulledFor", err)

@@ -7,6 +7,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/utils/ptr"
 
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 )
 
@@ -32,16 +33,16 @@ func TestRenderInstanceIsolation(t *testing.T) {
 	}{
 		{name: "plugin only", profiles: 1, ps: &berthv1alpha1.PluginSet{InstanceIsolation: &berthv1alpha1.InstanceIsolationPlugin{
 			Weight: berthv1alpha1.Weight{Weight: ptr.To[int32](10)},
-			Args:   berthv1alpha1.InstanceIsolationArgs{Strict: ptr.To(true), ExemptNamespaces: []string{"kube-system"}}}}},
+			Args:   configv1.InstanceIsolationArgs{Strict: ptr.To(true), ExemptNamespaces: []string{"kube-system"}}}}},
 		{name: "isolated profile", profiles: 2, ps: &berthv1alpha1.PluginSet{InstanceIsolation: &berthv1alpha1.InstanceIsolationPlugin{
 			IsolatedProfileName: "berth-scheduler-isolated",
-			Args:                berthv1alpha1.InstanceIsolationArgs{ClassLabels: []string{"ipp-class"}, SpreadReplicas: ptr.To(true)}}}},
+			Args:                configv1.InstanceIsolationArgs{ClassLabels: []string{"ipp-class"}, SpreadReplicas: ptr.To(true)}}}},
 		{name: "isolated profile with NodeImageLocality", profiles: 2, ps: &berthv1alpha1.PluginSet{
 			NodeImageLocality: &berthv1alpha1.NodeImageLocalityPlugin{},
 			InstanceIsolation: &berthv1alpha1.InstanceIsolationPlugin{IsolatedProfileName: "iso"}}},
 		{name: "bad class label", ps: &berthv1alpha1.PluginSet{InstanceIsolation: &berthv1alpha1.InstanceIsolationPlugin{
-			IsolatedProfileName: "iso", Args: berthv1alpha1.InstanceIsolationArgs{ClassLabels: []string{"not a key"}}}},
-			err: `spec.plugins.instanceIsolation.args: classLabels[0]: Invalid value: "not a key"`},
+			IsolatedProfileName: "iso", Args: configv1.InstanceIsolationArgs{ClassLabels: []string{"not a key"}}}},
+			err: `spec.plugins.instanceIsolation.args.classLabels[0]: Invalid value: "not a key"`},
 		{name: "isolated name equals the main one", ps: &berthv1alpha1.PluginSet{InstanceIsolation: &berthv1alpha1.InstanceIsolationPlugin{
 			IsolatedProfileName: DefaultSchedulerName}}, err: "spec.plugins.instanceIsolation.isolatedProfileName: Invalid value: \"berth-scheduler\": must differ from spec.schedulerName"},
 	}

@@ -4,12 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/pkg/scheduler/apis/config"
 	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/imagelocality"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
@@ -29,8 +30,9 @@ type Rendered struct {
 
 // Render builds the KubeSchedulerConfiguration a SecondaryScheduler asks for and validates it
 // (Validate). raw is the ConfigMap content when spec.configMapRef is set. Errors name the field
-// the user has to change: spec.plugins.… for structured plugins, the ConfigMap and the path
-// inside the configuration for a raw one.
+// the user has to change: spec.plugins.… for structured plugins (the args are checked by the
+// scheduler's own validation, called with the CR's path), the ConfigMap and the path inside
+// the configuration for a raw one.
 func Render(ss *berthv1alpha1.SecondaryScheduler, raw []byte) (*Rendered, error) {
 	spec := &ss.Spec
 	name := spec.SchedulerName
@@ -38,18 +40,19 @@ func Render(ss *berthv1alpha1.SecondaryScheduler, raw []byte) (*Rendered, error)
 		name = DefaultSchedulerName
 	}
 	var (
-		doc         map[string]any
-		argsFields  []string // CR field of each rendered pluginConfig entry, by index
-		rawSource   string
+		data        []byte
 		errPrefixer = func(err error) error { return err }
 	)
 	switch {
 	case spec.Plugins != nil && spec.ConfigMapRef != nil:
 		return nil, errors.New("spec: set exactly one of plugins and configMapRef")
 	case spec.Plugins != nil:
-		var err error
-		doc, argsFields, err = fromPlugins(name, spec.Plugins)
+		doc, err := fromPlugins(name, spec.Plugins)
 		if err != nil {
+			return nil, err
+		}
+		doc.LeaderElection = operatorLease(name, ss.Namespace)
+		if data, err = marshal(doc); err != nil {
 			return nil, err
 		}
 	case spec.ConfigMapRef != nil:
@@ -57,43 +60,18 @@ func Render(ss *berthv1alpha1.SecondaryScheduler, raw []byte) (*Rendered, error)
 		if key == "" {
 			key = "config.yaml"
 		}
-		rawSource = fmt.Sprintf("spec.configMapRef: ConfigMap %s/%s key %s", ss.Namespace, spec.ConfigMapRef.Name, key)
+		rawSource := fmt.Sprintf("spec.configMapRef: ConfigMap %s/%s key %s", ss.Namespace, spec.ConfigMapRef.Name, key)
 		errPrefixer = func(err error) error { return fmt.Errorf("%s: %w", rawSource, err) }
-		if err := yaml.Unmarshal(raw, &doc); err != nil || doc == nil {
-			if err == nil {
-				err = errors.New("empty document")
-			}
-			return nil, errPrefixer(&NotConfigError{Err: err})
-		}
-		if doc["apiVersion"] != APIVersion || doc["kind"] != "KubeSchedulerConfiguration" {
-			return nil, errPrefixer(&NotConfigError{Err: fmt.Errorf("found apiVersion %v, kind %v", doc["apiVersion"], doc["kind"])})
+		var err error
+		if data, err = fromRaw(raw, operatorLease(name, ss.Namespace)); err != nil {
+			return nil, errPrefixer(err)
 		}
 	default:
 		return nil, errors.New("spec: set one of plugins and configMapRef")
 	}
-
-	// The operator owns how the scheduler reaches the API server (in-cluster) and which Lease
-	// it elects on: its RBAC grants exactly that Lease.
-	le, _ := doc["leaderElection"].(map[string]any)
-	if le == nil {
-		le = map[string]any{}
-	}
-	le["leaderElect"] = true
-	le["resourceLock"] = "leases"
-	le["resourceName"] = name
-	le["resourceNamespace"] = ss.Namespace
-	doc["leaderElection"] = le
-	if cc, ok := doc["clientConnection"].(map[string]any); ok {
-		delete(cc, "kubeconfig")
-	}
-
-	data, err := marshal(doc)
-	if err != nil {
-		return nil, errPrefixer(err)
-	}
 	cfg, err := Validate(data)
 	if err != nil {
-		return nil, errPrefixer(mapArgsErrors(err, argsFields))
+		return nil, errPrefixer(err)
 	}
 	found := false
 	for _, p := range cfg.Profiles {
@@ -105,214 +83,225 @@ func Render(ss *berthv1alpha1.SecondaryScheduler, raw []byte) (*Rendered, error)
 	return &Rendered{YAML: data, Hash: Hash(data)}, nil
 }
 
-// mapArgsErrors replaces profiles[0].pluginConfig[i].args with the CR field that produced it.
-func mapArgsErrors(err error, argsFields []string) error {
-	if len(argsFields) == 0 {
-		return err
-	}
-	var out []error
-	seen := map[string]bool{}
-	for _, e := range unjoin(err) {
-		var ae *ArgsError
-		if errors.As(e, &ae) {
-			for i, f := range argsFields {
-				// why: the isolated profile (profiles[1]) repeats profile 0's pluginConfig,
-				// so its args errors name the same CR field; report each once.
-				for _, prof := range []int{0, 1} {
-					if ae.Path == fmt.Sprintf("profiles[%d].pluginConfig[%d].args", prof, i) {
-						e = fmt.Errorf("%s: %w", f, ae.Err)
-					}
-				}
-			}
-		}
-		if seen[e.Error()] {
-			continue
-		}
-		seen[e.Error()] = true
-		out = append(out, e)
-	}
-	return errors.Join(out...)
+// The operator owns how the scheduler reaches the API server (in-cluster) and which Lease it
+// elects on: its RBAC grants exactly that Lease.
+func operatorLease(name, namespace string) *leaderElection {
+	return &leaderElection{LeaderElect: true, ResourceLock: "leases", ResourceName: name, ResourceNamespace: namespace}
 }
 
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
+// fromRaw is a user's own configuration with the operator's leader election and without a
+// kubeconfig. The document stays generic: it is the user's, with fields Berth does not model.
+func fromRaw(raw []byte, le *leaderElection) ([]byte, error) {
+	var doc map[string]any
+	if err := yaml.Unmarshal(raw, &doc); err != nil || doc == nil {
+		if err == nil {
+			err = errors.New("empty document")
+		}
+		return nil, &NotConfigError{Err: err}
 	}
-	return []error{err}
+	if doc["apiVersion"] != APIVersion || doc["kind"] != "KubeSchedulerConfiguration" {
+		return nil, &NotConfigError{Err: fmt.Errorf("found apiVersion %v, kind %v", doc["apiVersion"], doc["kind"])}
+	}
+	got, _ := doc["leaderElection"].(map[string]any)
+	if got == nil {
+		got = map[string]any{}
+	}
+	got["leaderElect"] = le.LeaderElect
+	got["resourceLock"] = le.ResourceLock
+	got["resourceName"] = le.ResourceName
+	got["resourceNamespace"] = le.ResourceNamespace
+	doc["leaderElection"] = got
+	if cc, ok := doc["clientConnection"].(map[string]any); ok {
+		delete(cc, "kubeconfig")
+	}
+	return marshal(doc)
+}
+
+// document is the part of a KubeSchedulerConfiguration the operator writes; the scheduler's
+// loader defaults the rest. Plugin args are the typed args from the CR (api/config/v1).
+type document struct {
+	APIVersion     string          `json:"apiVersion"`
+	Kind           string          `json:"kind"`
+	LeaderElection *leaderElection `json:"leaderElection,omitempty"`
+	Profiles       []profile       `json:"profiles"`
+}
+
+type leaderElection struct {
+	LeaderElect       bool   `json:"leaderElect"`
+	ResourceLock      string `json:"resourceLock"`
+	ResourceName      string `json:"resourceName"`
+	ResourceNamespace string `json:"resourceNamespace"`
+}
+
+type profile struct {
+	SchedulerName string         `json:"schedulerName"`
+	Plugins       plugins        `json:"plugins"`
+	PluginConfig  []pluginConfig `json:"pluginConfig"`
+}
+
+type plugins struct {
+	MultiPoint pluginSet  `json:"multiPoint"`
+	Filter     *pluginSet `json:"filter,omitempty"`
+	Score      *pluginSet `json:"score,omitempty"`
+}
+
+type pluginSet struct {
+	Enabled  []plugin `json:"enabled,omitempty"`
+	Disabled []plugin `json:"disabled,omitempty"`
+}
+
+type plugin struct {
+	Name   string `json:"name"`
+	Weight *int32 `json:"weight,omitempty"`
+}
+
+type pluginConfig struct {
+	Name string         `json:"name"`
+	Args runtime.Object `json:"args"`
+}
+
+func names(ns ...string) []plugin {
+	out := make([]plugin, len(ns))
+	for i, n := range ns {
+		out[i] = plugin{Name: n}
+	}
+	return out
 }
 
 // fromPlugins renders one profile with Berth's plugins enabled at every extension point they
-// implement (multiPoint), on top of upstream's default plugins.
-func fromPlugins(name string, ps *berthv1alpha1.PluginSet) (map[string]any, []string, error) {
-	var (
-		enabled      []any
-		pluginConfig []any
-		fields       []string
-	)
-	add := func(plugin, crField string, weight *int32, args any, fix func(map[string]any) error) error {
-		e := map[string]any{"name": plugin}
-		if weight != nil {
-			e["weight"] = *weight
-		}
-		enabled = append(enabled, e)
-		j, err := json.Marshal(args)
-		if err != nil {
-			return err
-		}
-		var m map[string]any
-		if err := json.Unmarshal(j, &m); err != nil {
-			return err
-		}
-		if fix != nil {
-			if err := fix(m); err != nil {
-				return fmt.Errorf("%s.%w", crField, err)
-			}
-		}
-		pluginConfig = append(pluginConfig, map[string]any{"name": plugin, "args": m})
-		fields = append(fields, crField)
-		return nil
+// implement (multiPoint), on top of upstream's default plugins, after validating each plugin's
+// args with the scheduler's own validation at the CR's path.
+func fromPlugins(name string, ps *berthv1alpha1.PluginSet) (*document, error) {
+	if errs := validatePluginArgs(field.NewPath("spec", "plugins"), ps); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	var main profile
+	add := func(name string, weight *int32, args runtime.Object) {
+		main.Plugins.MultiPoint.Enabled = append(main.Plugins.MultiPoint.Enabled, plugin{Name: name, Weight: weight})
+		main.PluginConfig = append(main.PluginConfig, pluginConfig{Name: name, Args: args})
 	}
 	if p := ps.TargetLoadPacking; p != nil {
-		if err := add(targetloadpacking.Name, "spec.plugins.targetLoadPacking.args", p.Weight.Weight, p.Args, nil); err != nil {
-			return nil, nil, err
-		}
+		add(targetloadpacking.Name, p.Weight.Weight, &p.Args)
 	}
 	if p := ps.LoadVariationRiskBalancing; p != nil {
-		// The CRD carries the variance knobs as decimal strings; the plugin takes numbers.
-		toFloat := func(m map[string]any) error {
-			for _, k := range []string{"safeVarianceMargin", "safeVarianceSensitivity"} {
-				s, ok := m[k].(string)
-				if !ok {
-					continue
-				}
-				f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-				if err != nil {
-					return fmt.Errorf("%s: invalid value %q: must be a decimal number", k, s)
-				}
-				m[k] = f
-			}
-			return nil
-		}
-		if err := add(loadvariationriskbalancing.Name, "spec.plugins.loadVariationRiskBalancing.args", p.Weight.Weight, p.Args, toFloat); err != nil {
-			return nil, nil, err
-		}
+		add(loadvariationriskbalancing.Name, p.Weight.Weight, &p.Args)
 	}
 	if p := ps.SySched; p != nil {
-		if err := add(sysched.Name, "spec.plugins.sySched.args", p.Weight.Weight, p.Args, nil); err != nil {
-			return nil, nil, err
-		}
+		add(sysched.Name, p.Weight.Weight, &p.Args)
 	}
 	if p := ps.NodeImageLocality; p != nil {
-		if err := add(imagelocality.Name, "spec.plugins.nodeImageLocality.args", p.Weight.Weight, p.Args, nil); err != nil {
-			return nil, nil, err
-		}
+		add(imagelocality.Name, p.Weight.Weight, &p.Args)
 	}
 	if p := ps.InstanceIsolation; p != nil {
-		if err := add(instanceisolation.Name, "spec.plugins.instanceIsolation.args", p.Weight.Weight, p.Args, nil); err != nil {
-			return nil, nil, err
-		}
+		add(instanceisolation.Name, p.Weight.Weight, &p.Args)
 	}
 	// why: recording alone is a legitimate profile (upstream's plugins, explained), but only
 	// when asked for; the implicit default does not make an otherwise empty set valid.
-	if len(enabled) == 0 && (ps.DecisionRecord == nil || !decisionRecordOn(ps.DecisionRecord)) {
-		return nil, nil, errors.New("spec.plugins: enable at least one plugin")
+	if len(main.PluginConfig) == 0 && !decisionRecordAsked(ps.DecisionRecord) {
+		return nil, errors.New("spec.plugins: enable at least one plugin")
 	}
-	if p := ps.DecisionRecord; p == nil || decisionRecordOn(p) {
+	if decisionRecordOn(ps.DecisionRecord) {
 		// Default on: every profile rendered here (the isolated one copies this one's plugins
 		// and pluginConfig) records, so `kubectl berth explain` works on Helm installs.
-		var args decisionRecordArgs
-		if p != nil {
-			args = decisionRecordArgs{Records: p.Records, TopNodes: p.TopNodes, Summary: p.Summary}
+		args := &decisionrecord.Args{}
+		if p := ps.DecisionRecord; p != nil {
+			args = &p.DecisionRecordArgs
 		}
-		if err := add(decisionrecord.Name, "spec.plugins.decisionRecord", nil, args, nil); err != nil {
-			return nil, nil, err
-		}
+		add(decisionrecord.Name, nil, args)
 	}
-	multiPoint := map[string]any{"enabled": enabled}
 	if ps.NodeImageLocality != nil {
 		// NodeImageLocality is ImageLocality on better data; both would count images twice.
-		multiPoint["disabled"] = []any{map[string]any{"name": "ImageLocality"}}
+		main.Plugins.MultiPoint.Disabled = names("ImageLocality")
 	}
-	plugins := map[string]any{"multiPoint": multiPoint}
 	if ps.InstanceIsolation != nil {
 		// why: plugins also enabled at a specific extension point run first there, in this
 		// order. InstanceIsolation's Filter is one map lookup, so nodes of another class are
 		// refused before resource fit, ports, volumes and inter-pod affinity spend time on
 		// them; the node-level filters stay ahead of it so a node outside the pod's pool is
 		// still reported as such, not as another class's node.
-		var filter []any
-		for _, n := range []string{"NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", instanceisolation.Name} {
-			filter = append(filter, map[string]any{"name": n})
-		}
-		plugins["filter"] = map[string]any{"enabled": filter}
+		main.Plugins.Filter = &pluginSet{Enabled: names("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", instanceisolation.Name)}
 	}
 	if ps.DisableDefaultScore {
-		plugins["score"] = map[string]any{"disabled": []any{
-			map[string]any{"name": "NodeResourcesBalancedAllocation"},
-			map[string]any{"name": "NodeResourcesFit"},
-		}}
+		main.Plugins.Score = &pluginSet{Disabled: names("NodeResourcesBalancedAllocation", "NodeResourcesFit")}
 	}
-	profiles := []any{map[string]any{
-		"schedulerName": name,
-		"plugins":       plugins,
-		"pluginConfig":  pluginConfig,
-	}}
-	if iso, err := isolatedProfile(name, ps, plugins, pluginConfig); err != nil {
-		return nil, nil, err
-	} else if iso != nil {
-		profiles = append(profiles, iso)
+	main.SchedulerName = name
+	doc := &document{APIVersion: APIVersion, Kind: "KubeSchedulerConfiguration", Profiles: []profile{main}}
+	iso, err := isolatedProfile(main, ps)
+	if err != nil {
+		return nil, err
 	}
-	doc := map[string]any{
-		"apiVersion": APIVersion,
-		"kind":       "KubeSchedulerConfiguration",
-		"profiles":   profiles,
+	if iso != nil {
+		doc.Profiles = append(doc.Profiles, *iso)
 	}
-	return doc, fields, nil
+	return doc, nil
 }
 
-// decisionRecordArgs are DecisionRecord's args as the plugin reads them (the CR's enabled is
-// not one of them: its strict decoder would refuse it).
-type decisionRecordArgs struct {
-	Records  *int32 `json:"records,omitempty"`
-	TopNodes *int32 `json:"topNodes,omitempty"`
-	Summary  string `json:"summary,omitempty"`
+// validatePluginArgs checks every plugin's args in the set with the validation berth-scheduler
+// runs, on a defaulted copy (the CR's own args are rendered as written), at the CR's path.
+func validatePluginArgs(root *field.Path, ps *berthv1alpha1.PluginSet) field.ErrorList {
+	var errs field.ErrorList
+	if p := ps.TargetLoadPacking; p != nil {
+		errs = append(errs, validateCopy(root.Child("targetLoadPacking", "args"), &p.Args, config.ValidateTargetLoadPackingArgs)...)
+	}
+	if p := ps.LoadVariationRiskBalancing; p != nil {
+		errs = append(errs, validateCopy(root.Child("loadVariationRiskBalancing", "args"), &p.Args, config.ValidateLoadVariationRiskBalancingArgs)...)
+	}
+	if p := ps.SySched; p != nil {
+		errs = append(errs, validateCopy(root.Child("sySched", "args"), &p.Args, config.ValidateSySchedArgs)...)
+	}
+	if p := ps.NodeImageLocality; p != nil {
+		errs = append(errs, validateCopy(root.Child("nodeImageLocality", "args"), &p.Args, config.ValidateNodeImageLocalityArgs)...)
+	}
+	if p := ps.InstanceIsolation; p != nil {
+		errs = append(errs, validateCopy(root.Child("instanceIsolation", "args"), &p.Args, config.ValidateInstanceIsolationArgs)...)
+	}
+	if p := ps.DecisionRecord; p != nil && decisionRecordOn(p) {
+		// The args sit inline beside enabled.
+		errs = append(errs, validateCopy(root.Child("decisionRecord"), &p.DecisionRecordArgs, config.ValidateDecisionRecordArgs)...)
+	}
+	return errs
+}
+
+func validateCopy[P runtime.Object](path *field.Path, args P, validate func(*field.Path, P) field.ErrorList) field.ErrorList {
+	c := args.DeepCopyObject().(P)
+	config.Scheme.Default(c)
+	return validate(path, c)
+}
+
+func decisionRecordAsked(p *berthv1alpha1.DecisionRecordPlugin) bool {
+	return p != nil && decisionRecordOn(p)
 }
 
 func decisionRecordOn(p *berthv1alpha1.DecisionRecordPlugin) bool {
-	return p.Enabled == nil || *p.Enabled
+	return p == nil || p.Enabled == nil || *p.Enabled
 }
 
 // isolatedProfile is the second profile spec.plugins.instanceIsolation.isolatedProfileName
 // asks for: the same plugins and args with InterPodAffinity disabled, for pods whose only
 // pod-affinity terms are IPP's class anti-affinity, which InstanceIsolation enforces natively
 // (the webhook's "both" mode routes such pods here). nil when not asked for.
-func isolatedProfile(main string, ps *berthv1alpha1.PluginSet, plugins map[string]any, pluginConfig []any) (map[string]any, error) {
+func isolatedProfile(main profile, ps *berthv1alpha1.PluginSet) (*profile, error) {
 	if ps.InstanceIsolation == nil || ps.InstanceIsolation.IsolatedProfileName == "" {
 		return nil, nil
 	}
 	iso := ps.InstanceIsolation.IsolatedProfileName
-	if iso == main {
-		return nil, fmt.Errorf("spec.plugins.instanceIsolation.isolatedProfileName: Invalid value: %q: must differ from spec.schedulerName", iso)
+	p := field.NewPath("spec", "plugins", "instanceIsolation", "isolatedProfileName")
+	if iso == main.SchedulerName {
+		return nil, field.Invalid(p, iso, "must differ from spec.schedulerName")
 	}
 	if iso == "default-scheduler" {
-		return nil, fmt.Errorf("spec.plugins.instanceIsolation.isolatedProfileName: Invalid value: %q: default-scheduler is the cluster's default scheduler", iso)
+		return nil, field.Invalid(p, iso, "default-scheduler is the cluster's default scheduler")
 	}
-	mp, _ := plugins["multiPoint"].(map[string]any)
-	isoMP := map[string]any{"enabled": mp["enabled"]}
-	disabled := []any{map[string]any{"name": "InterPodAffinity"}}
-	if d, ok := mp["disabled"].([]any); ok {
-		disabled = append(append([]any{}, d...), disabled...)
+	out := main
+	out.SchedulerName = iso
+	out.Plugins.MultiPoint.Disabled = append(append([]plugin{}, main.Plugins.MultiPoint.Disabled...), plugin{Name: "InterPodAffinity"})
+	return &out, nil
+}
+
+func marshal(v any) ([]byte, error) {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
 	}
-	isoMP["disabled"] = disabled
-	isoPlugins := map[string]any{"multiPoint": isoMP}
-	for k, v := range plugins {
-		if k != "multiPoint" {
-			isoPlugins[k] = v
-		}
-	}
-	return map[string]any{
-		"schedulerName": iso,
-		"plugins":       isoPlugins,
-		"pluginConfig":  pluginConfig,
-	}, nil
+	return yaml.JSONToYAML(j)
 }

@@ -1,7 +1,8 @@
 // Package schedconfig renders berth-scheduler's KubeSchedulerConfiguration from a
 // SecondaryScheduler and validates a configuration exactly as berth-scheduler will load it:
 // the upstream loader (strict decoding, defaulting, conversion), upstream validation, the
-// plugin names the binary knows, and each Berth plugin's own ParseArgs. The operator, the
+// plugin names the binary knows, and each Berth plugin's args through pkg/scheduler/apis/config
+// (the decoding, defaulting and validation the plugin's factory runs). The operator, the
 // chart tests and the scheduler share it, so nothing reaches a running scheduler that the
 // scheduler would reject at start.
 package schedconfig
@@ -9,7 +10,6 @@ package schedconfig
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -21,41 +21,15 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	frameworkplugins "k8s.io/kubernetes/pkg/scheduler/framework/plugins"
-	"sigs.k8s.io/yaml"
 
-	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/imagelocality"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadvariationriskbalancing"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/sysched"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/targetloadpacking"
+	berthconfig "github.com/berth-sched/berth/pkg/scheduler/apis/config"
 	"github.com/berth-sched/berth/pkg/scheduler/registry"
 )
 
 // APIVersion of the configurations this package renders.
 const APIVersion = "kubescheduler.config.k8s.io/v1"
 
-// argParsers are Berth's plugins whose args the scheduler parses itself (upstream validation
-// cannot see them: out-of-tree args stay runtime.Unknown until the plugin's factory runs).
-var argParsers = map[string]func(runtime.Object) error{
-	targetloadpacking.Name: func(o runtime.Object) error { _, err := targetloadpacking.ParseArgs(o); return err },
-	loadvariationriskbalancing.Name: func(o runtime.Object) error {
-		_, err := loadvariationriskbalancing.ParseArgs(o)
-		return err
-	},
-	sysched.Name: func(o runtime.Object) error { _, err := sysched.ParseArgs(o); return err },
-	imagelocality.Name: func(o runtime.Object) error {
-		_, err := imagelocality.ParseArgs(o)
-		return err
-	},
-	instanceisolation.Name: func(o runtime.Object) error {
-		_, err := instanceisolation.ParseArgs(o)
-		return err
-	},
-	decisionrecord.Name: func(o runtime.Object) error { _, err := decisionrecord.ParseArgs(o); return err },
-}
-
-// ArgsError is a Berth plugin's args rejected by its ParseArgs.
+// ArgsError is a Berth plugin's args rejected by their decoding or validation.
 type ArgsError struct {
 	// Path is where the args sit in the configuration, e.g. profiles[0].pluginConfig[1].args.
 	Path   string
@@ -95,7 +69,7 @@ func Load(data []byte) (*config.KubeSchedulerConfiguration, error) {
 
 // Validate loads data and checks it as berth-scheduler will at start: upstream validation,
 // every plugin name known to the binary (in-tree plus Berth's registry), and Berth's plugin
-// args through their ParseArgs. All problems are returned, each naming its field.
+// args through pkg/scheduler/apis/config. All problems are returned, each naming its field.
 func Validate(data []byte) (*config.KubeSchedulerConfiguration, error) {
 	cfg, err := Load(data)
 	if err != nil {
@@ -109,11 +83,9 @@ func Validate(data []byte) (*config.KubeSchedulerConfiguration, error) {
 	errs = append(errs, checkWeights(data)...)
 	for i, prof := range cfg.Profiles {
 		for j, pc := range prof.PluginConfig {
-			parse, ok := argParsers[pc.Name]
-			if !ok {
-				continue
-			}
-			if err := parse(pc.Args); err != nil {
+			// why: Berth's args stay runtime.Unknown through the upstream loader; they are
+			// decoded, defaulted and validated here exactly as the plugin's factory will.
+			if _, err := berthconfig.DecodeAndValidate(pc.Name, pc.Args); err != nil {
 				path := field.NewPath("profiles").Index(i).Child("pluginConfig").Index(j).Child("args")
 				errs = append(errs, &ArgsError{Path: path.String(), Plugin: pc.Name, Err: err})
 			}
@@ -191,12 +163,4 @@ func Hash(data []byte) string {
 // ErrorMessage flattens a (joined) validation error into one line per problem.
 func ErrorMessage(err error) string {
 	return strings.ReplaceAll(err.Error(), "\n", "; ")
-}
-
-func marshal(m map[string]any) ([]byte, error) {
-	j, err := json.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	return yaml.JSONToYAML(j)
 }

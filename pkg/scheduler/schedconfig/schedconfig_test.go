@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 )
 
@@ -22,8 +23,8 @@ func cr(plugins *berthv1alpha1.PluginSet, ref *berthv1alpha1.ConfigMapKeyReferen
 func tlp(addr string, target int64) *berthv1alpha1.PluginSet {
 	return &berthv1alpha1.PluginSet{TargetLoadPacking: &berthv1alpha1.TargetLoadPackingPlugin{
 		Weight: berthv1alpha1.Weight{Weight: ptr.To[int32](3)},
-		Args: berthv1alpha1.TargetLoadPackingArgs{
-			LoadAwareArgs:     berthv1alpha1.LoadAwareArgs{WatcherAddress: addr},
+		Args: configv1.TargetLoadPackingArgs{
+			LoadAwareArgs:     configv1.LoadAwareArgs{WatcherAddress: addr},
 			TargetUtilization: ptr.To(target),
 		},
 	}}
@@ -33,13 +34,13 @@ var ref = &berthv1alpha1.ConfigMapKeyReference{Name: "raw", Key: "config.yaml"}
 
 func TestRender(t *testing.T) {
 	all := tlp("http://berth-loadwatcher:2020", 60)
-	all.LoadVariationRiskBalancing = &berthv1alpha1.LoadVariationRiskBalancingPlugin{Args: berthv1alpha1.LoadVariationRiskBalancingArgs{
-		LoadAwareArgs: berthv1alpha1.LoadAwareArgs{WatcherAddress: "http://berth-loadwatcher:2020"}, SafeVarianceMargin: "1.5"}}
-	all.SySched = &berthv1alpha1.SySchedPlugin{Args: berthv1alpha1.SySchedArgs{DaemonSetPods: "Count"}}
+	all.LoadVariationRiskBalancing = &berthv1alpha1.LoadVariationRiskBalancingPlugin{Args: configv1.LoadVariationRiskBalancingArgs{
+		LoadAwareArgs: configv1.LoadAwareArgs{WatcherAddress: "http://berth-loadwatcher:2020"}, SafeVarianceMargin: configv1.NewDecimal("1.5")}}
+	all.SySched = &berthv1alpha1.SySchedPlugin{Args: configv1.SySchedArgs{DaemonSetPods: "Count"}}
 	all.DisableDefaultScore = true
 	badLVRB := tlp("http://w:1", 50)
-	badLVRB.LoadVariationRiskBalancing = &berthv1alpha1.LoadVariationRiskBalancingPlugin{Args: berthv1alpha1.LoadVariationRiskBalancingArgs{
-		LoadAwareArgs: berthv1alpha1.LoadAwareArgs{WatcherAddress: "ftp://w"}}}
+	badLVRB.LoadVariationRiskBalancing = &berthv1alpha1.LoadVariationRiskBalancingPlugin{Args: configv1.LoadVariationRiskBalancingArgs{
+		LoadAwareArgs: configv1.LoadAwareArgs{WatcherAddress: "ftp://w"}}}
 
 	cases := []struct {
 		name string

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/berth-sched/berth/pkg/scheduler/pluginargs/pluginargstest"
+	"github.com/berth-sched/berth/pkg/scheduler/apis/config/configtest"
 )
 
 // FuzzNodeImageLocalityArgs: ParseArgs on arbitrary JSON or YAML never panics, and accepted
@@ -15,7 +15,7 @@ func FuzzNodeImageLocalityArgs(f *testing.F) {
 	f.Add([]byte("assumePulledFor: 0s\n"), true)
 	f.Add([]byte(`{"assumePulledFor":"-3h"}`), false)
 	f.Fuzz(func(t *testing.T, data []byte, yaml bool) {
-		pluginargstest.RoundTrip(t, ParseArgs, data, yaml, nil, func(a, b *Args) bool { return reflect.DeepEqual(a, b) })
+		configtest.RoundTrip(t, ParseArgs, data, yaml, nil, func(a, b *Args) bool { return reflect.DeepEqual(a, b) })
 	})
 }
 

@@ -11,12 +11,12 @@ import (
 	"github.com/paypal/load-watcher/pkg/watcher"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/testutil"
 
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 	"github.com/berth-sched/berth/pkg/loadapi"
 	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
 )
@@ -26,7 +26,7 @@ func defaulted(addr string, mutate func(*CommonArgs)) CommonArgs {
 	if mutate != nil {
 		mutate(&a)
 	}
-	a.SetDefaults()
+	configv1.SetDefaults_LoadAwareArgs(&a)
 	return a
 }
 
@@ -367,21 +367,6 @@ func TestConcurrentAccess(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-}
-
-func TestDecodeStrict(t *testing.T) {
-	if err := DecodeStrict(&runtime.Unknown{Raw: []byte(`{}`), ContentType: "application/xml"}, &runtime.Unknown{}); err == nil {
-		t.Error("unsupported content type accepted")
-	}
-	if err := DecodeStrict(&v1.Pod{}, &runtime.Unknown{}); err == nil || !strings.Contains(err.Error(), "*v1.Pod") {
-		t.Errorf("wrong object type: %v", err)
-	}
-	if err := DecodeStrict(nil, &runtime.Unknown{}); err != nil {
-		t.Errorf("nil args: %v", err)
-	}
-	if err := DecodeStrict(&runtime.Unknown{Raw: []byte("{not json"), ContentType: runtime.ContentTypeJSON}, &runtime.Unknown{}); err == nil {
-		t.Error("invalid JSON accepted")
-	}
 }
 
 func cacheTombstone(p *v1.Pod) interface{} {

@@ -4,7 +4,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/berth-sched/berth/pkg/scheduler/pluginargs/pluginargstest"
+	configv1 "github.com/berth-sched/berth/api/config/v1"
+	"github.com/berth-sched/berth/pkg/scheduler/apis/config/configtest"
 )
 
 // FuzzLoadVariationRiskBalancingArgs: ParseArgs on arbitrary JSON or YAML never panics, accepts
@@ -14,10 +15,10 @@ func FuzzLoadVariationRiskBalancingArgs(f *testing.F) {
 	f.Add([]byte("watcherAddress: http://w:2020\nsafeVarianceMargin: .inf\n"), true)
 	f.Add([]byte(`{"watcherAddress":"http://w","safeVarianceMargin":-1,"metricsExpirySeconds":0}`), false)
 	f.Fuzz(func(t *testing.T, data []byte, yaml bool) {
-		pluginargstest.RoundTrip(t, ParseArgs, data, yaml, func(t *testing.T, a *LoadVariationRiskBalancingArgs) {
-			for _, v := range []float64{*a.SafeVarianceMargin, *a.SafeVarianceSensitivity} {
-				if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-					t.Fatalf("accepted %v", v)
+		configtest.RoundTrip(t, ParseArgs, data, yaml, func(t *testing.T, a *LoadVariationRiskBalancingArgs) {
+			for _, d := range []configv1.Decimal{*a.SafeVarianceMargin, *a.SafeVarianceSensitivity} {
+				if v, err := d.Float64(); err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+					t.Fatalf("accepted %q", d)
 				}
 			}
 		}, nil)

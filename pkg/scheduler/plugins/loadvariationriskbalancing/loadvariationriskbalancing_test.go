@@ -295,12 +295,15 @@ func TestArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *got.SafeVarianceMargin != 1 || *got.SafeVarianceSensitivity != 1 || *got.MetricsExpirySeconds != 300 {
+	if m, s := varianceKnobs(got); m != 1 || s != 1 || *got.MetricsExpirySeconds != 300 {
 		t.Errorf("defaults: %+v", got)
 	}
 	got, err = ParseArgs(rawArgs(`{"kind":"LoadVariationRiskBalancingArgs","watcherAddress":"http://lw:2020","safeVarianceMargin":2,"safeVarianceSensitivity":0}`))
-	if err != nil || *got.SafeVarianceMargin != 2 || *got.SafeVarianceSensitivity != 0 {
-		t.Errorf("explicit: %v %+v", err, got)
+	if err != nil {
+		t.Fatalf("explicit: %v", err)
+	}
+	if m, s := varianceKnobs(got); m != 2 || s != 0 {
+		t.Errorf("explicit: %+v", got)
 	}
 	for _, tc := range []struct{ args, want string }{
 		{`{"watcherAddress":"http://lw","safeVarianceMargin":-1}`, "safeVarianceMargin"},

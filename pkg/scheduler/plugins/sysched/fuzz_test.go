@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/berth-sched/berth/pkg/scheduler/pluginargs/pluginargstest"
+	"github.com/berth-sched/berth/pkg/scheduler/apis/config/configtest"
 )
 
 // FuzzSySchedArgs: ParseArgs on arbitrary JSON or YAML never panics, and accepted args survive
@@ -14,6 +14,6 @@ func FuzzSySchedArgs(f *testing.F) {
 	f.Add([]byte("syschedCRDNamespace: ns\nsyschedFullCRDName: full\n"), true)
 	f.Add([]byte(`{"defaultProfileName":"a","syschedFullCRDName":"b"}`), false)
 	f.Fuzz(func(t *testing.T, data []byte, yaml bool) {
-		pluginargstest.RoundTrip(t, ParseArgs, data, yaml, nil, func(a, b *Args) bool { return reflect.DeepEqual(a, b) })
+		configtest.RoundTrip(t, ParseArgs, data, yaml, nil, func(a, b *Args) bool { return reflect.DeepEqual(a, b) })
 	})
 }

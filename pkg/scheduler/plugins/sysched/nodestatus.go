@@ -95,7 +95,7 @@ func (s *state) notInstalled(id, node string) string {
 // PreFilter works out which profiles the pod needs installed; with none that SPO reports on,
 // the Filter is skipped for the pod.
 func (pl *SySched) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	if !pl.args.filterNotInstalled() {
+	if !filterNotInstalled(pl.args) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	// The set is kept in the cycle state: PreScore reads it from there rather than resolving

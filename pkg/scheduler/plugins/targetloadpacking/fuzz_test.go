@@ -3,7 +3,7 @@ package targetloadpacking
 import (
 	"testing"
 
-	"github.com/berth-sched/berth/pkg/scheduler/pluginargs/pluginargstest"
+	"github.com/berth-sched/berth/pkg/scheduler/apis/config/configtest"
 )
 
 // FuzzTargetLoadPackingArgs feeds arbitrary JSON or YAML to ParseArgs (what the scheduler and
@@ -14,7 +14,7 @@ func FuzzTargetLoadPackingArgs(f *testing.F) {
 	f.Add([]byte("watcherAddress: http://w:2020\nusageThresholds: {cpu: 80}\nexpiredMetricsAction: Block\n"), true)
 	f.Add([]byte(`{"watcherAddress":"http://w","defaultRequestsMultiplier":"NaN","targetUtilization":-1}`), false)
 	f.Fuzz(func(t *testing.T, data []byte, yaml bool) {
-		pluginargstest.RoundTrip(t, ParseArgs, data, yaml, func(t *testing.T, a *TargetLoadPackingArgs) {
+		configtest.RoundTrip(t, ParseArgs, data, yaml, func(t *testing.T, a *TargetLoadPackingArgs) {
 			if u := *a.TargetUtilization; u < 1 || u > 100 {
 				t.Fatalf("accepted targetUtilization %d", u)
 			}

@@ -523,7 +523,7 @@ func TestArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	cpu = got.DefaultRequests[v1.ResourceCPU]
-	if *got.TargetUtilization != 50 || cpu.MilliValue() != 100 || *got.DefaultRequestsMultiplier != "2.5" || got.MetricProvider.Type != "" {
+	if *got.TargetUtilization != 50 || cpu.MilliValue() != 100 || *got.DefaultRequestsMultiplier != "2.5" || got.MetricProvider != nil {
 		t.Errorf("explicit values changed: %+v", got)
 	}
 	// YAML, as a hand-written runtime.Unknown might carry.
@@ -531,7 +531,7 @@ func TestArgs(t *testing.T) {
 		t.Errorf("YAML args: %v", err)
 	}
 	// Typed args are copied, not aliased.
-	typed := &TargetLoadPackingArgs{CommonArgs: loadaware.CommonArgs{WatcherAddress: "http://lw:2020"}}
+	typed := &TargetLoadPackingArgs{LoadAwareArgs: loadaware.CommonArgs{WatcherAddress: "http://lw:2020"}}
 	if out, err := ParseArgs(typed); err != nil || out == typed || typed.TargetUtilization != nil {
 		t.Errorf("typed args: err %v, aliased %v, input mutated %v", err, out == typed, typed.TargetUtilization != nil)
 	}

@@ -1,6 +1,6 @@
-// Package pluginargstest holds the body every plugin's args fuzz target shares. Only tests
+// Package configtest holds the body every plugin's args fuzz target shares. Only tests
 // import it.
-package pluginargstest
+package configtest
 
 import (
 	"bytes"
