@@ -1,0 +1,112 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	configv1 "github.com/berth-sched/berth/api/config/v1"
+)
+
+// TestDecode: one strict decoder for every plugin's args; each error names its field.
+func TestDecode(t *testing.T) {
+	for _, tc := range []struct {
+		name, ct, raw string
+		wantErr       string
+		check         func(*configv1.DecisionRecordArgs) bool
+	}{
+		{"json", runtime.ContentTypeJSON, `{"records":5,"topNodes":3}`, "", func(a *configv1.DecisionRecordArgs) bool { return *a.Records == 5 && *a.TopNodes == 3 }},
+		{"yaml", runtime.ContentTypeYAML, "records: 7\nkind: X\n", "", func(a *configv1.DecisionRecordArgs) bool { return *a.Records == 7 && a.Kind == "X" }},
+		{"no content type is JSON", "", `{"records":1}`, "", func(a *configv1.DecisionRecordArgs) bool { return *a.Records == 1 }},
+		{"empty", runtime.ContentTypeJSON, "  ", "", func(a *configv1.DecisionRecordArgs) bool { return a.Records == nil }},
+		{"key in other case", runtime.ContentTypeJSON, `{"Records":5}`, `Records: Unsupported value: unknown field "Records"; supported fields: records, topNodes, summary`, nil},
+		{"unknown key", runtime.ContentTypeJSON, `{"record":5}`, `record: Unsupported value`, nil},
+		{"duplicate key", runtime.ContentTypeJSON, `{"records":5,"records":6}`, `records: Duplicate value: duplicate field "records"`, nil},
+		{"wrong type names the field", runtime.ContentTypeJSON, `{"records":"many"}`, `records: Invalid value: "many"`, nil},
+		{"not an object", runtime.ContentTypeJSON, `[1]`, "cannot unmarshal", nil},
+		{"invalid JSON", runtime.ContentTypeJSON, `{not json`, "invalid character", nil},
+		{"other content type", "application/vnd.kubernetes.protobuf", `x`, `unsupported content type`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var a configv1.DecisionRecordArgs
+			err := Decode(&runtime.Unknown{Raw: []byte(tc.raw), ContentType: tc.ct}, &a)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || !tc.check(&a) {
+				t.Fatalf("err = %v, args %+v", err, a)
+			}
+		})
+	}
+}
+
+// TestParse: nil, raw and typed args all come out defaulted and validated; typed args are
+// copied; any other object is refused naming its type.
+func TestParse(t *testing.T) {
+	got, err := Parse(nil, "DecisionRecord", ValidateDecisionRecordArgs)
+	if err != nil || *got.Records != configv1.DefaultRecords || *got.Summary != configv1.SummaryNone {
+		t.Fatalf("nil: %v %+v", err, got)
+	}
+	in := &configv1.DecisionRecordArgs{TopNodes: new(int32(3))}
+	got, err = Parse(in, "DecisionRecord", ValidateDecisionRecordArgs)
+	if err != nil || got == in || in.Records != nil || *got.TopNodes != 3 {
+		t.Fatalf("typed: err %v, aliased %v, input defaulted %v", err, got == in, in.Records != nil)
+	}
+	if _, err := Parse(&v1.Pod{}, "DecisionRecord", ValidateDecisionRecordArgs); err == nil || !strings.Contains(err.Error(), "*v1.Pod") {
+		t.Errorf("wrong object type: %v", err)
+	}
+	_, err = Parse(&runtime.Unknown{Raw: []byte(`{"records":0}`)}, "DecisionRecord", ValidateDecisionRecordArgs)
+	if err == nil || !strings.Contains(err.Error(), "DecisionRecord args: records: Invalid value: 0") {
+		t.Errorf("invalid: %v", err)
+	}
+}
+
+// TestValidateNamesTheCallersPath: the operator passes the CR's own path and gets it back.
+func TestValidateNamesTheCallersPath(t *testing.T) {
+	a := &configv1.TargetLoadPackingArgs{TargetUtilization: new(int64(0))}
+	a.WatcherAddress = "http://w:1"
+	Scheme.Default(a)
+	root := field.NewPath("spec", "plugins", "targetLoadPacking", "args")
+	errs := ValidateTargetLoadPackingArgs(root, a)
+	if len(errs) != 1 || errs[0].Field != "spec.plugins.targetLoadPacking.args.targetUtilization" {
+		t.Fatalf("errs = %v", errs)
+	}
+}
+
+// TestDecimal: a decimal decodes from a string (CRDs) or a number (upstream configurations),
+// encodes as a number, and says when it is not one.
+func TestDecimal(t *testing.T) {
+	for _, tc := range []struct {
+		in, wantJSON string
+		want         float64
+		bad          bool
+	}{
+		{in: `"1.5"`, wantJSON: `1.5`, want: 1.5},
+		{in: `1.5`, wantJSON: `1.5`, want: 1.5},
+		{in: `2`, wantJSON: `2`, want: 2},
+		{in: `"1.0"`, wantJSON: `1.0`, want: 1},
+		{in: `"abc"`, wantJSON: `"abc"`, bad: true},
+	} {
+		var d configv1.Decimal
+		if err := d.UnmarshalJSON([]byte(tc.in)); err != nil {
+			t.Fatalf("%s: %v", tc.in, err)
+		}
+		f, err := d.Float64()
+		if (err != nil) != tc.bad || (!tc.bad && f != tc.want) {
+			t.Errorf("%s: Float64 = %v, %v", tc.in, f, err)
+		}
+		if j, _ := d.MarshalJSON(); string(j) != tc.wantJSON {
+			t.Errorf("%s: encodes as %s, want %s", tc.in, j, tc.wantJSON)
+		}
+	}
+	var d configv1.Decimal
+	if err := d.UnmarshalJSON([]byte(`true`)); err == nil {
+		t.Error("a boolean decoded as a decimal")
+	}
+}

@@ -1,0 +1,245 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	configv1 "github.com/berth-sched/berth/api/config/v1"
+)
+
+// Bounds the CRD cannot express or that raw configurations must meet too.
+const (
+	// MaxDefaultRequestsMultiplier: beyond it a typo, not a policy.
+	MaxDefaultRequestsMultiplier = 1000
+	// MaxAssumePulledFor bounds the window; past an hour the "pull under way" claim is fiction.
+	MaxAssumePulledFor = time.Hour
+	// MaxRecords bounds the LRU so a typo cannot make the scheduler hold gigabytes (a record
+	// with 10 nodes is a few KiB).
+	MaxRecords  = 1_000_000
+	MaxTopNodes = 1000
+)
+
+// Every Validate function takes defaulted args and the path they sit at (nil: errors name the
+// args' own fields).
+
+// checkKind refuses args that name another kind: a configuration meant for another plugin
+// pasted under this plugin's name would otherwise decode partly and be half-applied.
+func checkKind(root *field.Path, obj metav1.TypeMeta, want string) field.ErrorList {
+	if obj.Kind != "" && obj.Kind != want {
+		return field.ErrorList{field.Invalid(root.Child("kind"), obj.Kind, "must be "+want+" or omitted")}
+	}
+	return nil
+}
+
+// ValidateLoadAwareArgs checks the args TargetLoadPacking and LoadVariationRiskBalancing share.
+func ValidateLoadAwareArgs(root *field.Path, a *configv1.LoadAwareArgs) field.ErrorList {
+	var errs field.ErrorList
+	p := root.Child("watcherAddress")
+	if a.WatcherAddress == "" {
+		errs = append(errs, field.Required(p, "berth-scheduler reads a load watcher service (library mode via metricProvider is not supported); set it to the load watcher URL, e.g. http://berth-loadwatcher.berth-system:2020"))
+	} else if u, err := url.Parse(a.WatcherAddress); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, field.Invalid(p, a.WatcherAddress, "must be an absolute http:// or https:// URL with a host"))
+	} else if u.RawQuery != "" || u.Fragment != "" {
+		errs = append(errs, field.Invalid(p, a.WatcherAddress, "must not carry a query or fragment; /watcher?pods=true is appended"))
+	}
+	if mp := a.MetricProvider; mp != nil {
+		switch mp.Type {
+		case "", configv1.KubernetesMetricsServer, configv1.Prometheus, configv1.SignalFx:
+		default:
+			errs = append(errs, field.NotSupported(root.Child("metricProvider", "type"), mp.Type,
+				[]string{string(configv1.KubernetesMetricsServer), string(configv1.Prometheus), string(configv1.SignalFx)}))
+		}
+	}
+	between := func(name string, v *int64, lo, hi int64) {
+		if *v < lo || *v > hi {
+			errs = append(errs, field.Invalid(root.Child(name), *v, fmt.Sprintf("must be between %d and %d", lo, hi)))
+		}
+	}
+	const day = 86400
+	between("metricsExpirySeconds", a.MetricsExpirySeconds, 1, day)
+	between("refreshIntervalSeconds", a.RefreshIntervalSeconds, 1, 3600)
+	between("watcherTimeoutSeconds", a.WatcherTimeoutSeconds, 1, 600)
+	between("assumedPodExpirySeconds", a.AssumedPodExpirySeconds, 1, day)
+	between("neutralScore", a.NeutralScore, 0, 100)
+	switch a.ExpiredMetricsAction {
+	case configv1.ExpiredMetricsNeutral, configv1.ExpiredMetricsBlock:
+	default:
+		errs = append(errs, field.NotSupported(root.Child("expiredMetricsAction"), a.ExpiredMetricsAction,
+			[]string{string(configv1.ExpiredMetricsNeutral), string(configv1.ExpiredMetricsBlock)}))
+	}
+	for r, v := range a.UsageThresholds {
+		rp := root.Child("usageThresholds").Key(string(r))
+		if r != corev1.ResourceCPU && r != corev1.ResourceMemory {
+			errs = append(errs, field.NotSupported(rp, r, []string{string(corev1.ResourceCPU), string(corev1.ResourceMemory)}))
+			continue
+		}
+		if v < 1 || v > 100 {
+			errs = append(errs, field.Invalid(rp, v, "must be a percentage between 1 and 100"))
+		}
+	}
+	return errs
+}
+
+// ValidateTargetLoadPackingArgs checks TargetLoadPacking's args.
+func ValidateTargetLoadPackingArgs(root *field.Path, a *configv1.TargetLoadPackingArgs) field.ErrorList {
+	errs := checkKind(root, a.TypeMeta, "TargetLoadPackingArgs")
+	errs = append(errs, ValidateLoadAwareArgs(root, &a.LoadAwareArgs)...)
+	// 100 is allowed: the score is then 100 up to full load, 0 beyond.
+	if t := *a.TargetUtilization; t < 1 || t > 100 {
+		errs = append(errs, field.Invalid(root.Child("targetUtilization"), t, "must be a percentage between 1 and 100"))
+	}
+	for r, q := range a.DefaultRequests {
+		if q.Sign() < 0 {
+			errs = append(errs, field.Invalid(root.Child("defaultRequests").Key(string(r)), q.String(), "must not be negative"))
+		}
+	}
+	if _, err := DefaultRequestsMultiplier(*a.DefaultRequestsMultiplier); err != nil {
+		errs = append(errs, field.Invalid(root.Child("defaultRequestsMultiplier"), *a.DefaultRequestsMultiplier, err.Error()))
+	}
+	return errs
+}
+
+// DefaultRequestsMultiplier parses TargetLoadPacking's multiplier (a decimal in a string).
+func DefaultRequestsMultiplier(s string) (float64, error) {
+	m, err := configv1.Decimal(s).Float64()
+	if err != nil {
+		return 0, fmt.Errorf("must be a decimal number in a string, e.g. \"1.5\"")
+	}
+	if math.IsNaN(m) || m <= 0 || m > MaxDefaultRequestsMultiplier {
+		return 0, fmt.Errorf("must be greater than 0 and at most %d", MaxDefaultRequestsMultiplier)
+	}
+	return m, nil
+}
+
+// ValidateLoadVariationRiskBalancingArgs checks LoadVariationRiskBalancing's args.
+func ValidateLoadVariationRiskBalancingArgs(root *field.Path, a *configv1.LoadVariationRiskBalancingArgs) field.ErrorList {
+	errs := checkKind(root, a.TypeMeta, "LoadVariationRiskBalancingArgs")
+	errs = append(errs, ValidateLoadAwareArgs(root, &a.LoadAwareArgs)...)
+	check := func(name string, d configv1.Decimal) {
+		v, err := d.Float64()
+		if err != nil {
+			errs = append(errs, field.Invalid(root.Child(name), string(d), err.Error()))
+		} else if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			errs = append(errs, field.Invalid(root.Child(name), v, "must be a finite number >= 0"))
+		}
+	}
+	check("safeVarianceMargin", *a.SafeVarianceMargin)
+	check("safeVarianceSensitivity", *a.SafeVarianceSensitivity)
+	return errs
+}
+
+// ValidateSySchedArgs checks SySched's args.
+func ValidateSySchedArgs(root *field.Path, a *configv1.SySchedArgs) field.ErrorList {
+	errs := checkKind(root, a.TypeMeta, "SySchedArgs")
+	conflict := func(alias, aliasName, canonical, canonicalName string) {
+		if alias != "" && alias != canonical {
+			errs = append(errs, field.Invalid(root.Child(aliasName), alias,
+				fmt.Sprintf("conflicts with %s=%q; set only one of them", canonicalName, canonical)))
+		}
+	}
+	conflict(a.SyschedCRDNamespace, "syschedCRDNamespace", a.DefaultProfileNamespace, "defaultProfileNamespace")
+	conflict(a.SyschedFullCRDName, "syschedFullCRDName", a.DefaultProfileName, "defaultProfileName")
+	for _, msg := range validation.IsDNS1123Label(a.DefaultProfileNamespace) {
+		errs = append(errs, field.Invalid(root.Child("defaultProfileNamespace"), a.DefaultProfileNamespace, msg))
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(a.DefaultProfileName) {
+		errs = append(errs, field.Invalid(root.Child("defaultProfileName"), a.DefaultProfileName, msg))
+	}
+	oneOf := func(name, v string, allowed ...string) {
+		for _, x := range allowed {
+			if v == x {
+				return
+			}
+		}
+		errs = append(errs, field.NotSupported(root.Child(name), v, allowed))
+	}
+	oneOf("daemonSetPods", a.DaemonSetPods, configv1.DaemonSetPodsExclude, configv1.DaemonSetPodsCount)
+	oneOf("runtimeDefault", a.RuntimeDefault, configv1.RuntimeDefaultContainerd, configv1.RuntimeDefaultFull)
+	oneOf("unsetProfile", a.UnsetProfile, configv1.UnsetUnconfined, configv1.UnsetRuntimeDefault)
+	if a.RuntimeDefaultProfileName != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(a.RuntimeDefaultProfileName) {
+			errs = append(errs, field.Invalid(root.Child("runtimeDefaultProfileName"), a.RuntimeDefaultProfileName, msg))
+		}
+	}
+	if a.ExcludedPodSelector != nil {
+		errs = append(errs, metav1validation.ValidateLabelSelector(a.ExcludedPodSelector,
+			metav1validation.LabelSelectorValidationOptions{}, root.Child("excludedPodSelector"))...)
+	}
+	return errs
+}
+
+// ValidateNodeImageLocalityArgs checks NodeImageLocality's args.
+func ValidateNodeImageLocalityArgs(root *field.Path, a *configv1.NodeImageLocalityArgs) field.ErrorList {
+	errs := checkKind(root, a.TypeMeta, "NodeImageLocalityArgs")
+	if d := a.AssumePulledFor.Duration; d < 0 || d > MaxAssumePulledFor {
+		errs = append(errs, field.Invalid(root.Child("assumePulledFor"), d.String(),
+			fmt.Sprintf("must be between 0 (off) and %s", MaxAssumePulledFor)))
+	}
+	return errs
+}
+
+// ValidateInstanceIsolationArgs checks InstanceIsolation's args.
+func ValidateInstanceIsolationArgs(root *field.Path, a *configv1.InstanceIsolationArgs) field.ErrorList {
+	errs := checkKind(root, a.TypeMeta, "InstanceIsolationArgs")
+	p := root.Child("classLabels")
+	if len(a.ClassLabels) == 0 {
+		errs = append(errs, field.Required(p, "must name at least one pod label key (default "+fmt.Sprint(configv1.DefaultClassLabels)+")"))
+	}
+	seen := map[string]bool{}
+	for i, k := range a.ClassLabels {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(p.Index(i), k, "must be a label key: "+msg))
+		}
+		if seen[k] {
+			errs = append(errs, field.Duplicate(p.Index(i), k))
+		}
+		seen[k] = true
+	}
+	p = root.Child("exemptNamespaces")
+	seen = map[string]bool{}
+	for i, ns := range a.ExemptNamespaces {
+		for _, msg := range validation.IsDNS1123Label(ns) {
+			errs = append(errs, field.Invalid(p.Index(i), ns, "must be a namespace name: "+msg))
+		}
+		if seen[ns] {
+			errs = append(errs, field.Duplicate(p.Index(i), ns))
+		}
+		seen[ns] = true
+	}
+	if a.ExemptSelector != nil {
+		p = root.Child("exemptSelector")
+		errs = append(errs, metav1validation.ValidateLabelSelector(a.ExemptSelector, metav1validation.LabelSelectorValidationOptions{}, p)...)
+		if len(errs) == 0 {
+			if _, err := metav1.LabelSelectorAsSelector(a.ExemptSelector); err != nil {
+				errs = append(errs, field.Invalid(p, a.ExemptSelector.String(), err.Error()))
+			}
+		}
+	}
+	return errs
+}
+
+// ValidateDecisionRecordArgs checks DecisionRecord's args.
+func ValidateDecisionRecordArgs(root *field.Path, a *configv1.DecisionRecordArgs) field.ErrorList {
+	errs := checkKind(root, a.TypeMeta, "DecisionRecordArgs")
+	if v := *a.Records; v < 1 || v > MaxRecords {
+		errs = append(errs, field.Invalid(root.Child("records"), v,
+			fmt.Sprintf("must be between 1 and %d (leave the plugin out of the profile to record nothing)", MaxRecords)))
+	}
+	if v := *a.TopNodes; v < 1 || v > MaxTopNodes {
+		errs = append(errs, field.Invalid(root.Child("topNodes"), v, fmt.Sprintf("must be between 1 and %d", MaxTopNodes)))
+	}
+	switch *a.Summary {
+	case configv1.SummaryNone, configv1.SummaryEvent:
+	default:
+		errs = append(errs, field.NotSupported(root.Child("summary"), *a.Summary, []string{string(configv1.SummaryNone), string(configv1.SummaryEvent)}))
+	}
+	return errs
+}
