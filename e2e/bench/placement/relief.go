@@ -6,6 +6,8 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +28,7 @@ import (
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
 	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
+	"github.com/berth-sched/berth/pkg/agent/load/fixture"
 	"github.com/berth-sched/berth/pkg/loadapi"
 )
 
@@ -40,7 +43,8 @@ import (
 // runs in dry-run and is then switched on, so dry-run and on are measured on the very same
 // placement. Every figure is read back from the running system: node CPU from the watcher's
 // answers, moves and refusals from the rebalancer's Events, pods from the API server. The agents
-// report no per-pod use yet, so the rebalancer estimates pods from their requests (and says so).
+// read each pod's use from the cgroups the simulator writes (--cgroup-root), so the rebalancer
+// works on measured per-pod use, as it does where the agents run with the host's cgroups.
 
 // ReliefOptions size the load-shift phase.
 type ReliefOptions struct {
@@ -106,6 +110,8 @@ type ReliefRow struct {
 	HotNodeSeconds, MaxUtil float64
 	// Evictions accepted (dry-run: dry-run evictions the API server accepted).
 	Evictions, MovedTwice, PDBRefused, PendingAfterMove, NonBerthTouched int
+	// MaxPerNodeRound is the most evictions from one node in one round.
+	MaxPerNodeRound int
 	// FirstRound is the first acting round's decisions ("pod from node"), from the Events.
 	FirstRound []string
 	Notes      []string
@@ -168,8 +174,7 @@ func ExecuteRelief(ctx context.Context, o ReliefOptions) (*ReliefResult, error) 
 		loads = append(loads, n)
 	}
 	o.Logf("relief: starting %d agents, the load watcher, berth-scheduler and berth-operator", o.Nodes)
-	st, err := stack.Start(ctx, c, stack.Options{Prefix: "relief-", Nodes: loads, SampleInterval: 500 * time.Millisecond, ReportInterval: time.Second,
-		WatcherArgs: []string{"--stale-after=30s"}})
+	st, err := reliefStack(ctx, c, loads)
 	if err != nil {
 		return nil, err
 	}
@@ -238,6 +243,9 @@ func ExecuteRelief(ctx context.Context, o ReliefOptions) (*ReliefResult, error) 
 	on := &ReliefRow{Mode: "on"}
 	r.observe(ctx, on, ns, rbEventMoved, time.Now())
 	res.Rows = append(res.Rows, on)
+	if err := cl.Get(ctx, client.ObjectKeyFromObject(rb), rb); err == nil && rb.Status.LastRound != nil {
+		on.Notes = append(on.Notes, fmt.Sprintf("Rebalancer status: round %d, pod use from %s, %d moves in cooldown", rb.Status.LastRound.Round, rb.Status.LastRound.Usage, len(rb.Status.Moves)))
+	}
 	if v := reliefMetric(ctx, metricsURL, `berth_rebalancer_evictions_total{rebalancer="relief",result="evicted"}`); v >= 0 && int(v) != on.Evictions {
 		on.Notes = append(on.Notes, fmt.Sprintf("operator metric says %v evictions, Events %d", v, on.Evictions))
 	}
@@ -377,10 +385,12 @@ func (r *reliefRun) simulate(ctx context.Context, ns string) {
 		byName[r.ws[i].name] = &r.ws[i]
 	}
 	last := map[string]float64{}
+	lastPods := map[string]string{}
 	for {
 		pods, err := r.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err == nil {
 			load := map[string]float64{}
+			perPod := map[string][]fixture.Pod{}
 			for _, n := range r.st.Opts.Nodes {
 				load[n.Name] = reliefBaseCPU
 			}
@@ -389,15 +399,24 @@ func (r *reliefRun) simulate(ctx context.Context, ns string) {
 					continue
 				}
 				if w := byName[p.Labels["workload"]]; w != nil {
-					load[p.Spec.NodeName] += r.use(w) / 100 * reliefPodMilli / reliefNodeMilli * 100
+					share := r.use(w) / 100 * reliefPodMilli / reliefNodeMilli * 100
+					load[p.Spec.NodeName] += share
+					perPod[p.Spec.NodeName] = append(perPod[p.Spec.NodeName], fixture.Pod{UID: string(p.UID), QOS: "burstable", CPU: min(share, 100), MemoryBytes: 256 << 20})
 				}
 			}
 			for node, v := range load {
 				v = min(v, 100)
-				if a := r.st.Agents[node]; a != nil && last[node] != v {
-					if a.Fixture.Set(v, 20) == nil {
-						last[node] = v
-					}
+				a := r.st.Agents[node]
+				if a == nil {
+					continue
+				}
+				if last[node] != v && a.Fixture.Set(v, 20) == nil {
+					last[node] = v
+				}
+				// The pods' cgroups, from which the agent measures each pod's use.
+				sort.Slice(perPod[node], func(i, j int) bool { return perPod[node][i].UID < perPod[node][j].UID })
+				if k := fmt.Sprint(perPod[node]); lastPods[node] != k && a.Fixture.SetPods(perPod[node]) == nil {
+					lastPods[node] = k
 				}
 			}
 		}
@@ -454,6 +473,7 @@ func (r *reliefRun) observe(ctx context.Context, row *ReliefRow, ns, reason stri
 	movedOwners := map[string]bool{}
 	refused := map[string]bool{}
 	seen := map[string]bool{}
+	perNodeRound := map[string]int{}
 	for _, e := range evs.Items {
 		if reliefEventTime(&e).Before(start) {
 			continue
@@ -470,6 +490,9 @@ func (r *reliefRun) observe(ctx context.Context, row *ReliefRow, ns, reason stri
 			movedOwners[owner] = true
 			if n, ok := reliefRound(e.Message); ok {
 				rounds[n] = append(rounds[n], e.InvolvedObject.Name+" from "+reliefFrom(e.Message))
+				k := fmt.Sprintf("%d/%s", n, reliefFrom(e.Message))
+				perNodeRound[k]++
+				row.MaxPerNodeRound = max(row.MaxPerNodeRound, perNodeRound[k])
 			}
 		case rbEventRefused:
 			refused[e.InvolvedObject.Name] = true
@@ -510,6 +533,78 @@ func (r *reliefRun) observe(ctx context.Context, row *ReliefRow, ns, reason stri
 	if len(pods.Items) < len(stockUIDs) {
 		row.NonBerthTouched += len(stockUIDs) - len(pods.Items)
 	}
+}
+
+// reliefStack starts the load pipeline as stack.Start does (agent identity, one fake agent pod and
+// pod-bound token per node, berth-loadwatcher with the agent source), but each berth-agent process
+// also reads its pods' cgroups from the fixture (--cgroup-root), which the simulator writes: the
+// rebalancer gets measured per-pod use.
+func reliefStack(ctx context.Context, c *cluster.Cluster, nodes []stack.NodeLoad) (*stack.Stack, error) {
+	ns, sa := stack.AgentNamespace, stack.AgentServiceAccount
+	if err := stack.EnsureAgentIdentity(ctx, c, ns, sa); err != nil {
+		return nil, err
+	}
+	kc, err := stack.WatcherKubeconfig(ctx, c, "relief-berth-loadwatcher", ns)
+	if err != nil {
+		return nil, err
+	}
+	w, err := stack.StartWatcher(ctx, c, "relief-berth-loadwatcher", kc, "--source=agent", "--agent-service-account="+ns+"/"+sa, "--stale-after=30s")
+	if err != nil {
+		return nil, err
+	}
+	st := &stack.Stack{Watcher: w, Agents: map[string]*stack.Agent{}, AgentPods: map[string]*corev1.Pod{}, Opts: stack.Options{Nodes: nodes}}
+	for _, n := range nodes {
+		name := "relief-berth-agent-" + n.Name
+		pod, err := stack.AgentPod(ctx, c, ns, sa, name, n.Name)
+		if err != nil {
+			return nil, err
+		}
+		st.AgentPods[n.Name] = pod
+		tok, err := stack.MintToken(ctx, c, sa, pod)
+		if err != nil {
+			return nil, err
+		}
+		dir := filepath.Join(c.Dir, "relief", n.Name)
+		fx, err := fixture.New(filepath.Join(dir, "proc"), n.CPU, n.Memory)
+		if err != nil {
+			return nil, err
+		}
+		if err := fx.EnableCgroups(filepath.Join(dir, "cgroup")); err != nil {
+			return nil, err
+		}
+		wctx, stopWriter := context.WithCancel(ctx)
+		written := make(chan struct{})
+		go func() { defer close(written); _ = fx.Run(wctx, 125*time.Millisecond) }()
+		c.OnStop(func() { stopWriter(); <-written })
+		kubeconfig, tokenFile := filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "token")
+		if err := stack.TokenKubeconfig(c, kubeconfig, tok); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(tokenFile, []byte(tok), 0o600); err != nil {
+			return nil, err
+		}
+		port, err := cluster.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		p, err := c.StartComponent(ctx, cluster.ProcessSpec{Name: name, Binary: filepath.Join(c.BinDir, "berth-agent"), Args: []string{
+			"--node-name=" + n.Name, "--proc-root=" + fx.Root, "--cgroup-root=" + fx.CgroupRoot(), "--watcher-url=" + w.URL,
+			"--token-file=" + tokenFile, "--listen=" + addr, "--kubeconfig=" + kubeconfig, "--sample-interval=500ms", "--report-interval=1s",
+		}}, cluster.HTTPCheck("http://"+addr+"/readyz"))
+		if err != nil {
+			return nil, err
+		}
+		st.Agents[n.Name] = &stack.Agent{Process: p, Node: n.Name, URL: "http://" + addr, Addr: addr, TokenFile: tokenFile, Fixture: fx}
+	}
+	names := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		names = append(names, n.Name)
+	}
+	if _, err := stack.WaitFresh(ctx, w.URL, names, time.Minute); err != nil {
+		return nil, err
+	}
+	return st, nil
 }
 
 // reliefLatestCPU is a node's served Latest CPU sample (what the rebalancer classifies by; the
@@ -597,9 +692,9 @@ func (res *ReliefResult) Print(w io.Writer) {
 	o := res.Options
 	fmt.Fprintf(w, "\nLoad-shift phase: seed %d, %d nodes of 4 CPU (%d cordoned while placing), %d workloads of 1 CPU using 30 %% (+%d default-scheduler), %.0f %% shifted to 100-150 %% of request; rounds %s, high %d %%, low %d %%, %s per mode\n",
 		o.Seed, o.Nodes, o.Cold, o.Workloads, reliefStock, o.Shift*100, o.Interval, o.High, o.Low, o.Observe)
-	fmt.Fprintf(w, "%-8s %14s %9s %10s %12s %12s %16s %18s\n", "relief", "node-s>high", "max util", "evictions", "moved twice", "PDB refused", "pending after mv", "non-berth touched")
+	fmt.Fprintf(w, "%-8s %12s %9s %10s %15s %12s %12s %17s %18s\n", "relief", "node-s>high", "max util", "evictions", "max/node/round", "moved twice", "PDB refused", "pending after mv", "non-berth touched")
 	for _, r := range res.Rows {
-		fmt.Fprintf(w, "%-8s %14.0f %8.1f%% %10d %12d %12d %16d %18d\n", r.Mode, r.HotNodeSeconds, r.MaxUtil, r.Evictions, r.MovedTwice, r.PDBRefused, r.PendingAfterMove, r.NonBerthTouched)
+		fmt.Fprintf(w, "%-8s %12.0f %8.1f%% %10d %15d %12d %12d %17d %18d\n", r.Mode, r.HotNodeSeconds, r.MaxUtil, r.Evictions, r.MaxPerNodeRound, r.MovedTwice, r.PDBRefused, r.PendingAfterMove, r.NonBerthTouched)
 	}
 	byMode := map[string]*ReliefRow{}
 	for _, r := range res.Rows {
