@@ -193,27 +193,8 @@ func ValidateInstanceIsolationArgs(root *field.Path, a *configv1.InstanceIsolati
 	if len(a.ClassLabels) == 0 {
 		errs = append(errs, field.Required(p, "must name at least one pod label key (default "+fmt.Sprint(configv1.DefaultClassLabels)+")"))
 	}
-	seen := map[string]bool{}
-	for i, k := range a.ClassLabels {
-		for _, msg := range validation.IsQualifiedName(k) {
-			errs = append(errs, field.Invalid(p.Index(i), k, "must be a label key: "+msg))
-		}
-		if seen[k] {
-			errs = append(errs, field.Duplicate(p.Index(i), k))
-		}
-		seen[k] = true
-	}
-	p = root.Child("exemptNamespaces")
-	seen = map[string]bool{}
-	for i, ns := range a.ExemptNamespaces {
-		for _, msg := range validation.IsDNS1123Label(ns) {
-			errs = append(errs, field.Invalid(p.Index(i), ns, "must be a namespace name: "+msg))
-		}
-		if seen[ns] {
-			errs = append(errs, field.Duplicate(p.Index(i), ns))
-		}
-		seen[ns] = true
-	}
+	errs = append(errs, uniqueNames(p, a.ClassLabels, "must be a label key: ", validation.IsQualifiedName)...)
+	errs = append(errs, uniqueNames(root.Child("exemptNamespaces"), a.ExemptNamespaces, "must be a namespace name: ", validation.IsDNS1123Label)...)
 	if a.ExemptSelector != nil {
 		p = root.Child("exemptSelector")
 		errs = append(errs, metav1validation.ValidateLabelSelector(a.ExemptSelector, metav1validation.LabelSelectorValidationOptions{}, p)...)
@@ -222,6 +203,22 @@ func ValidateInstanceIsolationArgs(root *field.Path, a *configv1.InstanceIsolati
 				errs = append(errs, field.Invalid(p, a.ExemptSelector.String(), err.Error()))
 			}
 		}
+	}
+	return errs
+}
+
+// uniqueNames checks each name of a list and refuses repeats.
+func uniqueNames(p *field.Path, names []string, what string, check func(string) []string) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, n := range names {
+		for _, msg := range check(n) {
+			errs = append(errs, field.Invalid(p.Index(i), n, what+msg))
+		}
+		if seen[n] {
+			errs = append(errs, field.Duplicate(p.Index(i), n))
+		}
+		seen[n] = true
 	}
 	return errs
 }
