@@ -1,0 +1,219 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/e2e/chart"
+	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/framework"
+)
+
+// TestPodConfigAcrossRealNodes: a PodConfig attaches a pod on berth-real-2 and a pod on
+// berth-real-3 to one PodNetwork whose bridge carries VLAN 10 of each node's uplink (the veth
+// into the cluster's link bridge), each node's agent running in that node's namespace as the
+// DaemonSet's hostNetwork pod would. Where the kernel has 802.1Q the two pods talk over the
+// network across the nodes, from the addresses the operator allocated; where it has not,
+// every entry says so. Either way, deleting the PodConfig leaves both nodes' links and
+// addresses as they were.
+func TestPodConfigAcrossRealNodes(t *testing.T) {
+	framework.NeedRealNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	img, err := framework.NetechoImage(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Start(ctx, cluster.Config{
+		RealNode:    &cluster.RealNodeConfig{Count: 3, Images: []string{img}},
+		WithoutKWOK: true, Logf: t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	rns := c.RealNodes()
+	nodes := rns[1:] // both on the link bridge by an uplink of the same name
+	if err := framework.InstallPodConfigCRDs(ctx, c.RESTConfig); err != nil {
+		t.Fatal(err)
+	}
+	role, err := chartAgentRole(nodes[0].ContainerdSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.PodConfigAgentRBAC(ctx, c, role); err != nil {
+		t.Fatal(err)
+	}
+	allow := "--podconfig-allowed-parents=" + cluster.NodeUplink
+	op, err := framework.StartPodConfigOperator(ctx, c, "berth-operator-multinode", allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.StopComponent(op)
+	for _, rn := range nodes {
+		a, err := framework.StartPodConfigAgentOn(ctx, c, rn, "berth-agent-podconfig-"+rn.NodeName, allow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.StopComponent(a)
+	}
+	// The kernel decides which outcome is right: probe it with a VLAN the test makes itself.
+	_, probeErr := nodes[0].InNetNS(ctx, "ip", "link", "add", "link", cluster.NodeUplink, "name", "e2evlprobe", "type", "vlan", "id", "4094")
+	supported := probeErr == nil
+	if supported {
+		if out, err := nodes[0].InNetNS(ctx, "ip", "link", "del", "e2evlprobe"); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	t.Logf("the nodes' kernel supports 802.1Q VLANs: %v (%v)", supported, probeErr)
+
+	s := runtime.NewScheme()
+	_ = corev1.AddToScheme(s)
+	_ = berthv1alpha1.AddToScheme(s)
+	cl, err := client.New(c.RESTConfig, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ns, tenantLabel, pcName, att = "multinode-podconfig", "berth.dev/e2e-tenant", "span", "vlan10"
+	if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{tenantLabel: ns}}}, client.Merge); err != nil {
+		t.Fatal(err)
+	}
+	pn := framework.NewPodNetwork("multinode-vlan", "berth-mnvlan", "192.168.171.0/24", "", map[string]string{tenantLabel: ns})
+	pn.Spec.VLAN = &berthv1alpha1.PodNetworkVLAN{ID: 10, Parent: cluster.NodeUplink}
+	if _, err := framework.CreatePodNetwork(ctx, cl, pn, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	podOn := map[string]string{"a": nodes[0].NodeName, "b": nodes[1].NodeName}
+	for _, p := range []string{"a", "b"} {
+		pod := framework.NetechoPod(ns, p, podOn[p], map[string]string{berthv1alpha1.PodConfigLabel: pcName})
+		if err := cl.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := framework.WaitPods(ctx, c.Client, ns, berthv1alpha1.PodConfigLabel+"="+pcName, 2, 2*time.Minute, podReady); err != nil {
+		t.Fatal(err)
+	}
+	// The nodes as the PodConfig finds them (pods running, the network accepted): deleting it
+	// must bring them back to exactly this.
+	before := map[string][]string{}
+	for _, rn := range nodes {
+		if before[rn.NodeName], err = framework.NodeNetState(ctx, rn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pc := &berthv1alpha1.PodConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pcName}, Spec: berthv1alpha1.PodConfigSpec{
+		PodSelector:        &metav1.LabelSelector{MatchLabels: map[string]string{berthv1alpha1.PodConfigLabel: pcName}},
+		NetworkAttachments: []berthv1alpha1.NetworkAttachment{{Name: att, Network: pn.Name}}}}
+	if err := cl.Create(ctx, pc); err != nil {
+		t.Fatal(err)
+	}
+	wantState, wantErr := berthv1alpha1.AttachmentConfigured, ""
+	if !supported {
+		wantState, wantErr = berthv1alpha1.AttachmentFailed, "the node's kernel has no 802.1Q VLAN support"
+	}
+	pc = framework.WaitPodConfig(ctx, t, cl, ns, pcName, fmt.Sprintf("both entries %s %q", wantState, wantErr), 90*time.Second, func(pc *berthv1alpha1.PodConfig) bool {
+		ok := len(pc.Status.Pods) == 2
+		for _, en := range pc.Status.Pods {
+			ok = ok && en.State == wantState && strings.Contains(en.LastError, wantErr)
+		}
+		return ok
+	})
+	if supported {
+		addr := map[string]string{}
+		for _, en := range pc.Status.Pods {
+			if en.Attachment == att {
+				ip, _, _ := net.ParseCIDR(en.Address)
+				if ip == nil {
+					ip = net.ParseIP(en.Address)
+				}
+				addr[en.Pod] = ip.String()
+			}
+		}
+		for _, dir := range [][2]string{{"a", "b"}, {"b", "a"}} {
+			from, to := dir[0], dir[1]
+			for _, proto := range []string{"udp", "tcp"} {
+				pod := &corev1.Pod{}
+				if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: from}, pod); err != nil {
+					t.Fatal(err)
+				}
+				var rep framework.NetechoReply
+				var err error
+				// why: the first datagram may race ARP across the link bridge.
+				for i := 0; i < 3; i++ {
+					if rep, err = framework.NetechoSend(ctx, c.RealNodeNamed(podOn[from]), pod.Status.PodIP, proto, net.JoinHostPort(addr[to], "7777")); err == nil {
+						break
+					}
+				}
+				if err != nil {
+					t.Errorf("%s on %s -> %s on %s over %s (%s): %v", from, podOn[from], to, podOn[to], att, proto, err)
+					continue
+				}
+				if host, _, _ := net.SplitHostPort(rep.SeenFrom); host != addr[from] || rep.Server != to {
+					t.Errorf("%s -> %s (%s): answered by %s seeing %s; want %s seeing %s", from, to, proto, rep.Server, rep.SeenFrom, to, addr[from])
+				}
+			}
+		}
+	}
+
+	if err := cl.Delete(ctx, pc); err != nil {
+		t.Fatal(err)
+	}
+	for _, rn := range nodes {
+		var after []string
+		var readErr error
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			after, readErr = framework.NodeNetState(ctx, rn)
+			return readErr == nil && slices.Equal(after, before[rn.NodeName]), nil
+		})
+		if err != nil {
+			t.Errorf("node %s: links and addresses not back to what they were (%v):\nbefore %s\nafter  %s", rn.NodeName, readErr,
+				strings.Join(before[rn.NodeName], "\n       "), strings.Join(after, "\n       "))
+		}
+	}
+	for _, p := range []string{"a", "b"} {
+		if err := cl.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := framework.DeletePodNetwork(ctx, cl, pn.Name, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// chartAgentRole is the chart's agent ClusterRole with PodConfig on (which needs a CRI socket).
+func chartAgentRole(criSocket string) (*rbacv1.ClusterRole, error) {
+	r, err := chart.Render("berth", "berth-system", map[string]any{
+		"podConfig": map[string]any{"enabled": true, "clusterCIDRs": []any{"10.244.0.0/16"}},
+		"agent":     map[string]any{"criSocket": criSocket}})
+	if err != nil {
+		return nil, err
+	}
+	objs, err := chart.Objects(r.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRole" && o.GetName() == "berth-agent" {
+			var role rbacv1.ClusterRole
+			err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role)
+			return &role, err
+		}
+	}
+	return nil, fmt.Errorf("the chart renders no berth-agent ClusterRole")
+}
