@@ -140,8 +140,9 @@ func runScheduler(c *cobra.Command, opts *options.Options, registryOptions []app
 }
 
 // wrapRegistry applies the registry options with the DecisionRecord factory bound to this
-// scheduler's recorder and every factory wrapped to report its load-aware engine to placed (no
-// package state: each command has its own recorder and registry).
+// scheduler's recorder and every factory wrapped to report its explainers to the recorder and
+// its load-aware engine to placed (no package state: each command has its own recorder and
+// registry).
 func wrapRegistry(rec *decisionrecord.Recorder, placed *placedRegistry, options []app.Option) app.Option {
 	return func(r runtime.Registry) error {
 		tmp := runtime.Registry{}
@@ -154,6 +155,9 @@ func wrapRegistry(rec *decisionrecord.Recorder, placed *placedRegistry, options 
 			if name == decisionrecord.Name {
 				f = decisionrecord.NewFactory(rec)
 			}
+			// Score plugins that explain their scores report to the recorder; recording profiles
+			// ask them for the nodes a record keeps.
+			f = rec.ExplainerFactory(f)
 			if err := r.Register(name, placed.wrap(name, f)); err != nil {
 				return err
 			}

@@ -59,13 +59,11 @@ func (f *recordingFramework) RunFilterPluginsWithNominatedPods(ctx context.Conte
 
 func (f *recordingFramework) RunScorePlugins(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) ([]fwk.NodePluginScores, *fwk.Status) {
 	a := attemptFrom(state)
-	if a != nil {
-		a.scoring.Store(int64(len(nodes)))
-	}
 	scores, st := f.Framework.RunScorePlugins(ctx, state, pod, nodes)
 	if a != nil {
 		if st.IsSuccess() {
 			a.scores(scores)
+			a.explain(ctx, state, pod, nodes, f.p.explainers)
 		} else {
 			a.fail(st)
 		}

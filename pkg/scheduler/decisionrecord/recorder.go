@@ -14,36 +14,43 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
-
-	"github.com/berth-sched/berth/pkg/decisionapi"
+	fwkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 )
 
-// DetailSink receives the inputs a Score plugin read for one node (decisionapi.LoadDetail,
-// decisionapi.SySchedDetail, ...). Plugins look it up once per cycle in PreScore (SinkFrom) and call
-// it from Score only when it is non-nil, so Score costs nothing extra when recording is off.
-type DetailSink interface {
-	ScoreDetail(plugin, node string, detail any)
-	// ScoreLoad is ScoreDetail for the load-aware plugins, by value: the recorder copies it
-	// into storage of its own, so Score does not allocate per node.
-	ScoreLoad(plugin, node string, detail decisionapi.LoadDetail)
+// Explainer is implemented by Score plugins whose inputs a record shows. After the framework
+// has scored a recording cycle, the recorder asks each of the profile's explainers, for the
+// nodes the record keeps only, what it read to score nodeInfo for pod: the same inputs its Score
+// used (its own per-cycle state and memo), returned as a decisionapi detail, or nil. Score itself
+// has one path whether the profile records or not; recording decorates it.
+type Explainer interface {
+	Name() string
+	ExplainScore(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) any
 }
 
-// SinkFrom returns the cycle's sink, or nil when the pod's profile does not record.
-func SinkFrom(state fwk.CycleState) DetailSink {
-	if state == nil {
-		return nil
+// ExplainerFactory wraps a plugin factory so the plugins it builds that are Explainers report
+// to r for their profile (the scheduler command wraps every registered factory).
+func (r *Recorder) ExplainerFactory(f fwkruntime.PluginFactory) fwkruntime.PluginFactory {
+	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		p, err := f(ctx, obj, h)
+		if err != nil {
+			return nil, err
+		}
+		if e, ok := p.(Explainer); ok && h != nil {
+			r.mu.Lock()
+			if r.explainers == nil {
+				r.explainers = map[string][]Explainer{}
+			}
+			r.explainers[h.ProfileName()] = append(r.explainers[h.ProfileName()], e)
+			r.mu.Unlock()
+		}
+		return p, nil
 	}
-	d, err := state.Read(StateKey)
-	if err != nil {
-		return nil
-	}
-	s, _ := d.(DetailSink)
-	return s
 }
 
 // Recorder is one scheduler instance's decision recorder: a store per recording profile.
@@ -53,6 +60,8 @@ type Recorder struct {
 
 	mu       sync.Mutex
 	profiles map[string]*profileRecorder
+	// explainers are each profile's Score plugins that explain their scores.
+	explainers map[string][]Explainer
 	// current is the attempt of the running scheduling cycle (cycles are sequential), sealed
 	// when the next begins if its result never came.
 	current *attempt
@@ -63,6 +72,8 @@ type profileRecorder struct {
 	args    *Args
 	store   *store
 	weights map[string]int
+	// explainers of the profile's enabled Score plugins (set by Install).
+	explainers []Explainer
 }
 
 // NewRecorder returns an empty recorder; profiles join through EnableProfile (the
@@ -159,7 +170,7 @@ func (r *Recorder) Install(sched *scheduler.Scheduler, profiles []config.KubeSch
 	}
 	for _, p := range profiles {
 		if pr := r.profile(p.SchedulerName); pr != nil {
-			pr.weights = ScoreWeights(p)
+			r.configure(pr, p)
 		}
 	}
 	for name, f := range sched.Profiles {
@@ -181,6 +192,20 @@ func (r *Recorder) Install(sched *scheduler.Scheduler, profiles []config.KubeSch
 	return nil
 }
 
+// configure gives a recording profile its Score weights and the explainers among its Score
+// plugins (a factory may have run for a plugin enabled at other extension points only).
+func (r *Recorder) configure(pr *profileRecorder, p config.KubeSchedulerProfile) {
+	pr.weights = ScoreWeights(p)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pr.explainers = nil
+	for _, e := range r.explainers[p.SchedulerName] {
+		if _, ok := pr.weights[e.Name()]; ok {
+			pr.explainers = append(pr.explainers, e)
+		}
+	}
+}
+
 // Wrap returns f with recording around the framework calls of a scheduling cycle.
 func (r *Recorder) Wrap(f framework.Framework, pr *profileRecorder) framework.Framework {
 	return &recordingFramework{Framework: f, r: r, p: pr}
@@ -200,7 +225,7 @@ func (r *Recorder) begin(pod *v1.Pod, p *profileRecorder) *attempt {
 	return a
 }
 
-// StateKey is where a recording cycle keeps its attempt (a DetailSink) in the CycleState.
+// StateKey is where a recording cycle keeps its attempt in the CycleState.
 const StateKey fwk.StateKey = "berth.dev/explain"
 
 func attemptFrom(state fwk.CycleState) *attempt {

@@ -54,6 +54,8 @@ type fakeScore struct {
 	raw   map[string]int64
 	norm  bool
 	calls int
+	// explained counts ExplainScore calls (only for the nodes a record keeps).
+	explained int
 }
 
 func (f *fakeScore) Name() string { return f.name }
@@ -61,16 +63,20 @@ func (f *fakeScore) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, ni
 	f.mu.Lock()
 	f.calls++
 	f.mu.Unlock()
-	// The hook the load-aware plugins use: report inputs only when the cycle records.
-	if sink := SinkFrom(state); sink != nil {
-		if f.name == "Packing" {
-			sink.ScoreDetail(f.name, ni.Node().Name, f.raw[ni.Node().Name])
-		} else {
-			sink.ScoreLoad(f.name, ni.Node().Name, decisionapi.LoadDetail{MeasuredPercent: float64(f.raw[ni.Node().Name])})
-		}
-	}
 	return f.raw[ni.Node().Name], nil
 }
+// ExplainScore implements Explainer: Packing's detail is its raw score, Spread's a load detail
+// (kept by value).
+func (f *fakeScore) ExplainScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) any {
+	f.mu.Lock()
+	f.explained++
+	f.mu.Unlock()
+	if f.name == "Packing" {
+		return f.raw[ni.Node().Name]
+	}
+	return decisionapi.LoadDetail{MeasuredPercent: float64(f.raw[ni.Node().Name])}
+}
+
 func (f *fakeScore) ScoreExtensions() fwk.ScoreExtensions {
 	if f.norm {
 		return f
@@ -117,8 +123,8 @@ func newFixture(t *testing.T, refuse map[string]string, nodeNames []string, reco
 			return defaultbinder.New(ctx, nil, h)
 		},
 		"FakeFilter": func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) { return &fakeFilter{refuse}, nil },
-		"Packing":    func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) { return packing, nil },
-		"Spread":     func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) { return spread, nil },
+		"Packing":    rec.ExplainerFactory(func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) { return packing, nil }),
+		"Spread":     rec.ExplainerFactory(func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error) { return spread, nil }),
 		// The plugin's factory is what turns recording on for the profile.
 		Name: NewFactory(rec),
 	}
@@ -161,7 +167,7 @@ func newFixture(t *testing.T, refuse map[string]string, nodeNames []string, reco
 	if pr == nil {
 		t.Fatal("the DecisionRecord factory did not enable the profile")
 	}
-	pr.weights = ScoreWeights(profile)
+	rec.configure(pr, profile)
 	return &fixture{fw: rec.Wrap(fw, pr), rec: rec, events: ev, nodes: infos, scores: []*fakeScore{packing, spread}}
 }
 
@@ -246,7 +252,6 @@ func TestRecordOfAFrameworkRun(t *testing.T) {
 		if d := n.Details["Packing"]; d != tc.scores[0].Raw {
 			t.Errorf("%s details %v", tc.node, n.Details)
 		}
-		// ScoreLoad's detail is kept as a value copy (not a pointer into the cycle's chunk).
 		if d := n.Details["Spread"]; d != (decisionapi.LoadDetail{MeasuredPercent: float64(tc.scores[1].Raw)}) {
 			t.Errorf("%s load detail %#v", tc.node, d)
 		}
@@ -256,8 +261,9 @@ func TestRecordOfAFrameworkRun(t *testing.T) {
 		t.Errorf("refused node: %+v %+v", refused, refused.Filter)
 	}
 	for _, s := range f.scores {
-		if s.calls != 2 {
-			t.Errorf("%s Score ran %d times for 2 feasible nodes", s.name, s.calls)
+		// Score once per feasible node; the explanation once per kept node, after scoring.
+		if s.calls != 2 || s.explained != 2 {
+			t.Errorf("%s Score ran %d times, ExplainScore %d times, for 2 feasible nodes kept", s.name, s.calls, s.explained)
 		}
 	}
 }
@@ -425,33 +431,23 @@ func TestHandler(t *testing.T) {
 	}
 }
 
-// Load details go to a slab of two slots per scored node, claimed without a lock; reports
-// beyond it (more reporting plugins than expected) take the locked path. Either way every
-// kept node gets its own detail, copied out of the slab.
-func TestLoadDetailsBeyondTheSlab(t *testing.T) {
-	const n = 130 // slab: 2 × max(1, 64) = 128 slots
-	a := &attempt{topK: n, rec: decisionapi.Record{Weights: map[string]int{"P": 1}}}
-	a.scoring.Store(1)
-	scores := make([]fwk.NodePluginScores, n)
-	for i := 0; i < n; i++ {
-		node := fmt.Sprintf("n%03d", i)
-		a.ScoreLoad("P", node, decisionapi.LoadDetail{MeasuredPercent: float64(i)})
-		scores[i] = fwk.NodePluginScores{Name: node, Scores: []fwk.PluginScore{{Name: "P", Score: int64(i % 100)}}, TotalScore: int64(i % 100)}
+// Only the nodes a record keeps are explained, and only for plugins that scored them.
+func TestExplainKeptNodesOnly(t *testing.T) {
+	names := []string{"k1", "k2", "k3", "k4", "k5"}
+	f := newFixture(t, nil, names, 10, 2)
+	f.cycle(t, pod("p"))
+	rec, _, _ := f.get("ns", "p")
+	if len(rec.Nodes) != 2 {
+		t.Fatalf("kept %d nodes, want topNodes 2: %+v", len(rec.Nodes), rec.Nodes)
 	}
-	a.scores(scores)
-	if len(a.scored) != n {
-		t.Fatalf("%d nodes kept", len(a.scored))
-	}
-	for _, nr := range a.scored {
-		var i int
-		fmt.Sscanf(nr.Node, "n%03d", &i)
-		if d, ok := nr.Details["P"].(decisionapi.LoadDetail); !ok || d.MeasuredPercent != float64(i) {
-			t.Errorf("%s: detail %#v", nr.Node, nr.Details["P"])
+	for _, s := range f.scores {
+		if s.calls != len(names) || s.explained != 2 {
+			t.Errorf("%s: Score %d times, ExplainScore %d times; want %d and 2", s.name, s.calls, s.explained, len(names))
 		}
 	}
-	a.seal()
-	a.ScoreLoad("P", "late", decisionapi.LoadDetail{})
-	if a.loadSlab.Load() != nil {
-		t.Error("a sealed attempt took a late report")
+	for _, n := range rec.Nodes {
+		if len(n.Details) != 2 {
+			t.Errorf("%s details %v, want both plugins'", n.Node, n.Details)
+		}
 	}
 }

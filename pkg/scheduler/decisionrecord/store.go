@@ -2,6 +2,8 @@ package decisionrecord
 
 import (
 	"container/list"
+	"context"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -143,19 +145,7 @@ type attempt struct {
 	topK int
 	// prev is the pod of the cycle before this one (the source of a batching hint).
 	prev string
-	// scoring is the number of nodes being scored (sizes details and the load slab).
-	scoring atomic.Int64
-	// loadSlab holds the load-aware plugins' details of this cycle; loadNext is the next free
-	// slot. Score runs on many goroutines at once: a slot is claimed with one atomic add, no
-	// lock (a contended mutex per scored node cost more than the scoring).
-	loadSlab atomic.Pointer[[]loadEntry]
-	loadNext atomic.Int64
-	// closed is set when the attempt is sealed: late reports are dropped.
-	closed atomic.Bool
-	// details are what plugins reported from Score in this cycle; only the kept nodes'
-	// survive scores().
-	details []detailEntry
-	rec     decisionapi.Record
+	rec  decisionapi.Record
 	// feasible counts nodes that passed Filter; atomic so the common case (a node fits)
 	// takes no lock. anyRefused says refused may be non-empty.
 	feasible   atomic.Int64
@@ -228,52 +218,6 @@ func (a *attempt) hint(node string) {
 	a.mu.Unlock()
 }
 
-type loadEntry struct {
-	node, plugin string
-	detail       decisionapi.LoadDetail
-}
-
-// ScoreLoad implements DetailSink without a lock or an allocation per node: the first report
-// of a cycle allocates a slab of two slots per scored node (typically two load-aware plugins);
-// a report beyond it takes the locked ScoreDetail path.
-func (a *attempt) ScoreLoad(plugin, node string, detail decisionapi.LoadDetail) {
-	if a.closed.Load() {
-		return
-	}
-	slab := a.loadSlab.Load()
-	if slab == nil {
-		s := make([]loadEntry, 2*max(a.scoring.Load(), 64))
-		if a.loadSlab.CompareAndSwap(nil, &s) {
-			slab = &s
-		} else {
-			slab = a.loadSlab.Load()
-		}
-	}
-	if i := a.loadNext.Add(1) - 1; i < int64(len(*slab)) {
-		(*slab)[i] = loadEntry{node, plugin, detail}
-		return
-	}
-	a.ScoreDetail(plugin, node, detail)
-}
-
-type detailEntry struct {
-	node, plugin string
-	detail       any
-}
-
-// ScoreDetail implements DetailSink; Score runs in parallel over nodes. An append per call
-// (no hashing); scores() picks the kept nodes' entries once the totals are known.
-func (a *attempt) ScoreDetail(plugin, node string, detail any) {
-	a.mu.Lock()
-	if !a.sealed {
-		if a.details == nil {
-			a.details = make([]detailEntry, 0, 64)
-		}
-		a.details = append(a.details, detailEntry{node, plugin, detail})
-	}
-	a.mu.Unlock()
-}
-
 func (a *attempt) fail(st *fwk.Status) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -324,42 +268,66 @@ func (a *attempt) scores(scores []fwk.NodePluginScores) {
 		out = append(out, nr)
 	}
 	a.mu.Lock()
-	var loads []loadEntry
-	if slab := a.loadSlab.Load(); slab != nil {
-		loads = (*slab)[:min(a.loadNext.Load(), int64(len(*slab)))]
-	}
-	if len(a.details) > 0 || len(loads) > 0 {
-		kept := make(map[string]*decisionapi.NodeRecord, len(out))
-		for i := range out {
-			kept[out[i].Node] = &out[i]
-		}
-		for _, e := range a.details {
-			if nr := kept[e.node]; nr != nil {
-				if nr.Details == nil {
-					nr.Details = make(map[string]any, 2)
-				}
-				nr.Details[e.plugin] = e.detail
-			}
-		}
-		now := time.Now()
-		for i := range loads {
-			if nr := kept[loads[i].node]; nr != nil {
-				if nr.Details == nil {
-					nr.Details = make(map[string]any, 2)
-				}
-				// A copy: the record must not pin the cycle's slab.
-				d := loads[i].detail
-				if !d.SampledAt.IsZero() {
-					d.AgeSeconds = now.Sub(d.SampledAt).Seconds()
-				}
-				nr.Details[loads[i].plugin] = d
-			}
-		}
-	}
-	a.details = nil
-	a.loadSlab.Store(nil)
 	a.scored = out
 	a.mu.Unlock()
+}
+
+// explain attaches, to the nodes the record keeps, what each explainer read to score them in
+// this cycle (see Explainer), for the plugins that scored the node.
+func (a *attempt) explain(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo, ex []Explainer) {
+	if len(ex) == 0 {
+		return
+	}
+	a.mu.Lock()
+	kept := make(map[string][]string, len(a.scored))
+	for _, nr := range a.scored {
+		for _, s := range nr.Scores {
+			kept[nr.Node] = append(kept[nr.Node], s.Plugin)
+		}
+	}
+	a.mu.Unlock()
+	if len(kept) == 0 {
+		return
+	}
+	details := make(map[string]map[string]any, len(kept))
+	now := time.Now()
+	for _, ni := range nodes {
+		n := ni.Node()
+		if n == nil {
+			continue
+		}
+		scored, ok := kept[n.Name]
+		if !ok {
+			continue
+		}
+		for _, e := range ex {
+			if !slices.Contains(scored, e.Name()) {
+				continue
+			}
+			d := e.ExplainScore(ctx, state, pod, ni)
+			if d == nil {
+				continue
+			}
+			if ld, ok := d.(decisionapi.LoadDetail); ok && !ld.SampledAt.IsZero() {
+				ld.AgeSeconds = now.Sub(ld.SampledAt).Seconds()
+				d = ld
+			}
+			if details[n.Name] == nil {
+				details[n.Name] = make(map[string]any, len(ex))
+			}
+			details[n.Name][e.Name()] = d
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.sealed {
+		return
+	}
+	for i := range a.scored {
+		if d := details[a.scored[i].Node]; d != nil {
+			a.scored[i].Details = d
+		}
+	}
 }
 
 // result is what SchedulePod returned: the selected node, or the failure.
@@ -407,9 +375,6 @@ func (a *attempt) sealLocked() {
 		return
 	}
 	a.sealed = true
-	a.closed.Store(true)
-	a.details = nil
-	a.loadSlab.Store(nil)
 	a.rec.Refused = len(a.refused)
 	if len(a.refused) <= a.topK {
 		return

@@ -151,9 +151,21 @@ func (m *Memo[S]) Sweep() {
 	}
 }
 
-// Forget makes Score compute every node afresh until the next Prepare (a cycle that records
-// its decision wants the details, not only the numbers).
-func (m *Memo[S]) Forget() { m.cur.Store(nil) }
+// Stamp is the stamp the node's score for state's cycle was computed or reused with (what a
+// plugin explaining that score must read), or false when Prepare did not score it in that cycle.
+func (m *Memo[S]) Stamp(state fwk.CycleState, node *v1.Node) (S, bool) {
+	var zero S
+	if c := m.cur.Load(); c == nil || c.state != state || node == nil {
+		return zero, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	en := m.entries[node]
+	if en == nil || en.cycle != m.cycles {
+		return zero, false
+	}
+	return en.stamp, true
+}
 
 // Score is the node's score Prepare left for state's cycle, or false.
 func (m *Memo[S]) Score(state fwk.CycleState, nodeInfo fwk.NodeInfo) (int64, bool) {

@@ -76,7 +76,7 @@ func TestPrepareReusesValidStampsAndServesOnlyItsCycle(t *testing.T) {
 		t.Errorf("hits/misses %d/%d, want 1/3", hits, misses)
 	}
 
-	// Only the current cycle's state, only the nodes it prepared, nothing after Forget.
+	// Only the current cycle's state, only the nodes it prepared; the stamps likewise.
 	if _, ok := h.m.Score(s1, a); ok {
 		t.Error("an earlier cycle's state got a prepared score")
 	}
@@ -87,9 +87,14 @@ func TestPrepareReusesValidStampsAndServesOnlyItsCycle(t *testing.T) {
 	if _, ok := h.m.Score(framework.NewCycleState(), a); ok {
 		t.Error("a state never prepared got a score")
 	}
-	h.m.Forget()
-	if _, ok := h.m.Score(s3, a); ok {
-		t.Error("score served after Forget")
+	if st, ok := h.m.Stamp(s3, a.Node()); !ok || st != (stamp{"a", 1}) {
+		t.Errorf("stamp of a in the current cycle: %+v %v", st, ok)
+	}
+	if _, ok := h.m.Stamp(s3, b.Node()); ok {
+		t.Error("a stamp for a node this cycle did not prepare")
+	}
+	if _, ok := h.m.Stamp(s2, a.Node()); ok {
+		t.Error("a stamp for an earlier cycle")
 	}
 
 	// A replaced node object is a new entry; Sweep drops what the last cycle did not see.

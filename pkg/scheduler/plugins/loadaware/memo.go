@@ -7,7 +7,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
 	"github.com/berth-sched/berth/pkg/scheduler/nodememo"
 )
 
@@ -47,15 +46,9 @@ type memoStamp struct {
 
 // PrepareScores is PreScore's half of the memo: every node of nodes gets a score for this cycle
 // (reused where its inputs did not change, computed with score where they did), so Score only
-// looks it up with PreparedScore. pod is the pod's part of the score's inputs. A cycle that
-// records its decision (a non-nil sink) prepares nothing: its Score computes each node with the
-// details it writes.
-func (e *Engine) PrepareScores(state fwk.CycleState, nodes []fwk.NodeInfo, sink decisionrecord.DetailSink, pod [2]int64, score ScoreFunc) {
+// looks it up with PreparedScore. pod is the pod's part of the score's inputs.
+func (e *Engine) PrepareScores(state fwk.CycleState, nodes []fwk.NodeInfo, pod [2]int64, score ScoreFunc) {
 	m := &e.memo
-	if sink != nil {
-		m.Forget()
-		return
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	snap := e.Watcher.Snapshot()
@@ -85,6 +78,15 @@ func (s *memoStamp) loadHolds(snap *Snapshot, now time.Time) bool {
 // cycle, or false.
 func (e *Engine) PreparedScore(state fwk.CycleState, nodeInfo fwk.NodeInfo) (int64, bool) {
 	return e.memo.Score(state, nodeInfo)
+}
+
+// PreparedState is the node's load state PrepareScores scored it from in state's cycle (for a
+// decision record: exactly the inputs of that score), else the node's state now.
+func (e *Engine) PreparedState(state fwk.CycleState, node *v1.Node) NodeState {
+	if s, ok := e.memo.Stamp(state, node); ok {
+		return s.st
+	}
+	return e.NodeOf(node)
 }
 
 // MemoCounts returns how many node scores PrepareScores reused and computed so far.

@@ -10,7 +10,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
-	"github.com/berth-sched/berth/pkg/decisionapi"
 	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
 )
 
@@ -86,7 +85,7 @@ func TestPreparedScoresEqualFreshScoresUnderChurn(t *testing.T) {
 				}
 				before, _ := e.MemoCounts()
 				state := framework.NewCycleState()
-				e.PrepareScores(state, infos, nil, [2]int64{key}, memoScore(key))
+				e.PrepareScores(state, infos, [2]int64{key}, memoScore(key))
 				after, _ := e.MemoCounts()
 				reused += after - before
 				for i, ni := range infos {
@@ -127,7 +126,7 @@ func TestPreparedScoreScope(t *testing.T) {
 	}
 	a, b := info("a"), info("b")
 	s1 := framework.NewCycleState()
-	e.PrepareScores(s1, []fwk.NodeInfo{a}, nil, [2]int64{1}, memoScore(1))
+	e.PrepareScores(s1, []fwk.NodeInfo{a}, [2]int64{1}, memoScore(1))
 	if _, ok := e.PreparedScore(s1, a); !ok {
 		t.Error("prepared node has no score")
 	}
@@ -135,7 +134,7 @@ func TestPreparedScoreScope(t *testing.T) {
 		t.Error("node PreScore was not given has a score")
 	}
 	s2 := framework.NewCycleState()
-	e.PrepareScores(s2, []fwk.NodeInfo{a, b}, nil, [2]int64{1}, memoScore(1))
+	e.PrepareScores(s2, []fwk.NodeInfo{a, b}, [2]int64{1}, memoScore(1))
 	if _, ok := e.PreparedScore(s1, a); ok {
 		t.Error("the previous cycle's state still reads prepared scores")
 	}
@@ -143,19 +142,21 @@ func TestPreparedScoreScope(t *testing.T) {
 	if hits != 1 || misses != 2 {
 		t.Errorf("hits/misses %d/%d, want 1/2 (a reused, b computed)", hits, misses)
 	}
-	// A cycle that records its decision prepares nothing, and the previous cycle's scores go.
-	recording := framework.NewCycleState()
-	e.PrepareScores(recording, []fwk.NodeInfo{a, b}, recordingSink{}, [2]int64{1}, memoScore(1))
-	if _, ok := e.PreparedScore(s2, a); ok {
-		t.Error("score served after a recording cycle's PreScore")
+	// The state a node was scored from in a cycle is what explains its score (a decision
+	// record); a node the cycle did not score reads the state now, and so does an older cycle.
+	if st := e.PreparedState(s2, a.Node()); st.Freshness != Fresh {
+		t.Errorf("prepared state of a: %+v", st)
 	}
-	if _, ok := e.PreparedScore(recording, a); ok {
-		t.Error("a recording cycle got a prepared score")
+	if _, ok := e.memo.Stamp(s1, a.Node()); ok {
+		t.Error("a stamp served for a cycle that is over")
+	}
+	if _, ok := e.memo.Stamp(s2, info("c").Node()); ok {
+		t.Error("a stamp served for a node the cycle did not score")
 	}
 	// A node object the cache replaced is computed afresh, and the old one's entry is dropped
 	// at the next document.
 	a2 := info("a")
-	e.PrepareScores(framework.NewCycleState(), []fwk.NodeInfo{a2, b}, nil, [2]int64{1}, memoScore(1))
+	e.PrepareScores(framework.NewCycleState(), []fwk.NodeInfo{a2, b}, [2]int64{1}, memoScore(1))
 	if _, misses2 := e.MemoCounts(); misses2 != misses+1 {
 		t.Errorf("replaced node object: %d computed, want 1", misses2-misses)
 	}
@@ -163,14 +164,8 @@ func TestPreparedScoreScope(t *testing.T) {
 	if err := e.Watcher.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	e.PrepareScores(framework.NewCycleState(), []fwk.NodeInfo{a2, b}, nil, [2]int64{1}, memoScore(1))
+	e.PrepareScores(framework.NewCycleState(), []fwk.NodeInfo{a2, b}, [2]int64{1}, memoScore(1))
 	if n := e.memo.Len(); n != 2 {
 		t.Errorf("%d memo entries after the replaced node object left, want 2", n)
 	}
 }
-
-// recordingSink stands for a decision record: PrepareScores only checks that there is one.
-type recordingSink struct{}
-
-func (recordingSink) ScoreDetail(string, string, any)                  {}
-func (recordingSink) ScoreLoad(string, string, decisionapi.LoadDetail) {}

@@ -7,18 +7,17 @@ import (
 	"time"
 
 	"github.com/paypal/load-watcher/pkg/watcher"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/berth-sched/berth/pkg/decisionapi"
-	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord/recordtest"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware"
 	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
 )
 
-// In a recording cycle Score reports each resource's mean, deviation, allocatable, request
-// and partial score; the node's score is the lower partial one, rounded, and the same as in a
-// cycle that does not record.
-func TestScoreDetailInRecordingCycle(t *testing.T) {
+// ExplainScore reports each resource's mean, deviation, allocatable, request and partial score
+// the cycle scored from; the node's score is the lower partial one, rounded.
+func TestExplainScoreGivesTheCyclesInputs(t *testing.T) {
 	w := lat.NewWatcher()
 	defer w.Close()
 	now := time.Now()
@@ -29,14 +28,6 @@ func TestScoreDetailInRecordingCycle(t *testing.T) {
 	}))
 	pl := newPlugin(t, w, "", func() time.Time { return now })
 	pod := podWith("p", 1000, 1<<30)
-	sink := &recordtest.Sink{}
-	recording, quiet := framework.NewCycleState(), framework.NewCycleState()
-	sink.Install(recording)
-	for _, st := range []*framework.CycleState{recording, quiet} {
-		if s := pl.PreScore(context.Background(), st, pod, nil); !s.IsSuccess() {
-			t.Fatal(s)
-		}
-	}
 	tests := []struct {
 		node             string
 		cpuAvg, memAvg   float64
@@ -47,19 +38,26 @@ func TestScoreDetailInRecordingCycle(t *testing.T) {
 		{node: "cpu-only", cpuAvg: 70, wantCPU: true},
 		{node: "unknown", neutral: true},
 	}
+	infos := map[string]*framework.NodeInfo{}
+	var list []fwk.NodeInfo
 	for _, tc := range tests {
 		ni := framework.NewNodeInfo()
 		ni.SetNode(lat.Node(tc.node, 4000, 16<<30))
-		got, st := pl.Score(context.Background(), recording, pod, ni)
+		infos[tc.node] = ni
+		list = append(list, ni)
+	}
+	state := framework.NewCycleState()
+	if s := pl.PreScore(context.Background(), state, pod, list); !s.IsSuccess() {
+		t.Fatal(s)
+	}
+	for _, tc := range tests {
+		got, st := pl.Score(context.Background(), state, pod, infos[tc.node])
 		if !st.IsSuccess() {
 			t.Fatal(st)
 		}
-		if plain, _ := pl.Score(context.Background(), quiet, pod, ni); plain != got {
-			t.Errorf("%s: recording changed the score %d → %d", tc.node, plain, got)
-		}
-		d, ok := sink.Got[Name][tc.node].(decisionapi.LoadDetail)
+		d, ok := pl.ExplainScore(context.Background(), state, pod, infos[tc.node]).(decisionapi.LoadDetail)
 		if !ok {
-			t.Fatalf("%s: no detail %v", tc.node, sink.Got)
+			t.Fatalf("%s: no load detail", tc.node)
 		}
 		if d.Neutral != tc.neutral || d.CPU.Valid != tc.wantCPU || d.Memory.Valid != tc.wantMem {
 			t.Fatalf("%s: detail %+v", tc.node, d)

@@ -13,7 +13,6 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/berth-sched/berth/pkg/decisionapi"
-	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware"
 )
 
@@ -52,9 +51,12 @@ func NewWithOptions(ctx context.Context, obj runtime.Object, h fwk.Handle, opts 
 	if err != nil {
 		return nil, err
 	}
-	pl := &LoadVariationRiskBalancing{args: args}
-	pl.margin, pl.sensitivity = varianceKnobs(args)
-	pl.engine, err = loadaware.NewEngine(ctx, Name, args.LoadAwareArgs, h, estimate, opts)
+	pl := &LoadVariationRiskBalancing{
+		args:        args,
+		margin:      *args.SafeVarianceMargin,
+		sensitivity: *args.SafeVarianceSensitivity,
+	}
+	pl.engine, err = loadaware.NewEngine(ctx, Name, args.CommonArgs, h, estimate, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -110,11 +112,9 @@ func ComputeScore(margin, sensitivity float64, s ResourceStats) float64 {
 
 const stateKey fwk.StateKey = Name + ".podRequests"
 
-// podRequests is the pod's requests and the cycle's decision-record sink (nil unless the
-// profile records), both looked up once per cycle in PreScore.
+// podRequests is the pod's requests, computed once per cycle in PreScore.
 type podRequests struct {
-	est  loadaware.Estimate
-	sink decisionrecord.DetailSink
+	est loadaware.Estimate
 }
 
 func (p *podRequests) Clone() fwk.StateData { return p }
@@ -122,12 +122,11 @@ func (p *podRequests) Clone() fwk.StateData { return p }
 // PreScore computes the pod's requests once per cycle: PodRequests allocates, and Score runs
 // for every node.
 // The cycle's nodes are scored here through the engine's memo (only nodes whose load changed
-// are computed), so Score only looks the result up; a cycle that records its decision scores in
-// Score instead, where the details are written.
+// are computed), so Score only looks the result up.
 func (pl *LoadVariationRiskBalancing) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
-	r := &podRequests{est: estimate(pod), sink: decisionrecord.SinkFrom(state)}
+	r := &podRequests{est: estimate(pod)}
 	state.Write(stateKey, r)
-	pl.engine.PrepareScores(state, nodes, r.sink, [2]int64{r.est.MilliCPU, r.est.MemoryBytes}, func(st loadaware.NodeState, ni fwk.NodeInfo) int64 {
+	pl.engine.PrepareScores(state, nodes, [2]int64{r.est.MilliCPU, r.est.MemoryBytes}, func(st loadaware.NodeState, ni fwk.NodeInfo) int64 {
 		return pl.score(st, ni, r.est, nil)
 	})
 	return nil
@@ -144,16 +143,16 @@ func (pl *LoadVariationRiskBalancing) SignPod(_ context.Context, pod *v1.Pod) ([
 	return []fwk.SignFragment{{Key: SignerName, Value: [2]int64{e.MilliCPU, e.MemoryBytes}}}, nil
 }
 
-func requestsFromState(state fwk.CycleState, pod *v1.Pod) (loadaware.Estimate, decisionrecord.DetailSink) {
+func requestsFromState(state fwk.CycleState, pod *v1.Pod) loadaware.Estimate {
 	if state != nil {
 		if d, err := state.Read(stateKey); err == nil {
 			if r, ok := d.(*podRequests); ok {
-				return r.est, r.sink
+				return r.est
 			}
 		}
 	}
 	// PreScore not enabled (score-only configuration): compute here.
-	return estimate(pod), decisionrecord.SinkFrom(state)
+	return estimate(pod)
 }
 
 // Score implements fwk.ScorePlugin. It reads memory only.
@@ -165,23 +164,33 @@ func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, state fwk.Cycle
 	if node == nil {
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
 	}
-	req, sink := requestsFromState(state, pod)
-	return pl.score(pl.engine.NodeOf(node), nodeInfo, req, sink), nil
+	return pl.score(pl.engine.NodeOf(node), nodeInfo, requestsFromState(state, pod), nil), nil
 }
 
-func (pl *LoadVariationRiskBalancing) score(st loadaware.NodeState, nodeInfo fwk.NodeInfo, req loadaware.Estimate, sink decisionrecord.DetailSink) int64 {
+// ExplainScore is what a decision record shows for the node: the same score function over the
+// load state the cycle scored the node from, with the terms written out.
+func (pl *LoadVariationRiskBalancing) ExplainScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) any {
 	node := nodeInfo.Node()
+	if node == nil {
+		return nil
+	}
+	var d decisionapi.LoadDetail
+	pl.score(pl.engine.PreparedState(state, node), nodeInfo, requestsFromState(state, pod), &d)
+	return d
+}
+
+// score is LoadVariationRiskBalancing's one score path; with d it also writes the terms it used.
+func (pl *LoadVariationRiskBalancing) score(st loadaware.NodeState, nodeInfo fwk.NodeInfo, req loadaware.Estimate, d *decisionapi.LoadDetail) int64 {
 	if st.Freshness != loadaware.Fresh || (!st.Metrics.CPU.Valid && !st.Metrics.Memory.Valid) {
-		if sink != nil {
-			d := pl.engine.Detail(st)
+		if d != nil {
+			*d = pl.engine.Detail(st)
 			d.Neutral = true
-			sink.ScoreLoad(Name, node.Name, d)
 		}
 		return pl.engine.NeutralScore()
 	}
 	score, found := 0.0, false
 	// terms are the per-resource inputs for the decision record (cpu is considered first,
-	// then memory); filled only when the cycle records.
+	// then memory); filled only when explaining.
 	var terms [2]decisionapi.RiskTerms
 	considered := 0
 	consider := func(rd loadaware.ResourceData, capacity, request float64) {
@@ -195,7 +204,7 @@ func (pl *LoadVariationRiskBalancing) score(st loadaware.NodeState, nodeInfo fwk
 			UsedAvg:   rd.Avg / 100 * capacity,
 			UsedStdev: rd.Std / 100 * capacity,
 		})
-		if sink != nil {
+		if d != nil {
 			terms[considered-1] = decisionapi.RiskTerms{Valid: true, AvgPercent: rd.Avg, StdPercent: rd.Std, Allocatable: capacity,
 				Request: request, Score: s, Margin: pl.margin, Sensitivity: pl.sensitivity}
 		}
@@ -211,13 +220,12 @@ func (pl *LoadVariationRiskBalancing) score(st loadaware.NodeState, nodeInfo fwk
 		float64(req.MilliCPU+st.Unreported.MilliCPU))
 	consider(st.Metrics.Memory, float64(alloc.GetMemory())/mebibyte,
 		float64(req.MemoryBytes+st.Unreported.MemoryBytes)/mebibyte)
-	if sink != nil {
-		d := pl.engine.Detail(st)
+	if d != nil {
+		*d = pl.engine.Detail(st)
 		d.CPU, d.Memory = terms[0], terms[1]
 		// Each term apart: the window average is in CPU/Memory, the placed pods' remaining
 		// estimate in Unreported*, the incoming pod here (Request is their sum).
 		d.PodMilliCPU, d.PodMemoryBytes = req.MilliCPU, req.MemoryBytes
-		sink.ScoreLoad(Name, node.Name, d)
 	}
 	return loadaware.RoundScore(score)
 }

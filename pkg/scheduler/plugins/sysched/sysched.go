@@ -17,7 +17,6 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/helper"
 	fwkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
-	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
 	"github.com/berth-sched/berth/pkg/scheduler/dynamicapi"
 )
 
@@ -88,11 +87,9 @@ func newWithClients(ctx context.Context, args *Args, h fwk.Handle, dyn dynamic.I
 // Name returns the plugin name.
 func (pl *SySched) Name() string { return Name }
 
-// cycleData is the pod's syscall set and the cycle's decision-record sink (nil unless the
-// profile records).
+// cycleData is the pod's syscall set, resolved once per cycle in PreScore.
 type cycleData struct {
-	ps   podSet
-	sink decisionrecord.DetailSink
+	ps podSet
 }
 
 // Clone shares the immutable set; nothing mutates it after PreScore.
@@ -102,14 +99,8 @@ func (c *cycleData) Clone() fwk.StateData { return c }
 // arithmetic, and reports profiles it cannot find on the pod.
 func (pl *SySched) PreScore(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
 	ps := pl.podSetFor(cs, pod)
-	sink := decisionrecord.SinkFrom(cs)
-	cs.Write(stateKey, &cycleData{ps: ps, sink: sink})
-	if sink != nil {
-		// Recording: Score computes each node with its details.
-		pl.memo.Forget()
-	} else {
-		pl.prepareScores(cs, nodes, ps.set)
-	}
+	cs.Write(stateKey, &cycleData{ps: ps})
+	pl.prepareScores(cs, nodes, ps.set)
 	for range ps.skipped {
 		inputIssues.WithLabelValues("binding_profile_missing").Inc()
 	}
@@ -149,24 +140,8 @@ func (pl *SySched) Score(_ context.Context, cs fwk.CycleState, pod *v1.Pod, node
 	if node == nil {
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
 	}
-	var c *cycleData
-	if cs != nil {
-		if d, err := cs.Read(stateKey); err == nil {
-			c, _ = d.(*cycleData)
-		}
-	}
-	if c == nil {
-		// PreScore not enabled: resolve here.
-		c = &cycleData{ps: pl.st.podSet(pod), sink: decisionrecord.SinkFrom(cs)}
-	}
-	if c.sink != nil {
-		// Recording: the score and its terms from one read of the node's state.
-		det := pl.st.scoreDetail(node.Name, c.ps.set)
-		det.Notes = c.ps.notes()
-		c.sink.ScoreDetail(Name, node.Name, det)
-		return det.ExS, nil
-	}
-	return pl.st.score(node.Name, c.ps.set), nil
+	// PreScore not enabled (or it did not prepare this node): resolve here.
+	return pl.st.score(node.Name, pl.podSetFor(cs, pod).set), nil
 }
 
 // SignerName keys SySched's part of a pod's batching signature.

@@ -8,18 +8,18 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/berth-sched/berth/pkg/decisionapi"
-	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord/recordtest"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware"
 	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
 )
 
-// In a recording cycle Score reports exactly the inputs of the score it returns (seed 001's
-// nodes, a 100m pod, a placed-but-unreported pod on one node, a node the watcher does not
-// know); in a cycle that does not record, it reports nothing and scores the same.
-func TestScoreDetailInRecordingCycle(t *testing.T) {
+// ExplainScore gives exactly the inputs of the score the cycle returned (seed 001's nodes, a
+// 100m pod, a placed-but-unreported pod on one node, a node the watcher does not know), even
+// after the load changed: it reads the state the cycle scored the node from.
+func TestExplainScoreGivesTheCyclesInputs(t *testing.T) {
 	w := lat.NewWatcher()
 	defer w.Close()
 	clk := &clock{t: time.Now()}
@@ -42,28 +42,34 @@ func TestScoreDetailInRecordingCycle(t *testing.T) {
 			UnreportedMilliCPU: unreported}},
 		{"worker-9", decisionapi.LoadDetail{Freshness: "missing", Source: "test", Neutral: true}},
 	}
-	sink := &recordtest.Sink{}
-	recording := framework.NewCycleState()
-	sink.Install(recording)
-	quiet := framework.NewCycleState()
-	for _, state := range []*framework.CycleState{recording, quiet} {
-		if st := pl.PreScore(context.Background(), state, pod, nil); !st.IsSuccess() {
-			t.Fatal(st)
-		}
-	}
+	infos := map[string]*framework.NodeInfo{}
+	var list []fwk.NodeInfo
 	for _, tc := range tests {
-		ni := nodeInfo(lat.Node(tc.node, 8000, 32<<30))
-		got, st := pl.Score(context.Background(), recording, pod, ni)
+		infos[tc.node] = nodeInfo(lat.Node(tc.node, 8000, 32<<30))
+		list = append(list, infos[tc.node])
+	}
+	state := framework.NewCycleState()
+	if st := pl.PreScore(context.Background(), state, pod, list); !st.IsSuccess() {
+		t.Fatal(st)
+	}
+	scores := map[string]int64{}
+	for _, tc := range tests {
+		got, st := pl.Score(context.Background(), state, pod, infos[tc.node])
 		if !st.IsSuccess() {
 			t.Fatal(st)
 		}
-		plain, _ := pl.Score(context.Background(), quiet, pod, ni)
-		if got != plain {
-			t.Errorf("%s: recording changed the score: %d vs %d", tc.node, got, plain)
-		}
-		d, ok := sink.Got[Name][tc.node].(decisionapi.LoadDetail)
+		scores[tc.node] = got
+	}
+	// The load moves after scoring: the explanation is still of the cycle's inputs.
+	w.Set(lat.CPUDoc(clk.Now(), map[string]float64{"worker-1": 90, "worker-2": 5}))
+	if err := pl.engine.Watcher.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range tests {
+		got := scores[tc.node]
+		d, ok := pl.ExplainScore(context.Background(), state, pod, infos[tc.node]).(decisionapi.LoadDetail)
 		if !ok {
-			t.Fatalf("%s: no detail: %v", tc.node, sink.Got)
+			t.Fatalf("%s: no load detail", tc.node)
 		}
 		// The sample time is the document's (the recorder turns it into an age); unknown nodes
 		// have none.
@@ -87,8 +93,5 @@ func TestScoreDetailInRecordingCycle(t *testing.T) {
 		} else if got != pl.engine.NeutralScore() {
 			t.Errorf("%s: neutral detail but score %d", tc.node, got)
 		}
-	}
-	if len(sink.Got) != 1 {
-		t.Errorf("details from other plugins or the quiet cycle: %v", sink.Got)
 	}
 }

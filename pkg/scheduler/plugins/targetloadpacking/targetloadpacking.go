@@ -12,7 +12,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
+	"github.com/berth-sched/berth/pkg/decisionapi"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware"
 )
 
@@ -60,7 +60,7 @@ func NewWithOptions(ctx context.Context, obj runtime.Object, h fwk.Handle, opts 
 		multiplier: m,
 		defaultCPU: cpu.MilliValue(),
 	}
-	pl.engine, err = loadaware.NewEngine(ctx, Name, args.LoadAwareArgs, h, pl.estimate, opts)
+	pl.engine, err = loadaware.NewEngine(ctx, Name, args.CommonArgs, h, pl.estimate, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -110,38 +110,35 @@ func (pl *TargetLoadPacking) estimate(pod *v1.Pod) loadaware.Estimate {
 
 const stateKey fwk.StateKey = Name + ".predictedMilliCPU"
 
-// predictedCPU is the pod's predicted CPU and the cycle's decision-record sink (nil unless
-// the profile records), both looked up once per cycle in PreScore.
+// predictedCPU is the pod's predicted CPU, computed once per cycle in PreScore.
 type predictedCPU struct {
 	milli int64
-	sink  decisionrecord.DetailSink
 }
 
 func (p *predictedCPU) Clone() fwk.StateData { return p }
 
 // PreScore predicts the pod's CPU once per cycle instead of once per node in Score, and scores
 // the cycle's nodes through the engine's memo (only nodes whose load changed are computed), so
-// Score only looks the result up. A cycle that records its decision scores in Score instead,
-// where the details are written.
+// Score only looks the result up.
 func (pl *TargetLoadPacking) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
-	p := &predictedCPU{milli: pl.PredictedMilliCPU(pod), sink: decisionrecord.SinkFrom(state)}
+	p := &predictedCPU{milli: pl.PredictedMilliCPU(pod)}
 	state.Write(stateKey, p)
-	pl.engine.PrepareScores(state, nodes, p.sink, [2]int64{p.milli}, func(st loadaware.NodeState, ni fwk.NodeInfo) int64 {
+	pl.engine.PrepareScores(state, nodes, [2]int64{p.milli}, func(st loadaware.NodeState, ni fwk.NodeInfo) int64 {
 		return pl.score(st, ni.Node(), p.milli, nil)
 	})
 	return nil
 }
 
-func (pl *TargetLoadPacking) predictedFromState(state fwk.CycleState, pod *v1.Pod) (int64, decisionrecord.DetailSink) {
+func (pl *TargetLoadPacking) predictedFromState(state fwk.CycleState, pod *v1.Pod) int64 {
 	if state != nil {
 		if d, err := state.Read(stateKey); err == nil {
 			if p, ok := d.(*predictedCPU); ok {
-				return p.milli, p.sink
+				return p.milli
 			}
 		}
 	}
 	// PreScore not enabled (score-only configuration): compute here.
-	return pl.PredictedMilliCPU(pod), decisionrecord.SinkFrom(state)
+	return pl.PredictedMilliCPU(pod)
 }
 
 // Score implements fwk.ScorePlugin. It reads memory only: the score PreScore prepared, or the
@@ -154,28 +151,37 @@ func (pl *TargetLoadPacking) Score(ctx context.Context, state fwk.CycleState, po
 	if node == nil {
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
 	}
-	podMilli, sink := pl.predictedFromState(state, pod)
-	return pl.score(pl.engine.NodeOf(node), node, podMilli, sink), nil
+	return pl.score(pl.engine.NodeOf(node), node, pl.predictedFromState(state, pod), nil), nil
 }
 
-func (pl *TargetLoadPacking) score(st loadaware.NodeState, node *v1.Node, podMilli int64, sink decisionrecord.DetailSink) int64 {
+// ExplainScore is what a decision record shows for the node: the same score function over the
+// load state the cycle scored the node from, with the terms written out.
+func (pl *TargetLoadPacking) ExplainScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) any {
+	node := nodeInfo.Node()
+	if node == nil {
+		return nil
+	}
+	var d decisionapi.LoadDetail
+	pl.score(pl.engine.PreparedState(state, node), node, pl.predictedFromState(state, pod), &d)
+	return d
+}
+
+// score is TargetLoadPacking's one score path; with d it also writes the terms it used.
+func (pl *TargetLoadPacking) score(st loadaware.NodeState, node *v1.Node, podMilli int64, d *decisionapi.LoadDetail) int64 {
 	if st.Freshness != loadaware.Fresh || !st.Metrics.TLPCPUFound {
 		// Unknown load is neither good nor bad: a neutral score, never an error.
-		if sink != nil {
-			d := pl.engine.Detail(st)
+		if d != nil {
+			*d = pl.engine.Detail(st)
 			d.Neutral = true
-			sink.ScoreLoad(Name, node.Name, d)
 		}
 		return pl.engine.NeutralScore()
 	}
 	capacity := st.CapacityMilliCPU(node)
 	u := PredictedUtilization(st.Metrics.TLPCPU, capacity, podMilli+st.Unreported.MilliCPU)
-	if sink != nil {
-		// The decision record gets exactly the numbers this score came from.
-		d := pl.engine.Detail(st)
+	if d != nil {
+		*d = pl.engine.Detail(st)
 		d.MeasuredPercent, d.CapacityMilliCPU, d.PodMilliCPU = st.Metrics.TLPCPU, capacity, podMilli
 		d.PredictedPercent, d.TargetPercent = u, pl.target
-		sink.ScoreLoad(Name, node.Name, d)
 	}
 	return loadaware.RoundScore(ScoreForUtilization(float64(pl.target), u))
 }
