@@ -51,12 +51,9 @@ func NewWithOptions(ctx context.Context, obj runtime.Object, h fwk.Handle, opts 
 	if err != nil {
 		return nil, err
 	}
-	pl := &LoadVariationRiskBalancing{
-		args:        args,
-		margin:      *args.SafeVarianceMargin,
-		sensitivity: *args.SafeVarianceSensitivity,
-	}
-	pl.engine, err = loadaware.NewEngine(ctx, Name, args.CommonArgs, h, estimate, opts)
+	pl := &LoadVariationRiskBalancing{args: args}
+	pl.margin, pl.sensitivity = varianceKnobs(args)
+	pl.engine, err = loadaware.NewEngine(ctx, Name, args.LoadAwareArgs, h, estimate, opts)
 	if err != nil {
 		return nil, err
 	}

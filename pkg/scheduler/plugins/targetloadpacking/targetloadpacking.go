@@ -60,7 +60,7 @@ func NewWithOptions(ctx context.Context, obj runtime.Object, h fwk.Handle, opts 
 		multiplier: m,
 		defaultCPU: cpu.MilliValue(),
 	}
-	pl.engine, err = loadaware.NewEngine(ctx, Name, args.CommonArgs, h, pl.estimate, opts)
+	pl.engine, err = loadaware.NewEngine(ctx, Name, args.LoadAwareArgs, h, pl.estimate, opts)
 	if err != nil {
 		return nil, err
 	}
