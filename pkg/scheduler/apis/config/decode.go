@@ -8,40 +8,62 @@ import (
 	"sort"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
-// Decode decodes u (JSON, or YAML as kube-scheduler may pass it) into into, strictly: keys
-// are compared exactly, unknown and duplicate keys are refused, and every error names its
-// field. Empty input decodes nothing.
+// codecs decode args by the kinds registered in Scheme, strictly (unknown and duplicate keys are
+// errors), without defaulting: Parse defaults after decoding, whatever the args came as.
+var codecs = serializer.NewCodecFactory(Scheme, serializer.EnableStrict)
+
+// Decode decodes u (JSON, or YAML as kube-scheduler may pass it) into into through Scheme:
+// apiVersion and kind may be left out (into's kind is assumed), keys are compared exactly,
+// unknown and duplicate keys are refused, and every error names its field. Empty input decodes
+// nothing.
 func Decode(u *runtime.Unknown, into runtime.Object) error {
-	raw := u.Raw
-	if len(bytes.TrimSpace(raw)) == 0 {
+	if len(bytes.TrimSpace(u.Raw)) == 0 {
 		return nil
 	}
 	switch u.ContentType {
-	case runtime.ContentTypeJSON, "":
-	case runtime.ContentTypeYAML:
-		j, err := yaml.YAMLToJSON(raw)
-		if err != nil {
-			return err
-		}
-		raw = j
+	case runtime.ContentTypeJSON, runtime.ContentTypeYAML, "":
 	default:
 		return fmt.Errorf("unsupported content type %q", u.ContentType)
 	}
-	strict, err := sigsjson.UnmarshalStrict(raw, into)
+	kinds, _, err := Scheme.ObjectKinds(into)
 	if err != nil {
-		return nameBadValue(raw, into, err)
+		return err
 	}
+	want := kinds[0]
+	obj, got, err := codecs.UniversalDeserializer().Decode(u.Raw, &want, into)
+	switch {
+	case runtime.IsNotRegisteredError(err):
+		var tm metav1.TypeMeta
+		_ = yaml.Unmarshal(u.Raw, &tm)
+		return field.ErrorList{field.Invalid(field.NewPath("kind"), tm.Kind,
+			fmt.Sprintf("must be %s or omitted, with apiVersion %s or omitted (%v)", want.Kind, want.GroupVersion(), err))}.ToAggregate()
+	case runtime.IsStrictDecodingError(err):
+		strict, _ := runtime.AsStrictDecodingError(err)
+		return strictErrors(strict.Errors(), into)
+	case err != nil:
+		return nameBadValue(u.Raw, into, err)
+	case obj != into:
+		// The data named another registered kind: args meant for another plugin.
+		return field.ErrorList{field.Invalid(field.NewPath("kind"), got.Kind, "must be "+want.Kind+" or omitted")}.ToAggregate()
+	}
+	return nil
+}
+
+// strictErrors names the field of each unknown or duplicate key.
+func strictErrors(strict []error, into runtime.Object) error {
 	var errs field.ErrorList
 	for _, e := range strict {
 		fe, ok := e.(sigsjson.FieldError)
 		if !ok {
-			errs = append(errs, field.Invalid(nil, nil, e.Error()))
+			errs = append(errs, &field.Error{Type: field.ErrorTypeInvalid, Field: "<args>", BadValue: field.OmitValueType{}, Detail: e.Error()})
 			continue
 		}
 		p := field.NewPath(fe.FieldPath())
@@ -61,8 +83,12 @@ func Decode(u *runtime.Unknown, into runtime.Object) error {
 // nameBadValue finds which top-level key a decoding error (a value of the wrong type, a bad
 // duration) comes from, by decoding the keys one at a time, so the error names the field.
 func nameBadValue(raw []byte, into runtime.Object, err error) error {
+	j, jerr := yaml.YAMLToJSON(raw)
+	if jerr != nil {
+		return err
+	}
 	var keys map[string]json.RawMessage
-	if json.Unmarshal(raw, &keys) != nil {
+	if json.Unmarshal(j, &keys) != nil {
 		return err
 	}
 	names := make([]string, 0, len(keys))

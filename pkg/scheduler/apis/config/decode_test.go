@@ -19,7 +19,10 @@ func TestDecode(t *testing.T) {
 		check         func(*configv1.DecisionRecordArgs) bool
 	}{
 		{"json", runtime.ContentTypeJSON, `{"records":5,"topNodes":3}`, "", func(a *configv1.DecisionRecordArgs) bool { return *a.Records == 5 && *a.TopNodes == 3 }},
-		{"yaml", runtime.ContentTypeYAML, "records: 7\nkind: X\n", "", func(a *configv1.DecisionRecordArgs) bool { return *a.Records == 7 && a.Kind == "X" }},
+		{"yaml", runtime.ContentTypeYAML, "records: 7\nkind: DecisionRecordArgs\n", "", func(a *configv1.DecisionRecordArgs) bool { return *a.Records == 7 && a.Kind == "DecisionRecordArgs" }},
+		{"apiVersion and kind", runtime.ContentTypeJSON, `{"apiVersion":"kubescheduler.config.k8s.io/v1","kind":"DecisionRecordArgs","records":2}`, "", func(a *configv1.DecisionRecordArgs) bool { return *a.Records == 2 }},
+		{"kind of no plugin", runtime.ContentTypeYAML, "records: 7\nkind: X\n", `kind: Invalid value: "X": must be DecisionRecordArgs or omitted`, nil},
+		{"another plugin's kind", runtime.ContentTypeJSON, `{"kind":"SySchedArgs"}`, `kind: Invalid value: "SySchedArgs": must be DecisionRecordArgs or omitted`, nil},
 		{"no content type is JSON", "", `{"records":1}`, "", func(a *configv1.DecisionRecordArgs) bool { return *a.Records == 1 }},
 		{"empty", runtime.ContentTypeJSON, "  ", "", func(a *configv1.DecisionRecordArgs) bool { return a.Records == nil }},
 		{"key in other case", runtime.ContentTypeJSON, `{"Records":5}`, `Records: Unsupported value: unknown field "Records"; supported fields: records, topNodes, summary`, nil},
