@@ -222,6 +222,9 @@ type AgentOptions struct {
 	Token          string
 	SampleInterval time.Duration
 	ReportInterval time.Duration
+	// Pods, if any, get cgroups in the fixture (read with --cgroup-root) with this use, as the
+	// kubelet's pods have on a real node.
+	Pods []fixture.Pod
 }
 
 // StartAgent writes the node's fixture /proc (kept moving until ctx ends), the token file and a
@@ -234,6 +237,14 @@ func StartAgent(ctx context.Context, c *cluster.Cluster, o AgentOptions) (*Agent
 	fx, err := fixture.New(filepath.Join(dir, "proc"), o.Load.CPU, o.Load.Memory)
 	if err != nil {
 		return nil, err
+	}
+	if len(o.Pods) > 0 {
+		if err := fx.EnableCgroups(filepath.Join(dir, "cgroup")); err != nil {
+			return nil, err
+		}
+		if err := fx.SetPods(o.Pods); err != nil {
+			return nil, err
+		}
 	}
 	// Advance several times per sample so every sample sees exactly the configured load. The
 	// writer stops with ctx or, at the latest, when the cluster stops, before the cluster's
@@ -267,6 +278,9 @@ func StartAgent(ctx context.Context, c *cluster.Cluster, o AgentOptions) (*Agent
 		"--token-file=" + tokenFile, "--listen=" + addr,
 		"--sample-interval=" + o.SampleInterval.String(), "--report-interval=" + o.ReportInterval.String(),
 	}, clusterArgs...)
+	if root := fx.CgroupRoot(); root != "" {
+		args = append(args, "--cgroup-root="+root)
+	}
 	p, err := c.StartComponent(ctx, cluster.ProcessSpec{Name: o.Name, Binary: filepath.Join(c.BinDir, "berth-agent"), Args: args},
 		cluster.HTTPCheck("http://"+addr+"/readyz"))
 	if err != nil {
@@ -345,8 +359,11 @@ func Start(ctx context.Context, c *cluster.Cluster, o Options) (*Stack, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The agent pod has a cgroup using nothing, as on a real node: its measured use, not a
+		// best-effort pod's spec estimate, is what the scheduler counts for it.
 		a, err := StartAgent(ctx, c, AgentOptions{Name: o.Prefix + "berth-agent-" + n.Name, Load: n, Dir: o.Dir,
-			WatcherURL: w.URL, Token: tok, SampleInterval: o.SampleInterval, ReportInterval: o.ReportInterval})
+			WatcherURL: w.URL, Token: tok, SampleInterval: o.SampleInterval, ReportInterval: o.ReportInterval,
+			Pods: []fixture.Pod{{UID: string(pod.UID), QOS: "besteffort"}}})
 		if err != nil {
 			return nil, err
 		}
