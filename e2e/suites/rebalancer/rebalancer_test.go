@@ -488,6 +488,15 @@ func TestRebalancer(t *testing.T) {
 		}
 	})
 
+	t.Run("a node selector matching nothing: a condition, no action", func(t *testing.T) {
+		e.rebalancer(ctx, t, "nowhere", e.st.Watcher.URL, false)
+		s := e.status(ctx, t, "nowhere", time.Minute, func(s *berthv1alpha1.RebalancerStatus) bool { return round(s) >= 1 })
+		c := meta.FindStatusCondition(s.Conditions, berthv1alpha1.RebalancerConditionActive)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != rb.ReasonNoNodes || s.LastRound.Nodes != 0 || s.LastRound.Evictions != 0 {
+			t.Errorf("Active %+v, round %+v", c, s.LastRound)
+		}
+	})
+
 	t.Run("thresholds are refused at the API, naming the field", func(t *testing.T) {
 		for _, tc := range []struct {
 			low, high int32
