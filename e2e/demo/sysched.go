@@ -168,6 +168,8 @@ func syschedDemo(ctx context.Context, env *Env) error {
 		dep.Namespace = syschedDemoNS
 		dep.Spec.Template.Spec.SchedulerName = syschedDemoScheduler
 		dep.Spec.Template.Spec.NodeSelector = map[string]string{syschedDemoLabel: syschedDemoLabelVal}
+		// The seed's manifests, placed on the demo's simulated nodes.
+		dep.Spec.Template.Spec.Tolerations = cluster.TolerateSimulated(dep.Spec.Template.Spec.Tolerations)
 		if _, err := env.Client.AppsV1().Deployments(syschedDemoNS).Create(ctx, dep, createOpts); err != nil {
 			return err
 		}

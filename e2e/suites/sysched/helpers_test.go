@@ -71,6 +71,8 @@ func applyWorkload(ctx context.Context, t *testing.T, c *cluster.Cluster, file, 
 			if err := yaml.UnmarshalStrict(raw, dep); err != nil {
 				t.Fatal(err)
 			}
+			// The seed's manifests, placed on the suite's simulated nodes.
+			dep.Spec.Template.Spec.Tolerations = cluster.TolerateSimulated(dep.Spec.Template.Spec.Tolerations)
 			if _, err := c.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
