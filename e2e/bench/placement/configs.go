@@ -256,12 +256,12 @@ func orMode(b *bool, mode bool) bool {
 }
 
 // chartRunFrom follows the chart's secondaryscheduler template: scheduler.loadAware.mode
-// (pack, the default, or balance) decides the switches plugins.* leave null.
+// (balance, the default, or pack) decides the switches plugins.* leave null.
 func chartRunFrom(v chartValues) (RunConfig, error) {
 	p := v.Scheduler.Plugins
 	mode := v.Scheduler.LoadAware.Mode
 	if mode == "" {
-		mode = "pack"
+		mode = "balance"
 	}
 	if mode != "pack" && mode != "balance" {
 		return RunConfig{}, fmt.Errorf("chart run: scheduler.loadAware.mode %q, want pack or balance", mode)

@@ -233,6 +233,8 @@ func TestChartRun(t *testing.T) {
 	v.Scheduler.Plugins.TargetLoadPacking.TargetUtilization = 55
 	v.Scheduler.Plugins.TargetLoadPacking.DefaultRequestsMultiplier = "1.5"
 	v.Scheduler.Plugins.LoadVariationRiskBalancing.Weight = 1
+	v.Scheduler.Plugins.LoadVariationRiskBalancing.SafeVarianceMargin = "1"
+	v.Scheduler.Plugins.LoadVariationRiskBalancing.SafeVarianceSensitivity = "1"
 	tests := []struct {
 		name    string
 		mutate  func(*chartValues)
@@ -241,11 +243,16 @@ func TestChartRun(t *testing.T) {
 		name2   string
 		wantErr string
 	}{
-		{name: "pack (the default mode): TLP alone, no default scores, filter 80/90", mutate: func(*chartValues) {},
+		{name: "no mode: balance", mutate: func(*chartValues) {},
+			want: []string{"LoadVariationRiskBalancing", "targetUtilization: 55"}, notWant: []string{"usageThresholds"}, name2: "chart balance: TLP 55+LVRB"},
+		{name: "pack: TLP alone, no default scores, filter 80/90", mutate: func(v *chartValues) { v.Scheduler.LoadAware.Mode = "pack" },
 			// disableDefaultScore renders the upstream score plugins in the disabled list.
 			want:    []string{"targetUtilization: 55", "weight: 3", "cpu: 80", "memory: 90", "NodeResourcesBalancedAllocation"},
 			notWant: []string{"LoadVariationRiskBalancing"}, name2: "chart pack: TLP 55+noDefScore+filter"},
-		{name: "pack with own thresholds", mutate: func(v *chartValues) { v.Scheduler.LoadAware.UsageThresholds = map[string]int{"cpu": 70} },
+		{name: "pack with own thresholds", mutate: func(v *chartValues) {
+			v.Scheduler.LoadAware.Mode = "pack"
+			v.Scheduler.LoadAware.UsageThresholds = map[string]int{"cpu": 70}
+		},
 			want: []string{"cpu: 70"}, notWant: []string{"cpu: 80", "LoadVariationRiskBalancing"}, name2: "chart pack: TLP 55+noDefScore+filter"},
 		{name: "balance: TLP and LVRB next to the default scores, no filter", mutate: func(v *chartValues) { v.Scheduler.LoadAware.Mode = "balance" },
 			want: []string{"LoadVariationRiskBalancing"}, notWant: []string{"usageThresholds", "NodeResourcesBalancedAllocation"}, name2: "chart balance: TLP 55+LVRB"},
@@ -258,6 +265,7 @@ func TestChartRun(t *testing.T) {
 		{name: "unknown mode", mutate: func(v *chartValues) { v.Scheduler.LoadAware.Mode = "spread" }, wantErr: "want pack or balance"},
 		{name: "no load-aware plugin", mutate: func(v *chartValues) {
 			v.Scheduler.Plugins.TargetLoadPacking.Enabled = &no
+			v.Scheduler.Plugins.LoadVariationRiskBalancing.Enabled = &no
 		}, wantErr: "neither"},
 	}
 	for _, tt := range tests {
