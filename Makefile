@@ -251,16 +251,23 @@ bench-agent: build
 	$(GO) run ./e2e/bench/agentres/cmd/agentbench
 
 ## bench-placement: placement quality on simulated real load (agents → load watcher → scheduler):
-## default scheduler vs TargetLoadPacking 40/60 %, LoadVariationRiskBalancing, both + usage Filter
-## and what the chart ships (PLACEMENT_NODES, PLACEMENT_PODS, PLACEMENT_SEED, PLACEMENT_SCALE (load),
-## PLACEMENT_RUNS; e2e/bench/placement/README.md)
+## the realistic table (load levels 25/40/60 % × seeds × default scheduler and the chart's pack and
+## balance presets, then a 200-pod burst, on a timeline scaled by PLACEMENT_TIME_SCALE);
+## PLACEMENT_QUICK=1 for one seed on 30 nodes; PLACEMENT_SINGLE=1 for the first version's single
+## workload (PLACEMENT_NODES, PLACEMENT_PODS, PLACEMENT_SEED, PLACEMENT_SCALE); e2e/bench/placement/README.md
 PLACEMENT_NODES ?= 50
 PLACEMENT_PODS ?= 600
 PLACEMENT_SEED ?= 1
+PLACEMENT_SEEDS ?= 1,2,3
 PLACEMENT_SCALE ?= 1
-PLACEMENT_RUNS ?= default,tlp40,tlp60,lvrb,both-filter,chart
+PLACEMENT_TIME_SCALE ?= 0.0666667
+PLACEMENT_RUNS ?=
+PLACEMENT_QUICK ?=
+PLACEMENT_SINGLE ?=
 bench-placement: tools build
-	$(GO) run ./e2e/bench/placement/cmd/placementbench -nodes $(PLACEMENT_NODES) -pods $(PLACEMENT_PODS) -seed $(PLACEMENT_SEED) -pod-scale $(PLACEMENT_SCALE) -runs $(PLACEMENT_RUNS) -v
+	$(GO) run ./e2e/bench/placement/cmd/placementbench -nodes $(PLACEMENT_NODES) -pods $(PLACEMENT_PODS) \
+		$(if $(PLACEMENT_SINGLE),-single -seed $(PLACEMENT_SEED) -pod-scale $(PLACEMENT_SCALE),-seeds $(PLACEMENT_SEEDS) -time-scale $(PLACEMENT_TIME_SCALE)) \
+		$(if $(PLACEMENT_QUICK),-quick) $(if $(PLACEMENT_RUNS),-runs $(PLACEMENT_RUNS)) -v
 	@# The load-shift phase: hot-spot relief off, dry-run, on (e2e/bench/placement/relief.go); PLACEMENT_RELIEF=0 skips it.
 	$(if $(filter 0,$(PLACEMENT_RELIEF)),,$(GO) run ./e2e/bench/placement/cmd/reliefbench -seed $(PLACEMENT_SEED) -v)
 
