@@ -112,4 +112,3 @@ func writeTable(w io.Writer, rec decisionapi.Record) error {
 	}
 	return nil
 }
-

@@ -65,6 +65,7 @@ func (f *fakeScore) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, ni
 	f.mu.Unlock()
 	return f.raw[ni.Node().Name], nil
 }
+
 // ExplainScore implements Explainer: Packing's detail is its raw score, Spread's a load detail
 // (kept by value).
 func (f *fakeScore) ExplainScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, ni fwk.NodeInfo) any {
