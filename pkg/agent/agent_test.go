@@ -134,6 +134,13 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"no node":       func(c *Config) { c.NodeName = "" },
 		"no watcher":    func(c *Config) { c.WatcherURL = "" },
 		"zero interval": func(c *Config) { c.ReportInterval = 0 },
+		"two windows":   func(c *Config) { c.Windows = []time.Duration{time.Minute, 2 * time.Minute} },
+		"windows out of order": func(c *Config) {
+			c.Windows = []time.Duration{time.Minute, 3 * time.Minute, 2 * time.Minute}
+		},
+		"window under the sample interval": func(c *Config) {
+			c.Windows = []time.Duration{time.Millisecond, time.Minute, 2 * time.Minute}
+		},
 	} {
 		c := good
 		mut(&c)
@@ -191,5 +198,87 @@ func TestReadyChecks(t *testing.T) {
 		if r.Code != s.wantCode || !strings.Contains(r.Body.String(), s.wantBody) {
 			t.Errorf("%s: /readyz = %d %q, want %d %q", s.name, r.Code, r.Body.String(), s.wantCode, s.wantBody)
 		}
+	}
+}
+
+// TestAgentReportsPodUsage: with --cgroup-root the report carries the listed pods' usage read
+// from their cgroups; a listed pod without a cgroup is left out of pods (still in podUIDs) and
+// counted, and the report still goes out.
+func TestAgentReportsPodUsage(t *testing.T) {
+	dir := t.TempDir()
+	fx, err := fixture.New(filepath.Join(dir, "proc"), 40, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.EnableCgroups(filepath.Join(dir, "cgroup")); err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.SetPods([]fixture.Pod{{UID: "uid-mine", QOS: "burstable", CPU: 15, MemoryBytes: 1 << 30}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	fxDone := make(chan struct{})
+	go func() { fx.Run(ctx, 2*time.Millisecond); close(fxDone) }()
+	defer func() { cancel(); <-fxDone }()
+
+	var mu sync.Mutex
+	var reports []loadapi.Report
+	watcher := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var rep loadapi.Report
+		if err := json.NewDecoder(r.Body).Decode(&rep); err != nil {
+			t.Errorf("decode: %v", err)
+		}
+		mu.Lock()
+		reports = append(reports, rep)
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer watcher.Close()
+	tok := filepath.Join(dir, "token")
+	os.WriteFile(tok, []byte("sa-token"), 0o600)
+	mine := pod("mine", "node-a", corev1.PodRunning)
+	mine.Status.QOSClass = corev1.PodQOSBurstable
+	cs := fake.NewClientset(mine, pod("nocgroup", "node-a", corev1.PodRunning))
+	windows := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}
+	a, err := New(Config{NodeName: "node-a", ProcRoot: fx.Root, WatcherURL: watcher.URL, TokenFile: tok, Listen: "127.0.0.1:0",
+		SampleInterval: 10 * time.Millisecond, ReportInterval: 100 * time.Millisecond, Client: cs,
+		CgroupRoot: fx.CgroupRoot(), Windows: windows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- a.Run(ctx) }()
+	var rep loadapi.Report
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		if n := len(reports); n > 0 {
+			rep = reports[n-1]
+		}
+		mu.Unlock()
+		if len(rep.Pods) > 0 && len(rep.PodUIDs) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no report with pod usage within 10 s; last %+v", rep)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(rep.Pods) != 1 || rep.Pods[0].UID != "uid-mine" {
+		t.Fatalf("pods %+v, want only uid-mine (nocgroup has no cgroup)", rep.Pods)
+	}
+	p := rep.Pods[0]
+	// The fixture advances its counters every 2 ms and the agent samples every 10 ms: one
+	// sample may straddle an advance, so the share is checked to a point.
+	if p.Latest.CPU < 14 || p.Latest.CPU > 16 || len(p.Windows) != 3 {
+		t.Fatalf("pod usage %+v, want about 15 %% CPU and 3 windows", p)
+	}
+	metrics := get(t, a.Handler(), "/metrics").Body.String()
+	if !strings.Contains(metrics, `berth_agent_pod_usage_errors_total{reason="gone"}`) {
+		t.Fatalf("/metrics does not count the pod without a cgroup:\n%s", metrics)
+	}
+	cancel()
+	if err := <-runErr; err != nil {
+		t.Fatalf("Run: %v", err)
 	}
 }
