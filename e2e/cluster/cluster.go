@@ -265,19 +265,17 @@ func (c *Cluster) launch(ctx context.Context, spec ProcessSpec, check func(conte
 // StopComponent stops one process the cluster started (e.g. to kill a Berth binary mid-test).
 func (c *Cluster) StopComponent(p *Process) {
 	p.Stop(stopGrace)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, q := range c.procs {
-		if q == p {
-			c.procs = append(c.procs[:i], c.procs[i+1:]...)
-			break
-		}
-	}
+	c.forget(p)
 }
 
 // killComponent is StopComponent with SIGKILL at once.
 func (c *Cluster) killComponent(p *Process) {
 	p.Kill()
+	c.forget(p)
+}
+
+// forget drops a stopped process from the ones Stop ends.
+func (c *Cluster) forget(p *Process) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, q := range c.procs {

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -183,7 +182,19 @@ func imageLocalityRealDemo(ctx context.Context, env *Env, rns []*cluster.RealNod
 		}
 	}
 	// What the kubelets made of the placements: a pod on a node without the image cannot start.
-	time.Sleep(3 * time.Second)
+	// Read once every pod's container has left ContainerCreating (or after 30 s).
+	_ = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=seed004-sleep"})
+		if err != nil {
+			return false, nil
+		}
+		for i := range list.Items {
+			if st := containerState(&list.Items[i]); st != "Running" && !strings.HasPrefix(st, "Waiting: Err") {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 	fmt.Fprintln(env.Out)
 	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POD\tSCHEDULER\tNODE\tNODE HOLDS THE IMAGE\tCONTAINER (kubelet)")
@@ -279,28 +290,10 @@ func demoAgentRBAC(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// startImageAgent runs bin/berth-agent for node w against w's containerd: its image part lists
-// the CRI every half second; its load part is not shown (first report after an hour).
+// startImageAgent runs bin/berth-agent for node w in w's namespace against w's containerd:
+// its image part lists the CRI every half second.
 func startImageAgent(ctx context.Context, c *cluster.Cluster, w *cluster.RealNode) (*cluster.Process, error) {
-	name := "berth-agent-images-" + w.NodeName
-	kc, err := c.WriteKubeconfig(name, cluster.Identity{User: demoAgentUser})
-	if err != nil {
-		return nil, err
-	}
-	tok := filepath.Join(c.Dir, name+".token")
-	if err := os.WriteFile(tok, []byte("unused"), 0o600); err != nil {
-		return nil, err
-	}
-	port, err := cluster.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	p, err := c.StartComponent(ctx, cluster.ProcessSpec{Name: name, Binary: filepath.Join(c.BinDir, "berth-agent"), Args: []string{
-		"--node-name=" + w.NodeName, "--kubeconfig=" + kc, "--watch-pods=false", "--watcher-url=http://[::1]:9",
-		"--token-file=" + tok, "--listen=" + addr, "--sample-interval=200ms", "--report-interval=1h",
-		"--cri-socket=" + w.ContainerdSocket, "--image-interval=500ms", "-v=2",
-	}}, cluster.HTTPCheck("http://"+addr+"/readyz"))
+	p, err := framework.StartAgentOn(ctx, c, w, "berth-agent-images-"+w.NodeName, demoAgentUser, "--image-interval=500ms")
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("berth-agent for %s", w.NodeName), err)
 	}

@@ -178,7 +178,15 @@ func StartPodConfigAgent(ctx context.Context, c *cluster.Cluster, name string, e
 
 // StartPodConfigAgentOn is StartPodConfigAgent for real node rn (any of the cluster's).
 func StartPodConfigAgentOn(ctx context.Context, c *cluster.Cluster, rn *cluster.RealNode, name string, extra ...string) (*cluster.Process, error) {
-	kc, err := c.WriteNodeKubeconfig(rn, name, cluster.Identity{User: PodConfigAgentUser})
+	return StartAgentOn(ctx, c, rn, name, PodConfigAgentUser,
+		append([]string{"--image-interval=1h", "--podconfig", "--podconfig-resync=5s"}, extra...)...)
+}
+
+// StartAgentOn runs bin/berth-agent for real node rn, inside rn's network namespace (as the
+// DaemonSet's hostNetwork pod would be), as user, against rn's containerd; extra are more
+// flags. Its load part is idle: its first report is due after an hour.
+func StartAgentOn(ctx context.Context, c *cluster.Cluster, rn *cluster.RealNode, name, user string, extra ...string) (*cluster.Process, error) {
+	kc, err := c.WriteNodeKubeconfig(rn, name, cluster.Identity{User: user})
 	if err != nil {
 		return nil, err
 	}
@@ -193,8 +201,7 @@ func StartPodConfigAgentOn(ctx context.Context, c *cluster.Cluster, rn *cluster.
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	args := append([]string{"--node-name=" + rn.NodeName, "--kubeconfig=" + kc, "--watch-pods=false",
 		"--watcher-url=http://[::1]:9", "--token-file=" + tok, "--listen=" + addr,
-		"--sample-interval=200ms", "--report-interval=1h", "--cri-socket=" + rn.ContainerdSocket,
-		"--image-interval=1h", "--podconfig", "--podconfig-resync=5s", "-v=2"}, extra...)
+		"--sample-interval=200ms", "--report-interval=1h", "--cri-socket=" + rn.ContainerdSocket, "-v=2"}, extra...)
 	return c.StartNodeComponent(ctx, rn, cluster.ProcessSpec{Name: name, Binary: filepath.Join(c.BinDir, "berth-agent"), Args: args},
 		rn.HTTPCheck("http://"+addr+"/readyz"))
 }
