@@ -61,23 +61,32 @@ func WaitAgentsReady(ctx context.Context, c client.Client, o AgentReadyOptions) 
 	for {
 		waiting, err := unreadyAgents(ctx, c, o)
 		if err != nil {
+			if ctx.Err() != nil && last != "" {
+				return notReady(o, last, ctx.Err())
+			}
 			return err
 		}
 		if len(waiting) == 0 {
 			logger.Info("every agent on a Ready node is Ready")
 			return nil
 		}
-		if now := strings.Join(waiting, "; "); now != last {
+		// A poll the deadline cut short ("not reachable ... deadline exceeded") says less than
+		// the complete one before it: keep that one for the error.
+		if now := strings.Join(waiting, "; "); now != last && (ctx.Err() == nil || last == "") {
 			logger.Info("agents not Ready", "agents", now)
 			last = now
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("agents of DaemonSet %s/%s not Ready: %s (see NOTES.txt: agent.criSocket must be the CRI socket's path on the nodes): %w",
-				o.Namespace, o.DaemonSet, last, ctx.Err())
+			return notReady(o, last, ctx.Err())
 		case <-time.After(o.Interval):
 		}
 	}
+}
+
+func notReady(o AgentReadyOptions, last string, err error) error {
+	return fmt.Errorf("agents of DaemonSet %s/%s not Ready: %s (see NOTES.txt: agent.criSocket must be the CRI socket's path on the nodes): %w",
+		o.Namespace, o.DaemonSet, last, err)
 }
 
 // unreadyAgents lists, as "<pod> on <node>: <why>", what keeps the DaemonSet from being ready:

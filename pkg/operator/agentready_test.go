@@ -111,7 +111,8 @@ func TestWaitAgentsReady(t *testing.T) {
 					}
 					return nil
 				}}).Build()
-			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			// Long enough that a loaded machine completes a poll before the deadline cuts one short.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			err = WaitAgentsReady(ctx, c, AgentReadyOptions{Namespace: "berth-system", DaemonSet: "berth-agent", Port: port, Interval: 10 * time.Millisecond})
 			if len(tc.wantErr) == 0 && err != nil {
