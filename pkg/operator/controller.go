@@ -129,16 +129,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err := r.deleteUnowned(ctx, ss); err != nil {
 			return reconcile.Result{}, err
 		}
+		orig := ss.DeepCopy()
 		if controllerutil.RemoveFinalizer(ss, Finalizer) {
-			if err := r.Client.Update(ctx, ss); err != nil {
+			if err := r.Client.Patch(ctx, ss, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 				return reconcile.Result{}, client.IgnoreNotFound(err)
 			}
 		}
 		logger.Info("cleaned up cluster-scoped objects")
 		return reconcile.Result{}, nil
 	}
+	// Why a patch of the finalizers and not an Update: an Update sends the whole object as this
+	// operator's types encode it, and the user's spec must go back exactly as written (a decimal
+	// arg written as a string, for one).
+	orig := ss.DeepCopy()
 	if controllerutil.AddFinalizer(ss, Finalizer) {
-		if err := r.Client.Update(ctx, ss); apierrors.IsConflict(err) {
+		if err := r.Client.Patch(ctx, ss, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); apierrors.IsConflict(err) {
 			return reconcile.Result{Requeue: true}, nil
 		} else if err != nil {
 			return reconcile.Result{}, err
