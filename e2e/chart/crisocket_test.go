@@ -143,7 +143,7 @@ func TestCleanupHookRBAC(t *testing.T) {
 	base := []rule{
 		{"berth-system", "apps", "deployments", "get,patch", "berth-operator"},
 		{"berth-system", "", "pods", "list", ""},
-		{"berth-system", "berth.dev", "secondaryschedulers", "get,list,update,delete", ""},
+		{"berth-system", "berth.dev", "secondaryschedulers", "get,list,patch,delete", ""},
 		{"berth-system", "coordination.k8s.io", "leases", "delete", ""},
 		{"cluster", "rbac.authorization.k8s.io", "clusterroles", "list,delete", ""},
 		{"cluster", "rbac.authorization.k8s.io", "clusterrolebindings", "list,delete", ""},
