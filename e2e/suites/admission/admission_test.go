@@ -249,12 +249,16 @@ func TestAdmission(t *testing.T) {
 			if tc.sub != "" {
 				subs = append(subs, tc.sub)
 			}
-			var err error
-			// why: a new binding takes effect a moment after it is created.
-			_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
-				_, err = c.Client.CoreV1().Pods(nsA).Patch(ctx, tc.pod, types.MergePatchType, []byte(tc.patch), metav1.PatchOptions{}, subs...)
-				return (err != nil) == (tc.msg != ""), nil
-			})
+			// why: a new binding takes effect a moment after it is created. Wait for it with
+			// dry runs (admission policies judge those too): a real patch sent before the
+			// policy is active would relabel the pod and spoil every later step.
+			if tc.msg != "" {
+				_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+					_, derr := c.Client.CoreV1().Pods(nsA).Patch(ctx, tc.pod, types.MergePatchType, []byte(tc.patch), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}, subs...)
+					return derr != nil, nil
+				})
+			}
+			_, err := c.Client.CoreV1().Pods(nsA).Patch(ctx, tc.pod, types.MergePatchType, []byte(tc.patch), metav1.PatchOptions{}, subs...)
 			switch {
 			case tc.msg == "" && err != nil:
 				t.Errorf("%s: %v", tc.name, err)
