@@ -107,9 +107,27 @@ func CollectNodes(ctx context.Context, client kubernetes.Interface, dyn dynamic.
 	if err != nil {
 		return nil, explainAPIError(err, "list pods in all namespaces (for requests)")
 	}
+	requested := requestsByNode(pods.Items)
+	images, err := nodeImages(ctx, dyn)
+	if err != nil {
+		return nil, err
+	}
+	view := &NodesView{
+		Watcher:           WatcherView{From: from, Source: doc.Source, Window: doc.Window.Duration, Time: doc.Timestamp},
+		PlacedPodEstimate: "not asked",
+		Nodes:             []NodeView{},
+	}
+	for i := range nodes.Items {
+		view.Nodes = append(view.Nodes, nodeView(&nodes.Items[i], doc, requested[nodes.Items[i].Name], images, now))
+	}
+	return view, nil
+}
+
+// requestsByNode sums the CPU and memory requests of the bound, unfinished pods per node.
+func requestsByNode(pods []corev1.Pod) map[string]corev1.ResourceList {
 	requested := map[string]corev1.ResourceList{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for i := range pods {
+		p := &pods[i]
 		// why: the field selector already leaves finished pods out; checked again so a
 		// server (or proxy) that ignores field selectors cannot inflate the requests.
 		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -129,65 +147,61 @@ func CollectNodes(ctx context.Context, client kubernetes.Interface, dyn dynamic.
 			sum[name] = cur
 		}
 	}
-	images, err := nodeImages(ctx, dyn)
-	if err != nil {
-		return nil, err
+	return requested
+}
+
+// loadState classifies a node by the watcher's document: fresh (updated, not stale and
+// measured), stale (updated once, stale or unmeasured now) or missing (never updated).
+func loadState(doc *loadapi.Response, name string) string {
+	st, known := doc.Nodes[name]
+	_, measured := doc.Data.NodeMetricsMap[name]
+	switch {
+	case known && st.Updated > 0 && !st.Stale && measured:
+		return Fresh
+	case known && st.Updated > 0:
+		return Stale
+	default:
+		return Missing
 	}
-	view := &NodesView{
-		Watcher:           WatcherView{From: from, Source: doc.Source, Window: doc.Window.Duration, Time: doc.Timestamp},
-		PlacedPodEstimate: "not asked",
-		Nodes:             []NodeView{},
+}
+
+// nodeView joins one node with its requests (req), its NodeImages and the watcher's numbers.
+func nodeView(n *corev1.Node, doc *loadapi.Response, req corev1.ResourceList, images map[string]*ImagesView, now time.Time) NodeView {
+	nv := NodeView{Name: n.Name, InstanceClass: instanceClass(n.Labels), Images: images[n.Name], Load: loadState(doc, n.Name)}
+	if nv.Images != nil && nv.Images.Observed != nil {
+		age := int64(now.Sub(nv.Images.Observed.Time).Seconds())
+		nv.Images.AgeSeconds = &age
 	}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		nv := NodeView{Name: n.Name, InstanceClass: instanceClass(n.Labels), Images: images[n.Name]}
-		if nv.Images != nil && nv.Images.Observed != nil {
-			age := int64(now.Sub(nv.Images.Observed.Time).Seconds())
-			nv.Images.AgeSeconds = &age
-		}
-		st, known := doc.Nodes[n.Name]
-		metrics, measured := doc.Data.NodeMetricsMap[n.Name]
-		switch {
-		case known && st.Updated > 0 && !st.Stale && measured:
-			nv.Load = Fresh
-		case known && st.Updated > 0:
-			nv.Load = Stale
-		default:
-			nv.Load = Missing
-		}
-		if known && st.Updated > 0 {
-			t := metav1.NewTime(time.Unix(st.Updated, 0).UTC())
-			age := int64(now.Sub(t.Time).Seconds())
-			nv.Updated, nv.AgeSeconds = &t, &age
-		}
-		req := requested[n.Name]
-		nv.CPU = resourceView(corev1.ResourceCPU, req, n.Status.Allocatable)
-		nv.Memory = resourceView(corev1.ResourceMemory, req, n.Status.Allocatable)
-		if measured {
-			for _, m := range metrics.Metrics {
-				v := m.Value
-				var r *ResourceView
-				switch m.Type {
-				case "CPU":
-					r = &nv.CPU
-				case "Memory":
-					r = &nv.Memory
-				default:
-					continue
-				}
-				// why: the watcher orders Latest, AVG, STD per type; take each by its operator,
-				// never by position.
-				switch m.Operator {
-				case "AVG":
-					r.Average = &v
-				case "Latest":
-					r.Latest = &v
-				}
+	if st, known := doc.Nodes[n.Name]; known && st.Updated > 0 {
+		t := metav1.NewTime(time.Unix(st.Updated, 0).UTC())
+		age := int64(now.Sub(t.Time).Seconds())
+		nv.Updated, nv.AgeSeconds = &t, &age
+	}
+	nv.CPU = resourceView(corev1.ResourceCPU, req, n.Status.Allocatable)
+	nv.Memory = resourceView(corev1.ResourceMemory, req, n.Status.Allocatable)
+	if metrics, measured := doc.Data.NodeMetricsMap[n.Name]; measured {
+		for _, m := range metrics.Metrics {
+			v := m.Value
+			var r *ResourceView
+			switch m.Type {
+			case "CPU":
+				r = &nv.CPU
+			case "Memory":
+				r = &nv.Memory
+			default:
+				continue
+			}
+			// why: the watcher orders Latest, AVG, STD per type; take each by its operator,
+			// never by position.
+			switch m.Operator {
+			case "AVG":
+				r.Average = &v
+			case "Latest":
+				r.Latest = &v
 			}
 		}
-		view.Nodes = append(view.Nodes, nv)
 	}
-	return view, nil
+	return nv
 }
 
 func instanceClass(labels map[string]string) string {

@@ -77,17 +77,46 @@ type StatusInput struct {
 // An error is returned only when the caller may not read what status needs at all (RBAC).
 func CollectStatus(ctx context.Context, in StatusInput) (*StatusView, error) {
 	v := &StatusView{}
-	add := func(c Check) { v.Checks = append(v.Checks, c) }
-	ns := in.BerthNamespace
+	comps, operator, err := componentChecks(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	v.Checks = append(v.Checks, comps...)
+	sss, err := secondarySchedulerChecks(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	v.Checks = append(v.Checks, sss...)
+	v.Checks = append(v.Checks, leaderCheck(in))
+	w, err := watcherCheck(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	v.Checks = append(v.Checks, w)
+	whs, err := webhookChecks(ctx, in, operator)
+	if err != nil {
+		return nil, err
+	}
+	v.Checks = append(v.Checks, whs...)
+	crds, err := crdChecks(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	v.Checks = append(v.Checks, crds...)
+	return v, nil
+}
 
-	// Components: the chart's Deployments and DaemonSets, and the schedulers the operator runs.
+// componentChecks reads the chart's Deployments and DaemonSets. It also returns the operator
+// Deployment's name, from which the webhook check derives the release prefix.
+func componentChecks(ctx context.Context, in StatusInput) ([]Check, string, error) {
+	ns := in.BerthNamespace
 	deps, err := in.Client.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, explainAPIError(err, "list deployments in "+ns)
+		return nil, "", explainAPIError(err, "list deployments in "+ns)
 	}
 	dss, err := in.Client.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, explainAPIError(err, "list daemonsets in "+ns)
+		return nil, "", explainAPIError(err, "list daemonsets in "+ns)
 	}
 	var comps []Check
 	var operator string
@@ -99,162 +128,188 @@ func CollectStatus(ctx context.Context, in StatusInput) (*StatusView, error) {
 		if d.Labels["app.kubernetes.io/name"] == "berth-operator" {
 			operator = d.Name
 		}
-		want := int32(1)
-		if d.Spec.Replicas != nil {
-			want = *d.Spec.Replicas
-		}
-		c := Check{Area: "component", Name: "deployment/" + d.Name, Version: version(d.Labels, d.Spec.Template.Spec.Containers),
-			Detail: fmt.Sprintf("%d/%d ready", d.Status.ReadyReplicas, want), State: OK}
-		if d.Status.ReadyReplicas < want {
-			c.State = Fail
-			if d.Status.ReadyReplicas > 0 {
-				c.State = Warn
-			}
-			c.Fix = fmt.Sprintf("kubectl -n %s describe deployment %s; kubectl -n %s logs deployment/%s", ns, d.Name, ns, d.Name)
-		}
-		comps = append(comps, c)
+		comps = append(comps, deploymentCheck(ns, d))
 	}
 	for i := range dss.Items {
 		d := &dss.Items[i]
-		if !isBerth(d.Labels) {
-			continue
+		if isBerth(d.Labels) {
+			comps = append(comps, daemonSetCheck(ns, d))
 		}
-		c := Check{Area: "component", Name: "daemonset/" + d.Name, Version: version(d.Labels, d.Spec.Template.Spec.Containers),
-			Detail: fmt.Sprintf("%d/%d ready", d.Status.NumberReady, d.Status.DesiredNumberScheduled), State: OK}
-		if d.Status.NumberReady < d.Status.DesiredNumberScheduled {
-			c.State = Warn
-			c.Fix = fmt.Sprintf("kubectl -n %s get pods -l %s -o wide (the nodes without a ready agent are scored neutral)", ns, selectorOf(d))
-		}
-		comps = append(comps, c)
 	}
 	sort.Slice(comps, func(i, j int) bool { return comps[i].Name < comps[j].Name })
 	if len(comps) == 0 {
-		add(Check{Area: "component", Name: "berth", State: Fail, Detail: "no Berth Deployment or DaemonSet in namespace " + ns,
-			Fix: "install the chart there (helm install berth charts/berth -n " + ns + " --create-namespace) or pass --berth-namespace"})
+		return []Check{{Area: "component", Name: "berth", State: Fail, Detail: "no Berth Deployment or DaemonSet in namespace " + ns,
+			Fix: "install the chart there (helm install berth charts/berth -n " + ns + " --create-namespace) or pass --berth-namespace"}}, operator, nil
 	}
-	for _, c := range comps {
-		add(c)
-	}
+	return comps, operator, nil
+}
 
-	// The SecondarySchedulers the operator runs: its own verdict (Available, Degraded with the
-	// field or image at fault) is the best account of the scheduler Deployment.
+func deploymentCheck(ns string, d *appsv1.Deployment) Check {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	c := Check{Area: "component", Name: "deployment/" + d.Name, Version: version(d.Labels, d.Spec.Template.Spec.Containers),
+		Detail: fmt.Sprintf("%d/%d ready", d.Status.ReadyReplicas, want), State: OK}
+	if d.Status.ReadyReplicas < want {
+		c.State = Fail
+		if d.Status.ReadyReplicas > 0 {
+			c.State = Warn
+		}
+		c.Fix = fmt.Sprintf("kubectl -n %s describe deployment %s; kubectl -n %s logs deployment/%s", ns, d.Name, ns, d.Name)
+	}
+	return c
+}
+
+func daemonSetCheck(ns string, d *appsv1.DaemonSet) Check {
+	c := Check{Area: "component", Name: "daemonset/" + d.Name, Version: version(d.Labels, d.Spec.Template.Spec.Containers),
+		Detail: fmt.Sprintf("%d/%d ready", d.Status.NumberReady, d.Status.DesiredNumberScheduled), State: OK}
+	if d.Status.NumberReady < d.Status.DesiredNumberScheduled {
+		c.State = Warn
+		c.Fix = fmt.Sprintf("kubectl -n %s get pods -l %s -o wide (the nodes without a ready agent are scored neutral)", ns, selectorOf(d))
+	}
+	return c
+}
+
+// secondarySchedulerChecks reads the SecondarySchedulers the operator runs: its own verdict
+// (Available, Degraded with the field or image at fault) is the best account of the scheduler
+// Deployment.
+func secondarySchedulerChecks(ctx context.Context, in StatusInput) ([]Check, error) {
+	ns := in.BerthNamespace
 	sss, err := in.Dynamic.Resource(SecondarySchedulerResource).Namespace(ns).List(ctx, metav1.ListOptions{})
 	switch {
 	case isNoMatch(err):
-		// why: without the CRD there is nothing to read; the CRD check below says so.
+		// why: without the CRD there is nothing to read; the CRD check says so.
+		return nil, nil
 	case err != nil:
 		return nil, explainAPIError(err, "list secondaryschedulers in "+ns)
-	default:
-		for _, u := range sss.Items {
-			add(secondarySchedulerCheck(ns, u))
-		}
 	}
+	var out []Check
+	for _, u := range sss.Items {
+		out = append(out, secondarySchedulerCheck(ns, u))
+	}
+	return out, nil
+}
 
-	// The scheduler's leader.
+// leaderCheck reports who holds the scheduler's Lease.
+func leaderCheck(in StatusInput) Check {
 	leader := Check{Area: "leader", Name: "lease"}
-	switch {
-	case in.LeaseErr != nil:
+	if in.LeaseErr != nil {
 		leader.State, leader.Detail = Fail, in.LeaseErr.Error()
-		leader.Fix = "is berth-scheduler running? kubectl -n " + ns + " get secondaryschedulers,deployments; --scheduler-namespace and --lease name the Lease"
-	default:
-		l := in.Lease
-		leader.Name = "lease/" + l.Namespace + "/" + l.Name
-		holder, err := reach.Holder(l, in.Now)
-		if err != nil {
-			leader.State, leader.Detail = Fail, err.Error()
-			leader.Fix = "no scheduler holds the Lease: pods for berth-scheduler stay Pending; kubectl -n " + l.Namespace + " get pods and the scheduler's logs (it needs get/update on its Lease)"
-		} else {
-			leader.State = OK
-			leader.Detail = "held by " + holder
-			if l.Spec.RenewTime != nil {
-				leader.Detail += fmt.Sprintf(", renewed %s ago", Age(ptr(int64(in.Now.Sub(l.Spec.RenewTime.Time).Seconds()))))
-			}
-		}
+		leader.Fix = "is berth-scheduler running? kubectl -n " + in.BerthNamespace + " get secondaryschedulers,deployments; --scheduler-namespace and --lease name the Lease"
+		return leader
 	}
-	add(leader)
+	l := in.Lease
+	leader.Name = "lease/" + l.Namespace + "/" + l.Name
+	holder, err := reach.Holder(l, in.Now)
+	if err != nil {
+		leader.State, leader.Detail = Fail, err.Error()
+		leader.Fix = "no scheduler holds the Lease: pods for berth-scheduler stay Pending; kubectl -n " + l.Namespace + " get pods and the scheduler's logs (it needs get/update on its Lease)"
+		return leader
+	}
+	leader.State = OK
+	leader.Detail = "held by " + holder
+	if l.Spec.RenewTime != nil {
+		leader.Detail += fmt.Sprintf(", renewed %s ago", Age(ptr(int64(in.Now.Sub(l.Spec.RenewTime.Time).Seconds()))))
+	}
+	return leader
+}
 
-	// The watcher's freshness summary.
+// watcherCheck summarises the watcher's freshness over the cluster's nodes.
+func watcherCheck(ctx context.Context, in StatusInput) (Check, error) {
+	ns := in.BerthNamespace
 	w := Check{Area: "watcher", Name: "load"}
 	if in.WatcherErr != nil {
 		w.State, w.Detail = Fail, in.WatcherErr.Error()
 		w.Fix = "kubectl -n " + ns + " get pods -l " + WatcherLabel + "; while the scheduler cannot read it, load-aware plugins score every node neutral"
-	} else {
-		nodes, err := in.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, explainAPIError(err, "list nodes")
-		}
-		var fresh, stale, missing []string
-		for _, n := range nodes.Items {
-			st, known := in.Watcher.Nodes[n.Name]
-			_, measured := in.Watcher.Data.NodeMetricsMap[n.Name]
-			switch {
-			case known && st.Updated > 0 && !st.Stale && measured:
-				fresh = append(fresh, n.Name)
-			case known && st.Updated > 0:
-				stale = append(stale, n.Name)
-			default:
-				missing = append(missing, n.Name)
-			}
-		}
-		w.Name = in.WatcherFrom
-		w.Detail = fmt.Sprintf("%d fresh, %d stale, %d missing of %d nodes (source %s)", len(fresh), len(stale), len(missing), len(nodes.Items), in.Watcher.Source)
-		w.State = OK
-		if len(stale)+len(missing) > 0 {
-			w.State = Warn
-			w.Detail += ": " + listSome(append(stale, missing...), 5)
-			w.Fix = "kubectl berth nodes --sort-by load; on those nodes the berth-agent pod (kubectl -n " + ns + " get pods -o wide -l app.kubernetes.io/name=berth-agent) and its logs"
-		}
-		if len(nodes.Items) > 0 && len(fresh) == 0 {
-			w.State = Fail
-		}
+		return w, nil
 	}
-	add(w)
+	nodes, err := in.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return w, explainAPIError(err, "list nodes")
+	}
+	names := make([]string, 0, len(nodes.Items))
+	for _, n := range nodes.Items {
+		names = append(names, n.Name)
+	}
+	fresh, stale, missing := watcherFreshness(in.Watcher, names)
+	w.Name = in.WatcherFrom
+	w.Detail = fmt.Sprintf("%d fresh, %d stale, %d missing of %d nodes (source %s)", len(fresh), len(stale), len(missing), len(names), in.Watcher.Source)
+	w.State = OK
+	if len(stale)+len(missing) > 0 {
+		w.State = Warn
+		w.Detail += ": " + listSome(append(stale, missing...), 5)
+		w.Fix = "kubectl berth nodes --sort-by load; on those nodes the berth-agent pod (kubectl -n " + ns + " get pods -o wide -l app.kubernetes.io/name=berth-agent) and its logs"
+	}
+	if len(names) > 0 && len(fresh) == 0 {
+		w.State = Fail
+	}
+	return w, nil
+}
 
-	// The isolation webhook the chart installs, named after the release prefix (that of the
-	// operator's Deployment, <prefix>-operator), read by name: the chart grants get on that one
-	// name only, never list on webhook configurations.
-	if operator == "" {
-		add(Check{Area: "webhook", Name: "-", State: Warn, Detail: "no berth-operator Deployment in " + ns + ", so the isolation webhook's name is unknown",
-			Fix: "the operator serves the webhook: kubectl -n " + ns + " get deployments -l app.kubernetes.io/name=berth-operator"})
-	} else {
-		name := strings.TrimSuffix(operator, "-operator") + "-instance-isolation"
-		m, err := in.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			add(Check{Area: "webhook", Name: name, State: OK, Detail: "not installed (isolation.webhook is off)"})
-		case err != nil:
-			return nil, explainAPIError(err, "get mutatingwebhookconfiguration "+name)
+// watcherFreshness sorts nodes by their loadState.
+func watcherFreshness(doc *loadapi.Response, nodes []string) (fresh, stale, missing []string) {
+	for _, name := range nodes {
+		switch loadState(doc, name) {
+		case Fresh:
+			fresh = append(fresh, name)
+		case Stale:
+			stale = append(stale, name)
 		default:
-			for _, wh := range m.Webhooks {
-				add(webhookCheck(ctx, in.Client, ns, m.Name, wh))
-			}
+			missing = append(missing, name)
 		}
 	}
+	return fresh, stale, missing
+}
 
-	// CRDs of berth.dev.
+// webhookChecks reads the isolation webhook the chart installs, named after the release prefix
+// (that of the operator's Deployment, <prefix>-operator), by name: the chart grants get on that
+// one name only, never list on webhook configurations.
+func webhookChecks(ctx context.Context, in StatusInput, operator string) ([]Check, error) {
+	ns := in.BerthNamespace
+	if operator == "" {
+		return []Check{{Area: "webhook", Name: "-", State: Warn, Detail: "no berth-operator Deployment in " + ns + ", so the isolation webhook's name is unknown",
+			Fix: "the operator serves the webhook: kubectl -n " + ns + " get deployments -l app.kubernetes.io/name=berth-operator"}}, nil
+	}
+	name := strings.TrimSuffix(operator, "-operator") + "-instance-isolation"
+	m, err := in.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return []Check{{Area: "webhook", Name: name, State: OK, Detail: "not installed (isolation.webhook is off)"}}, nil
+	case err != nil:
+		return nil, explainAPIError(err, "get mutatingwebhookconfiguration "+name)
+	}
+	var out []Check
+	for _, wh := range m.Webhooks {
+		out = append(out, webhookCheck(ctx, in.Client, ns, m.Name, wh))
+	}
+	return out, nil
+}
+
+// crdChecks reports whether each CRD of berth.dev is established.
+func crdChecks(ctx context.Context, in StatusInput) ([]Check, error) {
 	crds, err := in.Dynamic.Resource(crdResource).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, explainAPIError(err, "list customresourcedefinitions")
 	}
-	n := 0
+	var out []Check
 	for _, u := range crds.Items {
 		group, _, _ := unstructured.NestedString(u.Object, "spec", "group")
 		if group != "berth.dev" {
 			continue
 		}
-		n++
 		c := Check{Area: "crd", Name: u.GetName(), State: OK, Detail: "established"}
 		if !crdEstablished(u) {
 			c.State, c.Detail = Fail, "not established"
 			c.Fix = "kubectl get crd " + u.GetName() + " -o yaml (status.conditions says why); helm upgrade reinstalls charts/berth/crds"
 		}
-		add(c)
+		out = append(out, c)
 	}
-	if n == 0 {
-		add(Check{Area: "crd", Name: "berth.dev", State: Fail, Detail: "no CustomResourceDefinition of group berth.dev",
+	if len(out) == 0 {
+		out = append(out, Check{Area: "crd", Name: "berth.dev", State: Fail, Detail: "no CustomResourceDefinition of group berth.dev",
 			Fix: "install the chart (its crds/ directory), or kubectl apply -f charts/berth/crds"})
 	}
-	return v, nil
+	return out, nil
 }
 
 // SecondarySchedulerResource is the operator's API.
