@@ -159,21 +159,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 // round runs one round and writes its status.
 func (r *Reconciler) round(ctx context.Context, rb *berthv1alpha1.Rebalancer, pol *Policy, st *runState) error {
-	logger := log.FromContext(ctx)
 	now := r.now()
 	status := rb.Status.DeepCopy()
 	number := int64(1)
 	if status.LastRound != nil {
 		number = status.LastRound.Round + 1
 	}
-	// Moves past their cooldown are forgotten; the rest are kept for the planner.
-	kept := status.Moves[:0:0]
-	for _, m := range status.Moves {
-		if now.Sub(m.Time.Time) < pol.Limits.OwnerCooldown || now.Sub(m.Time.Time) < pol.Expiry {
-			kept = append(kept, m)
-		}
-	}
-	status.Moves = kept
+	status.Moves = keptMoves(status.Moves, now, pol)
 	summary := &berthv1alpha1.RebalancerRound{Round: number, Time: metav1.NewTime(now), DryRun: pol.DryRun}
 	status.LastRound = summary
 
@@ -187,21 +179,7 @@ func (r *Reconciler) round(ctx context.Context, rb *berthv1alpha1.Rebalancer, po
 		watcherErrors.WithLabelValues(rb.Name, "invalid_values").Add(float64(load.InvalidValues))
 	}
 	if err != nil {
-		kind := "transport"
-		var fe *FetchError
-		if errors.As(err, &fe) {
-			kind = fe.Kind
-		}
-		watcherErrors.WithLabelValues(rb.Name, kind).Inc()
-		roundsTotal.WithLabelValues(rb.Name, ReasonNoMetrics).Inc()
-		// The counts are forgotten: a node is hot only after consecutive rounds that saw it.
-		st.anomalies.Observe(nil)
-		msg := fmt.Sprintf("load watcher %s: %v; no action", rb.Spec.WatcherAddress, err)
-		summary.Message = msg
-		setCond(status, rb.Generation, berthv1alpha1.RebalancerConditionMetrics, false, "Watcher"+upperFirst(kind), msg)
-		setCond(status, rb.Generation, berthv1alpha1.RebalancerConditionActive, false, ReasonNoMetrics, msg)
-		logger.Info("round without action", "round", number, "reason", msg)
-		return r.writeStatus(ctx, rb, status)
+		return r.roundWithoutWatcher(ctx, rb, status, st, err)
 	}
 	in := &Round{Now: now, Round: number, Nodes: nodes, Pods: pods, Load: load, Moves: status.Moves}
 	evict := func(ctx context.Context, m Move) (Outcome, error) {
@@ -214,6 +192,45 @@ func (r *Reconciler) round(ctx context.Context, rb *berthv1alpha1.Rebalancer, po
 	recordRound(rb.Name, res)
 	// Writes made before each eviction replaced status's round block with a copy: this one is it.
 	status.LastRound = summary
+	summariseRound(status, rb.Generation, pol, in, res)
+	logRound(ctx, pol, summary, res)
+	return r.writeStatus(ctx, rb, status)
+}
+
+// keptMoves drops the moves past their cooldown; the rest are kept for the planner.
+func keptMoves(moves []berthv1alpha1.RebalancerMove, now time.Time, pol *Policy) []berthv1alpha1.RebalancerMove {
+	kept := moves[:0:0]
+	for _, m := range moves {
+		if now.Sub(m.Time.Time) < pol.Limits.OwnerCooldown || now.Sub(m.Time.Time) < pol.Expiry {
+			kept = append(kept, m)
+		}
+	}
+	return kept
+}
+
+// roundWithoutWatcher records a round whose load document could not be read: no action.
+func (r *Reconciler) roundWithoutWatcher(ctx context.Context, rb *berthv1alpha1.Rebalancer, status *berthv1alpha1.RebalancerStatus, st *runState, err error) error {
+	kind := "transport"
+	var fe *FetchError
+	if errors.As(err, &fe) {
+		kind = fe.Kind
+	}
+	watcherErrors.WithLabelValues(rb.Name, kind).Inc()
+	roundsTotal.WithLabelValues(rb.Name, ReasonNoMetrics).Inc()
+	// The counts are forgotten: a node is hot only after consecutive rounds that saw it.
+	st.anomalies.Observe(nil)
+	msg := fmt.Sprintf("load watcher %s: %v; no action", rb.Spec.WatcherAddress, err)
+	status.LastRound.Message = msg
+	setCond(status, rb.Generation, berthv1alpha1.RebalancerConditionMetrics, false, "Watcher"+upperFirst(kind), msg)
+	setCond(status, rb.Generation, berthv1alpha1.RebalancerConditionActive, false, ReasonNoMetrics, msg)
+	log.FromContext(ctx).Info("round without action", "round", status.LastRound.Round, "reason", msg)
+	return r.writeStatus(ctx, rb, status)
+}
+
+// summariseRound writes the planner's result into status: the round block and the Metrics and
+// Active conditions.
+func summariseRound(status *berthv1alpha1.RebalancerStatus, gen int64, pol *Policy, in *Round, res *Result) {
+	summary := status.LastRound
 	summary.HotNodes, summary.ColdNodes, summary.Unknown = int32(res.Hot), int32(res.Cold), int32(res.Unknown)
 	summary.Evictions, summary.Refused = int32(res.Evictions), int32(res.Refused)
 	summary.Usage = "measured"
@@ -224,17 +241,22 @@ func (r *Reconciler) round(ctx context.Context, rb *berthv1alpha1.Rebalancer, po
 	if res.Act {
 		summary.Message = fmt.Sprintf("%s; %d evictions, %d refused by a PodDisruptionBudget, %d pods left in place", res.Why, res.Evictions, res.Refused, len(res.Skipped))
 	}
-	if load.Newest.IsZero() || now.Sub(load.Newest) > pol.Expiry {
-		setCond(status, rb.Generation, berthv1alpha1.RebalancerConditionMetrics, false, "MetricsExpired", res.Why)
+	if in.Load.Newest.IsZero() || in.Now.Sub(in.Load.Newest) > pol.Expiry {
+		setCond(status, gen, berthv1alpha1.RebalancerConditionMetrics, false, "MetricsExpired", res.Why)
 	} else {
-		setCond(status, rb.Generation, berthv1alpha1.RebalancerConditionMetrics, true, "Fresh",
-			fmt.Sprintf("%d of %d pool nodes with fresh metrics", len(nodes)-res.Unknown, len(nodes)))
+		setCond(status, gen, berthv1alpha1.RebalancerConditionMetrics, true, "Fresh",
+			fmt.Sprintf("%d of %d pool nodes with fresh metrics", len(in.Nodes)-res.Unknown, len(in.Nodes)))
 	}
 	reason := res.Reason
 	if res.Act && pol.DryRun {
 		reason = "DryRun"
 	}
-	setCond(status, rb.Generation, berthv1alpha1.RebalancerConditionActive, res.Act && !pol.DryRun, reason, summary.Message)
+	setCond(status, gen, berthv1alpha1.RebalancerConditionActive, res.Act && !pol.DryRun, reason, summary.Message)
+}
+
+func logRound(ctx context.Context, pol *Policy, summary *berthv1alpha1.RebalancerRound, res *Result) {
+	logger := log.FromContext(ctx)
+	number := summary.Round
 	logger.Info("round", "round", number, "dryRun", pol.DryRun, "reason", res.Reason, "hot", res.Hot, "cold", res.Cold, "unknown", res.Unknown,
 		"evictions", res.Evictions, "refused", res.Refused, "usage", summary.Usage, "nodes", nodeSummary(res.Nodes), "skipped", skipSummary(res.Skipped))
 	for i, m := range res.Moves {
@@ -242,10 +264,8 @@ func (r *Reconciler) round(ctx context.Context, rb *berthv1alpha1.Rebalancer, po
 			"resource", m.Resource, "nodeUsage", fmt.Sprintf("%.1f", m.FromUsage.of(m.Resource)), "threshold", m.Threshold,
 			"podUsage", fmt.Sprintf("%.1f", m.Load.Percent.of(m.Resource)), "measured", m.Load.Measured, "outcome", res.Outcomes[i])
 	}
-	return r.writeStatus(ctx, rb, status)
 }
 
-// pool lists the selected nodes and the non-terminal pods bound to them.
 func (r *Reconciler) pool(ctx context.Context, rb *berthv1alpha1.Rebalancer) ([]*corev1.Node, []*corev1.Pod, error) {
 	sel := labels.Everything()
 	if rb.Spec.NodeSelector != nil {

@@ -119,15 +119,54 @@ func (p *Policy) Plan(ctx context.Context, in *Round, anomalies *Anomalies, fit 
 		anomalies.Observe(nil)
 		return res, nil
 	}
-	byNode := map[string][]*corev1.Pod{}
+	r := &planRun{Policy: p, in: in, fit: fit, evict: evict, res: res,
+		byNode: map[string][]*corev1.Pod{}, nodeByName: map[string]*corev1.Node{}}
 	for _, pod := range in.Pods {
-		byNode[pod.Spec.NodeName] = append(byNode[pod.Spec.NodeName], pod)
+		r.byNode[pod.Spec.NodeName] = append(r.byNode[pod.Spec.NodeName], pod)
 	}
+	for _, n := range in.Nodes {
+		r.nodeByName[n.Name] = n
+	}
+	r.classify(anomalies)
+	if !r.mayAct() {
+		return res, nil
+	}
+	r.perNS, r.perOwner, r.ownerCool = map[string]int{}, map[string]int{}, p.cooledOwners(in)
+	for _, st := range r.hottestFirst() {
+		if err := r.drain(ctx, st); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// planRun is one Plan call: its inputs, the pool indexed, and the evictions counted so far
+// against the limits.
+type planRun struct {
+	*Policy
+	in    *Round
+	fit   *Fitter
+	evict Evictor
+	res   *Result
+
+	byNode     map[string][]*corev1.Pod
+	nodeByName map[string]*corev1.Node
+	targets    []*target
+
+	perNS, perOwner map[string]int
+	total           int
+	ownerCool       map[string]bool
+}
+
+// classify gives each node its class and, for a hot one, whether it is acted on or why not.
+// Cold nodes become the targets.
+func (r *planRun) classify(anomalies *Anomalies) {
+	in, res := r.in, r.res
 	classes := map[string]Class{}
 	states := make([]NodeState, 0, len(in.Nodes))
 	for _, n := range in.Nodes {
 		l := in.Load.Nodes[n.Name]
-		c, why, over := p.Classify(l, in.Now)
+		c, why, over := r.Classify(l, in.Now)
 		st := NodeState{Name: n.Name, Class: c, Why: why, Over: over}
 		if l != nil {
 			st.Usage = l.Usage
@@ -136,18 +175,8 @@ func (p *Policy) Plan(ctx context.Context, in *Round, anomalies *Anomalies, fit 
 		states = append(states, st)
 	}
 	hotRounds := anomalies.Observe(classes)
-	cooled := p.cooledNodes(in, byNode)
-	lastFrom := map[string]time.Time{}
-	for _, m := range in.Moves {
-		if !m.DryRun && m.Time.Time.After(lastFrom[m.From]) {
-			lastFrom[m.From] = m.Time.Time
-		}
-	}
-	var targets []*target
-	nodeByName := map[string]*corev1.Node{}
-	for _, n := range in.Nodes {
-		nodeByName[n.Name] = n
-	}
+	cooled := r.cooledNodes(in, r.byNode)
+	lastFrom := lastMoveFrom(in.Moves)
 	for i := range states {
 		st := &states[i]
 		st.HotRounds = hotRounds[st.Name]
@@ -156,133 +185,170 @@ func (p *Policy) Plan(ctx context.Context, in *Round, anomalies *Anomalies, fit 
 			res.Unknown++
 		case Cold:
 			res.Cold++
-			n := nodeByName[st.Name]
-			targets = append(targets, &target{node: n, usage: st.Usage, alloc: allocatable(n), pods: byNode[st.Name]})
+			n := r.nodeByName[st.Name]
+			r.targets = append(r.targets, &target{node: n, usage: st.Usage, alloc: allocatable(n), pods: r.byNode[st.Name]})
 		case Hot:
-			switch {
-			case st.HotRounds < p.AnomalyRounds:
-				st.Why = fmt.Sprintf("%s: hot %d of %d rounds", SkipAnomalyRounds, st.HotRounds, p.AnomalyRounds)
-			case !cooled[st.Name].IsZero():
-				st.Why = fmt.Sprintf("%s: until %s", SkipNodeCooldown, cooled[st.Name].UTC().Format(time.RFC3339))
-			case !lastFrom[st.Name].IsZero() && !in.Load.Nodes[st.Name].Updated.After(lastFrom[st.Name]):
-				st.Why = SkipAwaitMetrics
-			default:
+			if st.Why = r.heldBack(st, cooled[st.Name], lastFrom[st.Name]); st.Why == "" {
 				st.Acting = true
 				res.Hot++
 			}
 		}
 	}
 	res.Nodes = states
+}
+
+// lastMoveFrom is, per source node, the time of the newest real (not dry-run) move off it.
+func lastMoveFrom(moves []berthv1alpha1.RebalancerMove) map[string]time.Time {
+	lastFrom := map[string]time.Time{}
+	for _, m := range moves {
+		if !m.DryRun && m.Time.Time.After(lastFrom[m.From]) {
+			lastFrom[m.From] = m.Time.Time
+		}
+	}
+	return lastFrom
+}
+
+// heldBack says why a hot node is not acted on this round, or "" when it is.
+func (r *planRun) heldBack(st *NodeState, cooledUntil, lastFrom time.Time) string {
+	switch {
+	case st.HotRounds < r.AnomalyRounds:
+		return fmt.Sprintf("%s: hot %d of %d rounds", SkipAnomalyRounds, st.HotRounds, r.AnomalyRounds)
+	case !cooledUntil.IsZero():
+		return fmt.Sprintf("%s: until %s", SkipNodeCooldown, cooledUntil.UTC().Format(time.RFC3339))
+	case !lastFrom.IsZero() && !r.in.Load.Nodes[st.Name].Updated.After(lastFrom):
+		return SkipAwaitMetrics
+	}
+	return ""
+}
+
+// mayAct decides whether the round acts at all, and sets the result's reason either way.
+func (r *planRun) mayAct() bool {
+	p, in, res := r.Policy, r.in, r.res
 	if in.Load.Newest.IsZero() || in.Now.Sub(in.Load.Newest) > p.Expiry {
 		res.Reason, res.Why = ReasonNoMetrics, fmt.Sprintf("no node of the document has a sample newer than %s: the load signal is dead", p.Expiry)
-		return res, nil
+		return false
 	}
 	switch {
 	case res.Hot == 0:
 		res.Reason, res.Why = ReasonNothingHot, fmt.Sprintf("no node above the high thresholds for %d rounds (%d cold, %d unknown of %d)", p.AnomalyRounds, res.Cold, res.Unknown, res.Total)
-		return res, nil
+		return false
 	case res.Cold <= p.MinColdNodes:
 		res.Reason, res.Why = ReasonTooFewCold, fmt.Sprintf("%d hot nodes but only %d cold (more than %d needed)", res.Hot, res.Cold, p.MinColdNodes)
-		return res, nil
+		return false
 	}
 	res.Act, res.Reason = true, ReasonActing
 	res.Why = fmt.Sprintf("%d hot, %d cold, %d unknown of %d nodes", res.Hot, res.Cold, res.Unknown, res.Total)
+	return true
+}
 
-	// Hottest first: the node furthest over a threshold gets the cold capacity first.
-	acting := make([]*NodeState, 0, res.Hot)
-	for i := range states {
-		if states[i].Acting {
-			acting = append(acting, &states[i])
+// hottestFirst lists the acting nodes, the one furthest over a threshold first: it gets the
+// cold capacity first.
+func (r *planRun) hottestFirst() []*NodeState {
+	acting := make([]*NodeState, 0, r.res.Hot)
+	for i := range r.res.Nodes {
+		if r.res.Nodes[i].Acting {
+			acting = append(acting, &r.res.Nodes[i])
 		}
 	}
-	sort.SliceStable(acting, func(i, j int) bool { return p.excess(acting[i]) > p.excess(acting[j]) })
+	sort.SliceStable(acting, func(i, j int) bool { return r.excess(acting[i]) > r.excess(acting[j]) })
+	return acting
+}
 
-	ownerCool := p.cooledOwners(in)
-	perNS, perOwner, total := map[string]int{}, map[string]int{}, 0
-	skip := func(pod *corev1.Pod, node, reason string) {
-		res.Skipped = append(res.Skipped, SkippedPod{Namespace: pod.Namespace, Name: pod.Name, Node: node, Reason: reason})
-	}
-	for _, st := range acting {
-		node := nodeByName[st.Name]
-		var cands []PodLoad
-		for _, pod := range byNode[st.Name] {
-			if why := p.Ineligible(pod); why != "" {
-				skip(pod, st.Name, why)
-				continue
-			}
-			cands = append(cands, podLoad(pod, node, in.Load.Nodes[st.Name].Pods))
+func (r *planRun) skip(pod *corev1.Pod, node, reason string) {
+	r.res.Skipped = append(r.res.Skipped, SkippedPod{Namespace: pod.Namespace, Name: pod.Name, Node: node, Reason: reason})
+}
+
+// drain moves pods off one acting node, best candidate first, until it is projected under
+// every high threshold or the candidates run out.
+func (r *planRun) drain(ctx context.Context, st *NodeState) error {
+	node := r.nodeByName[st.Name]
+	var cands []PodLoad
+	for _, pod := range r.byNode[st.Name] {
+		if why := r.Ineligible(pod); why != "" {
+			r.skip(pod, st.Name, why)
+			continue
 		}
-		Order(cands, st.Over)
-		projected := st.Usage
-		moved := 0
-		for _, c := range cands {
-			over := p.overHigh(projected)
-			if len(over) == 0 {
-				break // stop as soon as the node is projected under every high threshold
-			}
-			if moved >= p.Limits.PerNode {
-				skip(c.pod, st.Name, SkipNodeLimit)
-				continue
-			}
-			if total >= p.Limits.PerRound {
-				skip(c.pod, st.Name, SkipRoundLimit)
-				continue
-			}
-			if perNS[c.pod.Namespace] >= p.Limits.PerNamespace {
-				skip(c.pod, st.Name, SkipNamespaceLimit)
-				continue
-			}
-			if perOwner[c.controllerUID] >= p.Limits.PerOwner {
-				skip(c.pod, st.Name, SkipOwnerLimit)
-				continue
-			}
-			if ownerCool[c.controllerUID] {
-				skip(c.pod, st.Name, SkipOwnerCooldown)
-				continue
-			}
-			t, why := p.pickTarget(ctx, fit, c, targets)
-			if t == nil {
-				skip(c.pod, st.Name, SkipNoFit)
-				log.FromContext(ctx).V(1).Info("no cold node takes the pod", "pod", c.pod.Namespace+"/"+c.pod.Name, "why", why)
-				continue
-			}
-			if !c.Measured {
-				res.Requests = true
-			}
-			r := over[0]
-			next := projected
-			next.add(c.Percent, -1)
-			tnext := t.usage
-			tnext.add(t.alloc.percent(c.MilliCPU, c.MemoryBytes), 1)
-			m := Move{Pod: c.pod, FromNode: node, Load: c, From: st.Name, To: t.node.Name, Resource: r, FromUsage: st.Usage,
-				Threshold: p.High.of(r), HotRounds: st.HotRounds, Projected: next, TargetNext: tnext}
-			out, err := evict(ctx, m)
-			if err != nil {
-				return res, err
-			}
-			res.Moves = append(res.Moves, m)
-			res.Outcomes = append(res.Outcomes, out)
-			switch out {
-			case Evicted, DryRunOK:
-				res.Evictions++
-				moved++
-				total++
-				perNS[c.pod.Namespace]++
-				perOwner[c.controllerUID]++
-				projected = next
-				t.usage = tnext
-				t.pods = append(t.pods, c.pod)
-			case RefusedPDB:
-				res.Refused++
-				skip(c.pod, st.Name, SkipPDB)
-			case OutcomeGone:
-				skip(c.pod, st.Name, SkipGone)
-			default:
-				skip(c.pod, st.Name, SkipError)
-			}
+		cands = append(cands, podLoad(pod, node, r.in.Load.Nodes[st.Name].Pods))
+	}
+	Order(cands, st.Over)
+	projected := st.Usage
+	moved := 0
+	for _, c := range cands {
+		over := r.overHigh(projected)
+		if len(over) == 0 {
+			break // stop as soon as the node is projected under every high threshold
+		}
+		if why := r.limited(c, moved); why != "" {
+			r.skip(c.pod, st.Name, why)
+			continue
+		}
+		t, why := r.pickTarget(ctx, r.fit, c, r.targets)
+		if t == nil {
+			r.skip(c.pod, st.Name, SkipNoFit)
+			log.FromContext(ctx).V(1).Info("no cold node takes the pod", "pod", c.pod.Namespace+"/"+c.pod.Name, "why", why)
+			continue
+		}
+		if !c.Measured {
+			r.res.Requests = true
+		}
+		m := Move{Pod: c.pod, FromNode: node, Load: c, From: st.Name, To: t.node.Name, Resource: over[0], FromUsage: st.Usage,
+			Threshold: r.High.of(over[0]), HotRounds: st.HotRounds, Projected: projected, TargetNext: t.usage}
+		m.Projected.add(c.Percent, -1)
+		m.TargetNext.add(t.alloc.percent(c.MilliCPU, c.MemoryBytes), 1)
+		out, err := r.evict(ctx, m)
+		if err != nil {
+			return err
+		}
+		if r.record(m, out, c, t) {
+			moved++
+			projected = m.Projected
 		}
 	}
-	return res, nil
+	return nil
+}
+
+// limited names the limit that keeps candidate c in place, or "" when none does; moved is
+// how many pods its node gave up this round.
+func (r *planRun) limited(c PodLoad, moved int) string {
+	switch {
+	case moved >= r.Limits.PerNode:
+		return SkipNodeLimit
+	case r.total >= r.Limits.PerRound:
+		return SkipRoundLimit
+	case r.perNS[c.pod.Namespace] >= r.Limits.PerNamespace:
+		return SkipNamespaceLimit
+	case r.perOwner[c.controllerUID] >= r.Limits.PerOwner:
+		return SkipOwnerLimit
+	case r.ownerCool[c.controllerUID]:
+		return SkipOwnerCooldown
+	}
+	return ""
+}
+
+// record books move m's outcome; it reports whether the pod left (or would have, in a dry
+// run), in which case the target now carries it.
+func (r *planRun) record(m Move, out Outcome, c PodLoad, t *target) bool {
+	res := r.res
+	res.Moves = append(res.Moves, m)
+	res.Outcomes = append(res.Outcomes, out)
+	switch out {
+	case Evicted, DryRunOK:
+		res.Evictions++
+		r.total++
+		r.perNS[c.pod.Namespace]++
+		r.perOwner[c.controllerUID]++
+		t.usage = m.TargetNext
+		t.pods = append(t.pods, c.pod)
+		return true
+	case RefusedPDB:
+		res.Refused++
+		r.skip(c.pod, m.From, SkipPDB)
+	case OutcomeGone:
+		r.skip(c.pod, m.From, SkipGone)
+	default:
+		r.skip(c.pod, m.From, SkipError)
+	}
+	return false
 }
 
 // excess is how far a node is over its thresholds, relative to them.
