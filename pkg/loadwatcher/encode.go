@@ -21,14 +21,17 @@ type nodeEnc struct {
 	name    atomic.Pointer[[]byte]    // the node's name as a JSON string
 }
 
-func (l *NodeLoad) nameJSON(name string) []byte {
-	if p := l.enc.name.Load(); p != nil {
-		return *p
+// cachedJSON returns the JSON of v, encoded on first use and kept in p after.
+func cachedJSON(p *atomic.Pointer[[]byte], v any) []byte {
+	if b := p.Load(); b != nil {
+		return *b
 	}
-	b := appendString(nil, name)
-	l.enc.name.Store(&b)
+	b, _ := json.Marshal(v)
+	p.Store(&b)
 	return b
 }
+
+func (l *NodeLoad) nameJSON(name string) []byte { return cachedJSON(&l.enc.name, name) }
 
 func windowIndex(w string) int {
 	for i, n := range WindowNames {
@@ -40,36 +43,16 @@ func windowIndex(w string) int {
 }
 
 func (l *NodeLoad) metricsJSON(w string) []byte {
-	i := windowIndex(w)
-	if i < 0 {
-		b, _ := json.Marshal(watcher.NodeMetrics{Metrics: l.Metrics[w]})
-		return b
-	}
-	if p := l.enc.metrics[i].Load(); p != nil {
-		return *p
+	if i := windowIndex(w); i >= 0 {
+		return cachedJSON(&l.enc.metrics[i], watcher.NodeMetrics{Metrics: l.Metrics[w]})
 	}
 	b, _ := json.Marshal(watcher.NodeMetrics{Metrics: l.Metrics[w]})
-	l.enc.metrics[i].Store(&b)
 	return b
 }
 
-func (l *NodeLoad) podsJSON() []byte {
-	if p := l.enc.pods.Load(); p != nil {
-		return *p
-	}
-	b, _ := json.Marshal(l.PodUIDs)
-	l.enc.pods.Store(&b)
-	return b
-}
+func (l *NodeLoad) podsJSON() []byte { return cachedJSON(&l.enc.pods, l.PodUIDs) }
 
-func (l *NodeLoad) usageJSON() []byte {
-	if p := l.enc.usage.Load(); p != nil {
-		return *p
-	}
-	b, _ := json.Marshal(l.Pods)
-	l.enc.usage.Store(&b)
-	return b
-}
+func (l *NodeLoad) usageJSON() []byte { return cachedJSON(&l.enc.usage, l.Pods) }
 
 // appendString appends s as a JSON string, escaped exactly as encoding/json does.
 func appendString(buf []byte, s string) []byte {
@@ -98,7 +81,20 @@ func (s *Store) EncodeDocument(buf []byte, q Query, now time.Time) (out []byte, 
 	buf = append(buf, `,"source":`...)
 	buf = appendString(buf, s.source)
 	buf = append(buf, `,"data":{"NodeMetricsMap":{`...)
+	names := s.namesLocked()
+	buf, stale, nextFlip := s.appendMetricsMapLocked(buf, names, w, now)
+	buf = append(buf, "}}"...)
+	if len(names) > 0 {
+		buf = append(buf, `,"berthNodes":{`...)
+		buf = s.appendBerthNodesLocked(buf, names, stale, q.Pods)
+		buf = append(buf, '}')
+	}
+	buf = append(buf, "}\n"...)
+	return buf, gen, nextFlip
+}
 
+// namesLocked lists, sorted, the nodes with an entry and the known ones without.
+func (s *Store) namesLocked() []string {
 	names := make([]string, 0, max(len(s.nodes), len(s.known)))
 	for name := range s.nodes {
 		names = append(names, name)
@@ -109,7 +105,13 @@ func (s *Store) EncodeDocument(buf []byte, q Query, now time.Time) (out []byte, 
 		}
 	}
 	slices.Sort(names)
-	stale := make([]bool, len(names))
+	return names
+}
+
+// appendMetricsMapLocked appends NodeMetricsMap's entries: the fresh nodes with metrics for
+// window w. It returns which names are stale and the soonest a fresh one turns stale.
+func (s *Store) appendMetricsMapLocked(buf []byte, names []string, w string, now time.Time) (out []byte, stale []bool, nextFlip time.Time) {
+	stale = make([]bool, len(names))
 	first := true
 	for i, name := range names {
 		l, ok := s.nodes[name]
@@ -134,37 +136,37 @@ func (s *Store) EncodeDocument(buf []byte, q Query, now time.Time) (out []byte, 
 		buf = append(buf, ':')
 		buf = append(buf, l.metricsJSON(w)...)
 	}
-	buf = append(buf, "}}"...)
-	if len(names) > 0 {
-		buf = append(buf, `,"berthNodes":{`...)
-		for i, name := range names {
-			if i > 0 {
-				buf = append(buf, ',')
-			}
-			l, ok := s.nodes[name]
-			if !ok {
-				buf = appendString(buf, name)
-				buf = append(buf, `:{"updated":0,"stale":true}`...)
-				continue
-			}
-			buf = append(buf, l.nameJSON(name)...)
-			buf = append(buf, `:{"updated":`...)
-			buf = strconv.AppendInt(buf, l.Updated.Unix(), 10)
-			if stale[i] {
-				buf = append(buf, `,"stale":true`...)
-			}
-			if q.Pods && len(l.PodUIDs) > 0 {
-				buf = append(buf, `,"podUIDs":`...)
-				buf = append(buf, l.podsJSON()...)
-			}
-			if q.Pods && len(l.Pods) > 0 {
-				buf = append(buf, `,"pods":`...)
-				buf = append(buf, l.usageJSON()...)
-			}
-			buf = append(buf, '}')
+	return buf, stale, nextFlip
+}
+
+// appendBerthNodesLocked appends berthNodes' entries, one per name; pods adds each node's pod
+// UIDs and usage.
+func (s *Store) appendBerthNodesLocked(buf []byte, names []string, stale []bool, pods bool) []byte {
+	for i, name := range names {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		l, ok := s.nodes[name]
+		if !ok {
+			buf = appendString(buf, name)
+			buf = append(buf, `:{"updated":0,"stale":true}`...)
+			continue
+		}
+		buf = append(buf, l.nameJSON(name)...)
+		buf = append(buf, `:{"updated":`...)
+		buf = strconv.AppendInt(buf, l.Updated.Unix(), 10)
+		if stale[i] {
+			buf = append(buf, `,"stale":true`...)
+		}
+		if pods && len(l.PodUIDs) > 0 {
+			buf = append(buf, `,"podUIDs":`...)
+			buf = append(buf, l.podsJSON()...)
+		}
+		if pods && len(l.Pods) > 0 {
+			buf = append(buf, `,"pods":`...)
+			buf = append(buf, l.usageJSON()...)
 		}
 		buf = append(buf, '}')
 	}
-	buf = append(buf, "}\n"...)
-	return buf, gen, nextFlip
+	return buf
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -86,29 +87,13 @@ func isSyntaxError(err error) bool {
 // ValidateReport checks everything that can be checked without the cluster: identity and node
 // existence are the server's job.
 func ValidateReport(r *Report, now time.Time, l Limits) error {
-	if l.MaxPodUIDs == 0 {
-		l.MaxPodUIDs = DefaultLimits.MaxPodUIDs
-	}
-	if l.MaxFuture == 0 {
-		l.MaxFuture = DefaultLimits.MaxFuture
-	}
-	if l.MaxAge == 0 {
-		l.MaxAge = DefaultLimits.MaxAge
-	}
+	l = l.withDefaults()
 	if errs := validation.IsDNS1123Subdomain(r.Node); len(errs) > 0 {
 		// The name is echoed to the caller and logged: never unbounded.
 		return invalid(ReasonBadNode, "node name %q: %v", truncate(r.Node, 80), errs)
 	}
-	if r.Time <= 0 {
-		return invalid(ReasonBadTime, "time %d", r.Time)
-	}
-	// Whole seconds on both sides: no time.Duration (±292 years) can overflow, whatever Time is.
-	nowSec := now.Unix()
-	if ahead := r.Time - nowSec; ahead > int64(l.MaxFuture/time.Second) {
-		return invalid(ReasonBadTime, "time %s is %s ahead of the watcher (limit %s)", unixString(r.Time), secondsString(ahead), l.MaxFuture)
-	}
-	if age := nowSec - r.Time; age > int64(l.MaxAge/time.Second) {
-		return invalid(ReasonBadTime, "time %s is %s old, older than %s", unixString(r.Time), secondsString(age), l.MaxAge)
+	if err := validateTime(r.Time, now, l); err != nil {
+		return err
 	}
 	if len(r.Instance) > loadapi.MaxInstanceLen || !printable(r.Instance) {
 		return invalid(ReasonBadInstance, "instance %q: want at most %d printable characters", truncate(r.Instance, 80), loadapi.MaxInstanceLen)
@@ -122,16 +107,54 @@ func ValidateReport(r *Report, now time.Time, l Limits) error {
 	if err := checkPercent("latest.memory", r.Latest.Memory); err != nil {
 		return err
 	}
-	if len(r.Windows) == 0 {
+	if err := validateWindows(r.Windows); err != nil {
+		return err
+	}
+	if err := validatePodUIDs(r.PodUIDs, l.MaxPodUIDs); err != nil {
+		return err
+	}
+	return validatePods(r)
+}
+
+// withDefaults fills the limits left zero from DefaultLimits.
+func (l Limits) withDefaults() Limits {
+	if l.MaxPodUIDs == 0 {
+		l.MaxPodUIDs = DefaultLimits.MaxPodUIDs
+	}
+	if l.MaxFuture == 0 {
+		l.MaxFuture = DefaultLimits.MaxFuture
+	}
+	if l.MaxAge == 0 {
+		l.MaxAge = DefaultLimits.MaxAge
+	}
+	return l
+}
+
+// validateTime refuses a report time (Unix seconds) that is not positive, too far ahead of
+// now, or too old.
+func validateTime(t int64, now time.Time, l Limits) error {
+	if t <= 0 {
+		return invalid(ReasonBadTime, "time %d", t)
+	}
+	// Whole seconds on both sides: no time.Duration (±292 years) can overflow, whatever t is.
+	nowSec := now.Unix()
+	if ahead := t - nowSec; ahead > int64(l.MaxFuture/time.Second) {
+		return invalid(ReasonBadTime, "time %s is %s ahead of the watcher (limit %s)", unixString(t), secondsString(ahead), l.MaxFuture)
+	}
+	if age := nowSec - t; age > int64(l.MaxAge/time.Second) {
+		return invalid(ReasonBadTime, "time %s is %s old, older than %s", unixString(t), secondsString(age), l.MaxAge)
+	}
+	return nil
+}
+
+// validateWindows wants each known window at most once, with samples and percentages.
+func validateWindows(windows []loadapi.WindowReport) error {
+	if len(windows) == 0 {
 		return invalid(ReasonBadWindow, "no windows")
 	}
 	seen := make(map[string]bool, len(WindowNames))
-	for _, w := range r.Windows {
-		known := false
-		for _, n := range WindowNames {
-			known = known || n == w.Window
-		}
-		if !known {
+	for _, w := range windows {
+		if !slices.Contains(WindowNames, w.Window) {
 			return invalid(ReasonBadWindow, "unknown window %q", w.Window)
 		}
 		if seen[w.Window] {
@@ -153,10 +176,14 @@ func ValidateReport(r *Report, now time.Time, l Limits) error {
 			}
 		}
 	}
-	if len(r.PodUIDs) > l.MaxPodUIDs {
-		return invalid(ReasonTooManyPods, "%d pod UIDs, limit %d", len(r.PodUIDs), l.MaxPodUIDs)
+	return nil
+}
+
+func validatePodUIDs(uids []string, limit int) error {
+	if len(uids) > limit {
+		return invalid(ReasonTooManyPods, "%d pod UIDs, limit %d", len(uids), limit)
 	}
-	for _, uid := range r.PodUIDs {
+	for _, uid := range uids {
 		// Kubernetes UIDs are RFC 4122 strings (36 bytes); allow any short printable token so
 		// a cluster with another UID scheme still works, but never unbounded strings.
 		if uid == "" || len(uid) > 64 {
@@ -166,7 +193,7 @@ func ValidateReport(r *Report, now time.Time, l Limits) error {
 			return invalid(ReasonBadPodUID, "pod UID %q has a non-printable character", truncate(uid, 80))
 		}
 	}
-	return validatePods(r)
+	return nil
 }
 
 // validatePods checks the per-pod usage: bounded, every pod one the report lists (an agent

@@ -121,25 +121,41 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-
-	var storeSource string
-	switch o.Source {
-	case "agent":
-		storeSource = loadwatcher.SourceAgent
-	case "prometheus":
-		storeSource = loadwatcher.SourcePrometheus
-	case "metrics-server":
-		storeSource = loadwatcher.SourceMetricsServer
-	default:
-		return fmt.Errorf("--source=%q: want agent, prometheus or metrics-server", o.Source)
+	storeSource, err := storeSourceOf(o.Source)
+	if err != nil {
+		return err
 	}
 	store := loadwatcher.NewStore(storeSource, o.StaleAfter)
 	srv := loadwatcher.NewServer(store)
 	srv.Limits = loadwatcher.Limits{MaxPodUIDs: o.MaxPodUIDs, MaxAge: o.StaleAfter}
 
-	// Every source needs the node list: unknown nodes are refused, known nodes without data are
-	// listed as missing, deleted nodes are forgotten.
 	factory := informers.NewSharedInformerFactory(cs, 0)
+	nodeLister, nodeSynced := watchNodes(factory, store, srv)
+	synced, firstPoll, err := startSource(ctx, o, rc, cs, srv, nodeLister, []cache.InformerSynced{nodeSynced})
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	srv.Ready = readiness(synced, firstPoll)
+	return serve(ctx, o, srv.Handler())
+}
+
+func storeSourceOf(src string) (string, error) {
+	switch src {
+	case "agent":
+		return loadwatcher.SourceAgent, nil
+	case "prometheus":
+		return loadwatcher.SourcePrometheus, nil
+	case "metrics-server":
+		return loadwatcher.SourceMetricsServer, nil
+	}
+	return "", fmt.Errorf("--source=%q: want agent, prometheus or metrics-server", src)
+}
+
+// watchNodes keeps store's node list: every source needs it, since unknown nodes are refused,
+// known nodes without data are listed as missing and deleted nodes are forgotten.
+func watchNodes(factory informers.SharedInformerFactory, store *loadwatcher.Store, srv *loadwatcher.Server) (corelisters.NodeLister, cache.InformerSynced) {
 	nodeInf := factory.Core().V1().Nodes()
 	nodeLister := nodeInf.Lister()
 	_, _ = nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -161,9 +177,15 @@ func Run(ctx context.Context, o Options) error {
 		_, err := nodeLister.Get(name)
 		return err == nil
 	}
-	synced := []cache.InformerSynced{nodeInf.Informer().HasSynced}
+	return nodeLister, nodeInf.Informer().HasSynced
+}
 
-	var firstPoll chan struct{}
+// startSource wires the chosen source into srv: the agents' authenticator, or a poller. It
+// returns what readiness waits for: the informers (synced grown by the agent pods') and, for a
+// poller, a channel closed after its first poll.
+func startSource(ctx context.Context, o Options, rc *rest.Config, cs kubernetes.Interface, srv *loadwatcher.Server,
+	nodeLister corelisters.NodeLister, synced []cache.InformerSynced) ([]cache.InformerSynced, chan struct{}, error) {
+	var poller loadwatcher.Poller
 	switch o.Source {
 	case "agent":
 		sas := splitList(o.ServiceAccounts)
@@ -171,41 +193,41 @@ func Run(ctx context.Context, o Options) error {
 		synced = append(synced, podSynced...)
 		auth, err := loadwatcher.NewAuthenticator(cs, sas, splitList(o.Audiences), getPod, o.TokenCacheTTL)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		srv.Auth = auth
+		return synced, nil, nil
 	case "prometheus":
 		p, err := source.NewPrometheus(o.PromURL)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		p.CPUMetric, p.MemoryMetric, p.NodeLabel, p.Scale = o.PromCPU, o.PromMem, o.PromNodeLabel, o.PromScale
-		firstPoll = make(chan struct{})
-		go func() {
-			cache.WaitForCacheSync(ctx.Done(), synced...)
-			srv.RunPoller(ctx, p, o.PollInterval, firstPoll)
-		}()
+		poller = p
 	case "metrics-server":
 		mc, err := metricsclient.NewForConfig(rc)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		ms := &source.MetricsServer{Client: mc, Capacity: func(node string) (int64, int64, bool) {
+		poller = &source.MetricsServer{Client: mc, Capacity: func(node string) (int64, int64, bool) {
 			n, err := nodeLister.Get(node)
 			if err != nil {
 				return 0, 0, false
 			}
 			return n.Status.Capacity.Cpu().MilliValue(), n.Status.Capacity.Memory().Value(), true
 		}}
-		firstPoll = make(chan struct{})
-		go func() {
-			cache.WaitForCacheSync(ctx.Done(), synced...)
-			srv.RunPoller(ctx, ms, o.PollInterval, firstPoll)
-		}()
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	srv.Ready = func() bool {
+	firstPoll := make(chan struct{})
+	go func() {
+		cache.WaitForCacheSync(ctx.Done(), synced...)
+		srv.RunPoller(ctx, poller, o.PollInterval, firstPoll)
+	}()
+	return synced, firstPoll, nil
+}
+
+// readiness is ready once every informer has synced and, with a poller, its first poll is done.
+func readiness(synced []cache.InformerSynced, firstPoll chan struct{}) func() bool {
+	return func() bool {
 		for _, s := range synced {
 			if !s() {
 				return false
@@ -220,12 +242,15 @@ func Run(ctx context.Context, o Options) error {
 		}
 		return true
 	}
+}
 
+// serve runs the HTTP server until ctx ends, then shuts it down gracefully.
+func serve(ctx context.Context, o Options, h http.Handler) error {
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
