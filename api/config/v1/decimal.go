@@ -9,8 +9,10 @@ import (
 )
 
 // Decimal is a decimal number kept as written. CRDs carry non-integers as strings ("1.5"),
-// upstream configurations write numbers (1.5): it decodes from either and encodes as a
-// number, which every reader takes. Float64 parses it; validation says when it does not.
+// upstream configurations write numbers (1.5): it decodes from either and always encodes as a
+// string, so a typed object read from the API server is accepted when written back (the CRD
+// schema says string) and every Berth reader decodes it again. Float64 parses it; validation
+// says when it does not.
 // +kubebuilder:validation:Type=string
 // +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
 type Decimal string
@@ -27,16 +29,10 @@ func (d Decimal) Float64() (float64, error) {
 	return f, nil
 }
 
-// MarshalJSON writes a number when d is one, else the string as written (validation refuses
-// it; encoding it back keeps the user's text in the message).
+// MarshalJSON writes the string as written: the CRD's schema type, and what the scheduler's own
+// decoder takes (a number encoded here would be refused by the API server on the next Update).
 func (d Decimal) MarshalJSON() ([]byte, error) {
-	s := strings.TrimSpace(string(d))
-	if json.Valid([]byte(s)) {
-		if _, err := strconv.ParseFloat(s, 64); err == nil {
-			return []byte(s), nil
-		}
-	}
-	return json.Marshal(string(d))
+	return json.Marshal(strings.TrimSpace(string(d)))
 }
 
 // UnmarshalJSON takes a JSON string or number.

@@ -231,6 +231,34 @@ func TestOperator(t *testing.T) {
 		firstHash = got.Status.ConfigHash
 	})
 
+	t.Run("decimal args survive a typed read-modify-write", func(t *testing.T) {
+		// why: a typed client re-encodes the whole spec on Update; a decimal written back as a
+		// JSON number was refused by the CRD schema (string), so every later Update failed.
+		e.updateSpec(t, "sched", func(s *berthv1alpha1.SecondarySchedulerSpec) {
+			s.Plugins.LoadVariationRiskBalancing = &berthv1alpha1.LoadVariationRiskBalancingPlugin{Args: configv1.LoadVariationRiskBalancingArgs{
+				LoadAwareArgs:      configv1.LoadAwareArgs{WatcherAddress: "http://berth-loadwatcher:2020"},
+				SafeVarianceMargin: configv1.NewDecimal("1.5")}}
+		})
+		e.updateSpec(t, "sched", func(s *berthv1alpha1.SecondarySchedulerSpec) {
+			s.Plugins.TargetLoadPacking.Args.TargetUtilization = ptr.To[int64](65)
+		})
+		got := e.waitStatus(t, "sched", "the decimal arg rendered and rolled out", func(s *berthv1alpha1.SecondaryScheduler) bool {
+			return s.Status.ConfigHash != firstHash && s.Status.ObservedGeneration == s.Generation &&
+				cond(s, "Degraded") == metav1.ConditionFalse && cond(s, "Available") == metav1.ConditionTrue
+		})
+		if m := got.Spec.Plugins.LoadVariationRiskBalancing.Args.SafeVarianceMargin; m == nil || *m != "1.5" {
+			t.Errorf("safeVarianceMargin read back as %v, want 1.5", m)
+		}
+		cm := &corev1.ConfigMap{}
+		if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: "sched-config"}, cm); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := schedconfig.Validate([]byte(cm.Data["config.yaml"])); err != nil || !strings.Contains(cm.Data["config.yaml"], `safeVarianceMargin: "1.5"`) {
+			t.Errorf("rendered config (%v):\n%s", err, cm.Data["config.yaml"])
+		}
+		firstHash = got.Status.ConfigHash
+	})
+
 	t.Run("invalid args: Degraded names the field, running scheduler untouched", func(t *testing.T) {
 		before := e.deployment(t, "sched")
 		cmBefore := &corev1.ConfigMap{}

@@ -55,7 +55,7 @@ func TestRender(t *testing.T) {
 	}{
 		{name: "good structured plugins", ss: cr(all, nil),
 			wantYAML: []string{"schedulerName: berth-scheduler", "name: TargetLoadPacking", "weight: 3",
-				"targetUtilization: 60", "safeVarianceMargin: 1.5", "name: SySched", "daemonSetPods: Count", "resourceName: berth-scheduler",
+				"targetUtilization: 60", `safeVarianceMargin: "1.5"`, "name: SySched", "daemonSetPods: Count", "resourceName: berth-scheduler",
 				"resourceNamespace: berth-system", "name: NodeResourcesBalancedAllocation"}},
 		// The CRD cannot check URL shape; the plugin's ParseArgs does, and the error names the
 		// CR field the user edits.

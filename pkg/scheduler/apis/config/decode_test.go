@@ -83,17 +83,18 @@ func TestValidateNamesTheCallersPath(t *testing.T) {
 }
 
 // TestDecimal: a decimal decodes from a string (CRDs) or a number (upstream configurations),
-// encodes as a number, and says when it is not one.
+// encodes as the string the CRD schema wants, and says when it is not one.
 func TestDecimal(t *testing.T) {
 	for _, tc := range []struct {
 		in, wantJSON string
 		want         float64
 		bad          bool
 	}{
-		{in: `"1.5"`, wantJSON: `1.5`, want: 1.5},
-		{in: `1.5`, wantJSON: `1.5`, want: 1.5},
-		{in: `2`, wantJSON: `2`, want: 2},
-		{in: `"1.0"`, wantJSON: `1.0`, want: 1},
+		{in: `"1.5"`, wantJSON: `"1.5"`, want: 1.5},
+		{in: `1.5`, wantJSON: `"1.5"`, want: 1.5},
+		{in: `2`, wantJSON: `"2"`, want: 2},
+		{in: `"1.0"`, wantJSON: `"1.0"`, want: 1},
+		{in: `" 1.25 "`, wantJSON: `"1.25"`, want: 1.25},
 		{in: `"abc"`, wantJSON: `"abc"`, bad: true},
 	} {
 		var d configv1.Decimal
