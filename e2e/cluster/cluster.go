@@ -64,7 +64,7 @@ type Config struct {
 	// Logf reports progress; nil is silent.
 	Logf func(format string, args ...any)
 	// OnProcess is called for every process the cluster starts (tests use it to check that
-	// nothing outlives a failed start).
+	// nothing outlives a failed start). Calls never overlap, though real nodes start in parallel.
 	OnProcess func(*Process)
 	// RealNode adds a real node (containerd, kubelet, kube-proxy) and runs the whole cluster
 	// in a network namespace of its own (see realnode.go). Needs root.
@@ -85,6 +85,7 @@ type Cluster struct {
 	Client     kubernetes.Interface
 
 	mu       sync.Mutex
+	hookMu   sync.Mutex // serialises cfg.OnProcess
 	procs    []*Process
 	ownsDir  bool
 	stopped  bool
@@ -251,7 +252,11 @@ func (c *Cluster) launch(ctx context.Context, spec ProcessSpec, check func(conte
 	c.procs = append(c.procs, p)
 	c.mu.Unlock()
 	if c.cfg.OnProcess != nil {
+		// why: real nodes start their processes from parallel goroutines; serialising the hook
+		// spares every caller its own lock (a test that forgot one raced).
+		c.hookMu.Lock()
 		c.cfg.OnProcess(p)
+		c.hookMu.Unlock()
 	}
 	if check == nil {
 		return p, nil
