@@ -161,57 +161,86 @@ func (l *Links) Apply(a Attachment) error {
 	}
 	defer pod.Close()
 
+	peer, in, err := l.ensureVeth(a, ns, pod)
+	if err != nil {
+		return err
+	}
+	if err := l.configureHostEnd(a, peer, br); err != nil {
+		return err
+	}
+	return configurePodEnd(a, pod, in)
+}
+
+// vethVerdict says what to do with the links found under the attachment's names (nil when
+// absent): keep them (ours), refuse (a ConflictError naming the foreign link), or else create
+// the pair.
+func vethVerdict(a Attachment, peer, in netlink.Link) (ours bool, err error) {
+	switch {
+	case peer != nil && in != nil && peer.Type() == "veth" && in.Type() == "veth" && peer.Attrs().ParentIndex == in.Attrs().Index && Marked(peer):
+		return true, nil
+	case peer != nil && !Marked(peer):
+		return false, &ConflictError{Msg: fmt.Sprintf("host link %s exists and was not created by Berth (no mark: group %d); it is left alone", a.HostPeer, LinkGroup)}
+	case in != nil:
+		return false, &ConflictError{Msg: fmt.Sprintf("interface %s already exists in the pod and is not Berth's veth (host peer %s)", a.Interface, a.HostPeer)}
+	}
+	return false, nil
+}
+
+// ensureVeth returns the attachment's veth pair, host end and pod end, creating it unless the
+// pair already there is Berth's.
+func (l *Links) ensureVeth(a Attachment, ns netns.NsHandle, pod *netlink.Handle) (peer, in netlink.Link, err error) {
 	peer, perr := l.host.LinkByName(a.HostPeer)
 	if perr != nil && !notFound(perr) {
-		return fmt.Errorf("host peer %s: %w", a.HostPeer, perr)
+		return nil, nil, fmt.Errorf("host peer %s: %w", a.HostPeer, perr)
 	}
 	in, ierr := pod.LinkByName(a.Interface)
 	if ierr != nil && !notFound(ierr) {
-		return &NetNSError{Path: a.NetNS, Err: ierr}
+		return nil, nil, &NetNSError{Path: a.NetNS, Err: ierr}
 	}
-	ours := peer != nil && in != nil && peer.Type() == "veth" && in.Type() == "veth" && peer.Attrs().ParentIndex == in.Attrs().Index && Marked(peer)
-	switch {
-	case ours:
-	case peer != nil && !Marked(peer):
-		return &ConflictError{Msg: fmt.Sprintf("host link %s exists and was not created by Berth (no mark: group %d); it is left alone", a.HostPeer, LinkGroup)}
-	case in != nil:
-		return &ConflictError{Msg: fmt.Sprintf("interface %s already exists in the pod and is not Berth's veth (host peer %s)", a.Interface, a.HostPeer)}
-	default:
-		if peer != nil {
-			// A host peer whose pod end is not in this sandbox: left from a sandbox that was
-			// recreated (or a kill between creation and this check). Start over.
-			if err := l.host.LinkDel(peer); err != nil && !notFound(err) {
-				return fmt.Errorf("removing stale host peer %s: %w", a.HostPeer, err)
-			}
-		}
-		// One request creates both ends with the pod end already in the pod's namespace under
-		// its final name: no temporary name on the host, nothing half-moved to clean after a
-		// crash.
-		v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: a.HostPeer, MTU: a.MTU, Alias: PeerAliasPref + a.Alias, Group: LinkGroup},
-			PeerName: a.Interface, PeerNamespace: netlink.NsFd(int(ns))}
-		err := l.host.LinkAdd(v)
-		if err == nil {
-			// The kernel ignores the alias in the creation request; the group already marks
-			// the link as Berth's, the alias tells a human whose it is.
-			if p, lerr := l.host.LinkByName(a.HostPeer); lerr == nil {
-				_ = l.host.LinkSetAlias(p, PeerAliasPref+a.Alias)
-			}
-		}
-		if err != nil {
-			if errors.Is(err, syscall.EEXIST) {
-				return &ConflictError{Msg: fmt.Sprintf("cannot create %s/%s: %v", a.HostPeer, a.Interface, err)}
-			}
-			return &NetNSError{Path: a.NetNS, Err: fmt.Errorf("creating veth %s/%s: %w", a.HostPeer, a.Interface, err)}
-		}
-		if peer, err = l.host.LinkByName(a.HostPeer); err != nil {
-			return fmt.Errorf("host peer %s after creation: %w", a.HostPeer, err)
-		}
-		if in, err = pod.LinkByName(a.Interface); err != nil {
-			_ = l.host.LinkDel(peer)
-			return &NetNSError{Path: a.NetNS, Err: fmt.Errorf("pod end %s after creation: %w", a.Interface, err)}
+	ours, err := vethVerdict(a, peer, in)
+	if err != nil || ours {
+		return peer, in, err
+	}
+	return l.createVeth(a, ns, pod, peer)
+}
+
+// createVeth creates the pair, first removing stalePeer: a host peer whose pod end is not in
+// this sandbox (left from a sandbox that was recreated, or a kill between creation and the
+// check).
+func (l *Links) createVeth(a Attachment, ns netns.NsHandle, pod *netlink.Handle, stalePeer netlink.Link) (peer, in netlink.Link, err error) {
+	if stalePeer != nil {
+		if err := l.host.LinkDel(stalePeer); err != nil && !notFound(err) {
+			return nil, nil, fmt.Errorf("removing stale host peer %s: %w", a.HostPeer, err)
 		}
 	}
-	// Host end: MTU, bridge port, up.
+	// One request creates both ends with the pod end already in the pod's namespace under
+	// its final name: no temporary name on the host, nothing half-moved to clean after a
+	// crash.
+	v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: a.HostPeer, MTU: a.MTU, Alias: PeerAliasPref + a.Alias, Group: LinkGroup},
+		PeerName: a.Interface, PeerNamespace: netlink.NsFd(int(ns))}
+	if err := l.host.LinkAdd(v); err != nil {
+		if errors.Is(err, syscall.EEXIST) {
+			return nil, nil, &ConflictError{Msg: fmt.Sprintf("cannot create %s/%s: %v", a.HostPeer, a.Interface, err)}
+		}
+		return nil, nil, &NetNSError{Path: a.NetNS, Err: fmt.Errorf("creating veth %s/%s: %w", a.HostPeer, a.Interface, err)}
+	}
+	// The kernel ignores the alias in the creation request; the group already marks the link
+	// as Berth's, the alias tells a human whose it is.
+	if p, lerr := l.host.LinkByName(a.HostPeer); lerr == nil {
+		_ = l.host.LinkSetAlias(p, PeerAliasPref+a.Alias)
+	}
+	if peer, err = l.host.LinkByName(a.HostPeer); err != nil {
+		return nil, nil, fmt.Errorf("host peer %s after creation: %w", a.HostPeer, err)
+	}
+	if in, err = pod.LinkByName(a.Interface); err != nil {
+		_ = l.host.LinkDel(peer)
+		return nil, nil, &NetNSError{Path: a.NetNS, Err: fmt.Errorf("pod end %s after creation: %w", a.Interface, err)}
+	}
+	return peer, in, nil
+}
+
+// configureHostEnd sets the host end's MTU, makes it a port of br and sets it up.
+func (l *Links) configureHostEnd(a Attachment, peer, br netlink.Link) error {
 	if a.MTU > 0 && peer.Attrs().MTU != a.MTU {
 		if err := l.host.LinkSetMTU(peer, a.MTU); err != nil {
 			return fmt.Errorf("MTU of %s: %w", a.HostPeer, err)
@@ -225,7 +254,12 @@ func (l *Links) Apply(a Attachment) error {
 	if err := l.host.LinkSetUp(peer); err != nil {
 		return fmt.Errorf("setting %s up: %w", a.HostPeer, err)
 	}
-	// Pod end: MTU, exactly the allocated address of its family, up, routes.
+	return nil
+}
+
+// configurePodEnd sets the pod end's MTU, exactly the allocated address of its family, sets it
+// up and replaces its routes.
+func configurePodEnd(a Attachment, pod *netlink.Handle, in netlink.Link) error {
 	if a.MTU > 0 && in.Attrs().MTU != a.MTU {
 		if err := pod.LinkSetMTU(in, a.MTU); err != nil {
 			return &NetNSError{Path: a.NetNS, Err: fmt.Errorf("MTU of %s: %w", a.Interface, err)}

@@ -100,36 +100,22 @@ func (e *Executor) entry(ctx context.Context, pc *berthv1alpha1.PodConfig, specE
 		return r, false
 	}
 	if deleting || en.State == berthv1alpha1.AttachmentRemoving || en.State == berthv1alpha1.AttachmentRemoved || att == nil {
-		if en.State == berthv1alpha1.AttachmentRemoved {
-			return r, false
-		}
-		if err := e.cfg.Dataplane.Remove(hp); err != nil {
-			// The operator's state stays; lastError says why removal is stuck.
-			r.LastError = "removing host peer " + hp + ": " + err.Error()
-			return r, true
-		}
-		log.V(2).Info("Attachment removed", "hostPeer", hp)
-		r.State, r.LastError, r.HostPeer, r.Interface = berthv1alpha1.AttachmentRemoved, "", hp, en.Attachment
-		return r, false
+		return e.removeEntry(log, en, hp)
 	}
 	if en.State == berthv1alpha1.AttachmentPending || (en.State == berthv1alpha1.AttachmentFailed && en.Address == "") {
 		return r, false // the operator's: nothing allocated (exhaustion, interface claimed, refusal)
-	}
-	fail := func(again bool, format string, args ...any) (berthv1alpha1.PodAttachmentStatus, bool) {
-		r.State, r.LastError = berthv1alpha1.AttachmentFailed, fmt.Sprintf(format, args...)
-		return r, again
 	}
 	if len(specErrs) > 0 {
 		// Whatever was made before the refusal (a grant revoked, a node range that appeared)
 		// goes: the refusal means the link must not exist.
 		if err := e.cfg.Dataplane.Remove(hp); err != nil {
-			return fail(true, "refused by the node agent (%s), and removing host peer %s failed: %v", podconfig.FormatErrors(specErrs.ToAggregate().Errors()), hp, err)
+			return failed(r, true, "refused by the node agent (%s), and removing host peer %s failed: %v", podconfig.FormatErrors(specErrs.ToAggregate().Errors()), hp, err)
 		}
-		return fail(false, "refused by the node agent: %s", podconfig.FormatErrors(specErrs.ToAggregate().Errors()))
+		return failed(r, false, "refused by the node agent: %s", podconfig.FormatErrors(specErrs.ToAggregate().Errors()))
 	}
 	network, ok := bound[att.Name]
 	if !ok {
-		return fail(false, "attachment %s is not bound to a network", att.Name)
+		return failed(r, false, "attachment %s is not bound to a network", att.Name)
 	}
 	addr, ok := e.lookup(network, en.PodUID, en.Attachment)
 	if !ok {
@@ -145,29 +131,13 @@ func (e *Executor) entry(ctx context.Context, pc *berthv1alpha1.PodConfig, specE
 		return r, false // its sandbox, and the links in it, are going
 	}
 	if pod.Spec.HostNetwork {
-		return fail(false, "pod %s uses the host network: attachments are only made in a pod's own network namespace", pod.Name)
+		return failed(r, false, "pod %s uses the host network: attachments are only made in a pod's own network namespace", pod.Name)
 	}
 	r.Interface, r.HostPeer, r.Bridge, r.Network = att.Name, hp, network.Bridge, network.Name
 	r.Address = podconfig.AddressCIDR(addr, network.Prefix)
 	sb, err := e.cfg.Resolver.Sandbox(ctx, en.PodUID)
-	var rerr *RuntimeError
-	switch {
-	case errors.Is(err, ErrNoSandbox):
-		if pod.Status.Phase == corev1.PodPending && en.State != berthv1alpha1.AttachmentConfigured {
-			return en, true // the kubelet is still creating it
-		}
-		return fail(true, "pod %s (phase %s) has no ready sandbox in the container runtime", pod.Name, pod.Status.Phase)
-	case errors.As(err, &rerr):
-		if en.State == berthv1alpha1.AttachmentConfigured {
-			// Links do not depend on the runtime: keep reporting what was made.
-			log.Error(err, "Cannot check the sandbox; keeping the configured attachment")
-			return en, true
-		}
-		return fail(true, "%v", err)
-	case err != nil:
-		return fail(true, "finding the sandbox of pod %s: %v", pod.Name, err)
-	case sb.HostNetwork:
-		return fail(false, "pod %s's sandbox uses the node's network namespace", pod.Name)
+	if st, again, stop := sandboxVerdict(log, r, en, pod, sb, err); stop {
+		return st, again
 	}
 	a := Attachment{NetNS: sb.NetNS, Interface: att.Name, HostPeer: hp, Bridge: network.Bridge, Gateway: network.Gateway,
 		Address: netip.PrefixFrom(addr, network.Prefix.Bits()), Alias: pc.Namespace + "/" + pod.Name + " " + att.Name,
@@ -175,26 +145,80 @@ func (e *Executor) entry(ctx context.Context, pc *berthv1alpha1.PodConfig, specE
 	start := time.Now()
 	err = e.cfg.Dataplane.Apply(a)
 	e.applySeconds.Observe(time.Since(start).Seconds())
+	return e.applied(log, r, en, a, sb, err)
+}
+
+// failed marks r Failed with the message; again asks for a retry.
+func failed(r berthv1alpha1.PodAttachmentStatus, again bool, format string, args ...any) (berthv1alpha1.PodAttachmentStatus, bool) {
+	r.State, r.LastError = berthv1alpha1.AttachmentFailed, fmt.Sprintf(format, args...)
+	return r, again
+}
+
+// removeEntry removes the links of an entry that is going (or whose attachment is gone).
+func (e *Executor) removeEntry(log klog.Logger, en berthv1alpha1.PodAttachmentStatus, hp string) (berthv1alpha1.PodAttachmentStatus, bool) {
+	r := en
+	if en.State == berthv1alpha1.AttachmentRemoved {
+		return r, false
+	}
+	if err := e.cfg.Dataplane.Remove(hp); err != nil {
+		// The operator's state stays; lastError says why removal is stuck.
+		r.LastError = "removing host peer " + hp + ": " + err.Error()
+		return r, true
+	}
+	log.V(2).Info("Attachment removed", "hostPeer", hp)
+	r.State, r.LastError, r.HostPeer, r.Interface = berthv1alpha1.AttachmentRemoved, "", hp, en.Attachment
+	return r, false
+}
+
+// sandboxVerdict reads the runtime's answer for the pod's sandbox (sb, err). stop says the
+// entry goes no further this time, with the status to report and whether to retry.
+func sandboxVerdict(log klog.Logger, r, en berthv1alpha1.PodAttachmentStatus, pod *corev1.Pod, sb Sandbox, err error) (st berthv1alpha1.PodAttachmentStatus, again, stop bool) {
+	var rerr *RuntimeError
+	switch {
+	case errors.Is(err, ErrNoSandbox):
+		if pod.Status.Phase == corev1.PodPending && en.State != berthv1alpha1.AttachmentConfigured {
+			return en, true, true // the kubelet is still creating it
+		}
+		st, again = failed(r, true, "pod %s (phase %s) has no ready sandbox in the container runtime", pod.Name, pod.Status.Phase)
+	case errors.As(err, &rerr):
+		if en.State == berthv1alpha1.AttachmentConfigured {
+			// Links do not depend on the runtime: keep reporting what was made.
+			log.Error(err, "Cannot check the sandbox; keeping the configured attachment")
+			return en, true, true
+		}
+		st, again = failed(r, true, "%v", err)
+	case err != nil:
+		st, again = failed(r, true, "finding the sandbox of pod %s: %v", pod.Name, err)
+	case sb.HostNetwork:
+		st, again = failed(r, false, "pod %s's sandbox uses the node's network namespace", pod.Name)
+	default:
+		return r, false, false
+	}
+	return st, again, true
+}
+
+// applied turns the dataplane's answer to a (err) into the entry's status.
+func (e *Executor) applied(log klog.Logger, r, en berthv1alpha1.PodAttachmentStatus, a Attachment, sb Sandbox, err error) (berthv1alpha1.PodAttachmentStatus, bool) {
 	var conflict *ConflictError
 	var unsupported *UnsupportedError
 	switch {
 	case err == nil:
 		if en.State != berthv1alpha1.AttachmentConfigured {
-			log.Info("Attachment configured", "interface", a.Interface, "address", a.Address, "hostPeer", hp, "bridge", a.Bridge, "sandbox", short(sb.ID))
+			log.Info("Attachment configured", "interface", a.Interface, "address", a.Address, "hostPeer", a.HostPeer, "bridge", a.Bridge, "sandbox", short(sb.ID))
 		}
 		r.State, r.LastError = berthv1alpha1.AttachmentConfigured, ""
 		return r, false
 	case vanished(err):
 		// The sandbox stopped under us: whatever half of the pair exists goes now, and the
 		// next sandbox (if any) is configured on the retry.
-		_ = e.cfg.Dataplane.Remove(hp)
-		return fail(true, "the pod's network namespace vanished while it was being configured (sandbox %s stopped or replaced): %v", short(sb.ID), err)
+		_ = e.cfg.Dataplane.Remove(a.HostPeer)
+		return failed(r, true, "the pod's network namespace vanished while it was being configured (sandbox %s stopped or replaced): %v", short(sb.ID), err)
 	case errors.As(err, &conflict):
-		return fail(false, "%s", conflict.Msg)
+		return failed(r, false, "%s", conflict.Msg)
 	case errors.As(err, &unsupported):
-		return fail(false, "%s", unsupported.Msg)
+		return failed(r, false, "%s", unsupported.Msg)
 	default:
-		return fail(true, "%v", err)
+		return failed(r, true, "%v", err)
 	}
 }
 
