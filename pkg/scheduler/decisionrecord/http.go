@@ -32,85 +32,93 @@ func Handler(r *Recorder, pods PodGetter, profiles []string) http.Handler {
 		if ns == "" {
 			ns = "default"
 		}
-		var started time.Time
-		if r != nil {
-			started = r.Started()
-		}
-		since := started.UTC().Format(time.RFC3339)
-		notFound := func(code int, reason, format string, args ...any) {
-			writeJSON(w, code, decisionapi.NotFound{Error: fmt.Sprintf(format, args...), Reason: reason, SchedulerStarted: started})
-		}
-		if name == "" {
-			notFound(http.StatusBadRequest, decisionapi.ReasonBadRequest, "query parameter name (the pod) is required; namespace defaults to default")
-			return
-		}
-		if !r.Enabled() {
-			notFound(http.StatusNotFound, decisionapi.ReasonDisabled, "decision recording is off in every profile of this scheduler (enable the %s plugin in a profile)", "DecisionRecord")
-			return
-		}
-		var pod *v1.Pod
-		var podErr error
-		if pods != nil {
-			pod, podErr = pods(ns, name)
-		}
-		if pod != nil && uid == "" {
-			uid = string(pod.UID)
-		}
-		// The stores to look in: the pod's profile when the pod is known, else all.
-		var stores []*profileRecorder
-		if pod != nil {
-			if !contains(profiles, pod.Spec.SchedulerName) {
-				notFound(http.StatusNotFound, decisionapi.ReasonOtherScheduler, "pod %s/%s is scheduled by %q, not by this scheduler (profiles %s)", ns, name, pod.Spec.SchedulerName, strings.Join(sorted(profiles), ", "))
-				return
-			}
-			pr := r.profile(pod.Spec.SchedulerName)
-			if pr == nil {
-				notFound(http.StatusNotFound, decisionapi.ReasonDisabled, "profile %s does not record decisions (the DecisionRecord plugin is not enabled in it)", pod.Spec.SchedulerName)
-				return
-			}
-			stores = []*profileRecorder{pr}
-		} else {
-			r.mu.Lock()
-			for _, pr := range r.profiles {
-				stores = append(stores, pr)
-			}
-			r.mu.Unlock()
-			sort.Slice(stores, func(i, j int) bool { return stores[i].name < stores[j].name })
-		}
-		var evictedAt time.Time
-		var evictedFrom *profileRecorder
-		for _, pr := range stores {
-			rec, ok, ev := pr.store.get(ns, name)
-			if ok {
-				if uid != "" && rec.UID != uid {
-					notFound(http.StatusNotFound, decisionapi.ReasonStale, "the record of %s/%s is for an earlier pod with that name (uid %s); this pod (uid %s) has not had a scheduling attempt by this scheduler instance (started %s)", ns, name, rec.UID, uid, since)
-					return
-				}
-				writeJSON(w, http.StatusOK, rec)
-				return
-			}
-			if !ev.IsZero() && ev.After(evictedAt) {
-				evictedAt, evictedFrom = ev, pr
-			}
-		}
-		if evictedFrom != nil {
-			notFound(http.StatusNotFound, decisionapi.ReasonEvicted, "the record of %s/%s was evicted at %s to keep profile %s's last %d records (DecisionRecord records)", ns, name, evictedAt.UTC().Format(time.RFC3339), evictedFrom.name, *evictedFrom.args.Records)
-			return
-		}
-		if pod != nil && pod.Spec.NodeName != "" {
-			notFound(http.StatusNotFound, decisionapi.ReasonBeforeStart, "pod %s/%s is bound to %s but this scheduler instance (started %s) never scheduled it: it was placed before a restart or by another replica, and records live in memory only", ns, name, pod.Spec.NodeName, since)
-			return
-		}
-		if pod != nil {
-			notFound(http.StatusNotFound, decisionapi.ReasonNeverSeen, "pod %s/%s has not had a scheduling attempt by this scheduler instance (started %s) yet", ns, name, since)
-			return
-		}
-		if podErr != nil && !apierrors.IsNotFound(podErr) {
-			notFound(http.StatusNotFound, decisionapi.ReasonNeverSeen, "no record of %s/%s, and reading the pod failed: %v", ns, name, podErr)
-			return
-		}
-		notFound(http.StatusNotFound, decisionapi.ReasonNeverSeen, "pod %s/%s does not exist and this scheduler instance (started %s) has no record of it", ns, name, since)
+		code, body := answer(r, pods, profiles, ns, name, uid)
+		writeJSON(w, code, body)
 	})
+}
+
+// answer is the reply to one query: the pod's record, or a decisionapi.NotFound saying why
+// there is none.
+func answer(r *Recorder, pods PodGetter, profiles []string, ns, name, uid string) (int, any) {
+	var started time.Time
+	if r != nil {
+		started = r.Started()
+	}
+	since := started.UTC().Format(time.RFC3339)
+	notFound := func(code int, reason, format string, args ...any) (int, any) {
+		return code, decisionapi.NotFound{Error: fmt.Sprintf(format, args...), Reason: reason, SchedulerStarted: started}
+	}
+	if name == "" {
+		return notFound(http.StatusBadRequest, decisionapi.ReasonBadRequest, "query parameter name (the pod) is required; namespace defaults to default")
+	}
+	if !r.Enabled() {
+		return notFound(http.StatusNotFound, decisionapi.ReasonDisabled, "decision recording is off in every profile of this scheduler (enable the %s plugin in a profile)", "DecisionRecord")
+	}
+	var pod *v1.Pod
+	var podErr error
+	if pods != nil {
+		pod, podErr = pods(ns, name)
+	}
+	if pod != nil && uid == "" {
+		uid = string(pod.UID)
+	}
+	stores, reason, why := r.storesFor(pod, profiles, ns, name)
+	if reason != "" {
+		return notFound(http.StatusNotFound, reason, "%s", why)
+	}
+	rec, ok, evictedAt, evictedFrom := find(stores, ns, name)
+	switch {
+	case ok && uid != "" && rec.UID != uid:
+		return notFound(http.StatusNotFound, decisionapi.ReasonStale, "the record of %s/%s is for an earlier pod with that name (uid %s); this pod (uid %s) has not had a scheduling attempt by this scheduler instance (started %s)", ns, name, rec.UID, uid, since)
+	case ok:
+		return http.StatusOK, rec
+	case evictedFrom != nil:
+		return notFound(http.StatusNotFound, decisionapi.ReasonEvicted, "the record of %s/%s was evicted at %s to keep profile %s's last %d records (DecisionRecord records)", ns, name, evictedAt.UTC().Format(time.RFC3339), evictedFrom.name, *evictedFrom.args.Records)
+	case pod != nil && pod.Spec.NodeName != "":
+		return notFound(http.StatusNotFound, decisionapi.ReasonBeforeStart, "pod %s/%s is bound to %s but this scheduler instance (started %s) never scheduled it: it was placed before a restart or by another replica, and records live in memory only", ns, name, pod.Spec.NodeName, since)
+	case pod != nil:
+		return notFound(http.StatusNotFound, decisionapi.ReasonNeverSeen, "pod %s/%s has not had a scheduling attempt by this scheduler instance (started %s) yet", ns, name, since)
+	case podErr != nil && !apierrors.IsNotFound(podErr):
+		return notFound(http.StatusNotFound, decisionapi.ReasonNeverSeen, "no record of %s/%s, and reading the pod failed: %v", ns, name, podErr)
+	}
+	return notFound(http.StatusNotFound, decisionapi.ReasonNeverSeen, "pod %s/%s does not exist and this scheduler instance (started %s) has no record of it", ns, name, since)
+}
+
+// storesFor lists the stores to look in: the pod's (ns/name) profile when the pod is known,
+// else all, by name. A reason (with why) says the pod's profile has no store to look in.
+func (r *Recorder) storesFor(pod *v1.Pod, profiles []string, ns, name string) (stores []*profileRecorder, reason, why string) {
+	if pod == nil {
+		r.mu.Lock()
+		for _, pr := range r.profiles {
+			stores = append(stores, pr)
+		}
+		r.mu.Unlock()
+		sort.Slice(stores, func(i, j int) bool { return stores[i].name < stores[j].name })
+		return stores, "", ""
+	}
+	if !contains(profiles, pod.Spec.SchedulerName) {
+		return nil, decisionapi.ReasonOtherScheduler, fmt.Sprintf("pod %s/%s is scheduled by %q, not by this scheduler (profiles %s)", ns, name, pod.Spec.SchedulerName, strings.Join(sorted(profiles), ", "))
+	}
+	pr := r.profile(pod.Spec.SchedulerName)
+	if pr == nil {
+		return nil, decisionapi.ReasonDisabled, fmt.Sprintf("profile %s does not record decisions (the DecisionRecord plugin is not enabled in it)", pod.Spec.SchedulerName)
+	}
+	return []*profileRecorder{pr}, "", ""
+}
+
+// find returns the first record of ns/name in stores; without one, the store that evicted it
+// last, and when.
+func find(stores []*profileRecorder, ns, name string) (rec decisionapi.Record, ok bool, evictedAt time.Time, evictedFrom *profileRecorder) {
+	for _, pr := range stores {
+		rec, ok, ev := pr.store.get(ns, name)
+		if ok {
+			return rec, true, time.Time{}, nil
+		}
+		if !ev.IsZero() && ev.After(evictedAt) {
+			evictedAt, evictedFrom = ev, pr
+		}
+	}
+	return decisionapi.Record{}, false, evictedAt, evictedFrom
 }
 
 func contains(list []string, s string) bool {
