@@ -426,14 +426,102 @@ func (r *Result) Print(w io.Writer) {
 		return
 	}
 	fmt.Fprintln(w)
+	floor := r.floorProfile()
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "profile\tmedian pods/s\tmin\tmax\tratio to %s\tmedian CPU ms/pod\tCPU ratio (theirs/ours)\t\n", strings.TrimSpace(sums[0].Profile))
+	fmt.Fprintf(tw, "profile\tmedian pods/s\tmin\tmax\tratio to %s\tmedian CPU ms/pod\tCPU ratio (theirs/ours)\tCPU ÷ floor (paired)\t\n", strings.TrimSpace(sums[0].Profile))
 	for _, s := range sums {
 		cpuRatio := 0.0
 		if s.MedianCPU > 0 {
 			cpuRatio = sums[0].MedianCPU / s.MedianCPU
 		}
-		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t\n", s.Profile, s.Median, s.Min, s.Max, s.Median/sums[0].Median, s.MedianCPU, cpuRatio)
+		toFloor := "–"
+		if v, ok := r.PairedCPURatio(s.Profile, floor); ok {
+			toFloor = fmt.Sprintf("%.2f", v)
+		}
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%s\t\n", s.Profile, s.Median, s.Min, s.Max, s.Median/sums[0].Median, s.MedianCPU, cpuRatio, toFloor)
 	}
 	tw.Flush()
+	if floor == "" {
+		fmt.Fprintln(w, "(no floor profile in this run: add -profiles …,no-op for the CPU ÷ floor column)")
+	}
+}
+
+// WithTwins returns profiles with, after each one run by berth-scheduler, the same profile on
+// binary (in bin/), named "… [binary]": an A/B of two builds paired within every round, so a
+// change is judged against the machine's load of the same minute. binary "" returns profiles.
+func WithTwins(profiles []Profile, binary string) []Profile {
+	if binary == "" {
+		return profiles
+	}
+	var out []Profile
+	for _, p := range profiles {
+		out = append(out, p)
+		if p.Binary == cluster.BerthScheduler {
+			t := p
+			t.Name, t.Binary = twinName(p.Name, binary), binary
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func twinName(profile, binary string) string { return profile + " [" + binary + "]" }
+
+// PrintTwins writes, for every profile that has a twin on binary (WithTwins), the paired CPU
+// ratio of the profile to its twin: below 1 when this build spends less per pod.
+func (r *Result) PrintTwins(w io.Writer, binary string) {
+	fmt.Fprintf(w, "\nCPU ms/pod of bin/%s ÷ bin/%s, paired by round (median; per round):\n", cluster.BerthScheduler, binary)
+	for _, p := range r.Options.Profiles {
+		twin := twinName(p.Name, binary)
+		v, ok := r.PairedCPURatio(p.Name, twin)
+		if !ok {
+			continue
+		}
+		var rounds []string
+		for _, a := range r.Runs {
+			for _, b := range r.Runs {
+				if a.Profile == p.Name && b.Profile == twin && a.Round == b.Round && b.CPUPerPod() > 0 {
+					rounds = append(rounds, fmt.Sprintf("%.3f", a.CPUPerPod()/b.CPUPerPod()))
+				}
+			}
+		}
+		fmt.Fprintf(w, "  %s: %.3f (%s)\n", p.Name, v, strings.Join(rounds, " "))
+	}
+}
+
+// floorProfile is the name of the run's floor profile (FloorBinary), or "".
+func (r *Result) floorProfile() string {
+	for _, p := range r.Options.Profiles {
+		if p.Binary == FloorBinary {
+			return p.Name
+		}
+	}
+	return ""
+}
+
+// PairedCPURatio is the median over rounds of a's CPU per pod divided by b's in the same
+// round. Profiles alternate within a round, so the pair shares the machine's state of the
+// moment: the steadier figure on a shared machine, where one round's load can move every
+// profile by more than the difference measured.
+func (r *Result) PairedCPURatio(a, b string) (float64, bool) {
+	if a == "" || b == "" {
+		return 0, false
+	}
+	byRound := map[int]float64{}
+	for _, run := range r.Runs {
+		if run.Profile == b && run.CPUPerPod() > 0 {
+			byRound[run.Round] = run.CPUPerPod()
+		}
+	}
+	var v []float64
+	for _, run := range r.Runs {
+		if d, ok := byRound[run.Round]; ok && run.Profile == a {
+			v = append(v, run.CPUPerPod()/d)
+		}
+	}
+	if len(v) == 0 {
+		return 0, false
+	}
+	sort.Float64s(v)
+	return median(v), true
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -69,6 +70,64 @@ func TestSummariesMedianAndOrder(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("summary %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestPairedCPURatioPairsRounds(t *testing.T) {
+	ms := func(v float64) time.Duration { return time.Duration(v * 99 * float64(time.Millisecond)) } // 100 pods: CPU / 99
+	r := &Result{Options: Options{Profiles: []Profile{{Name: "full"}, {Name: "floor", Binary: FloorBinary}}}, Runs: []Run{
+		{Profile: "full", Round: 1, Pods: 100, CPU: ms(3)}, {Profile: "floor", Round: 1, Pods: 100, CPU: ms(2)},
+		{Profile: "full", Round: 2, Pods: 100, CPU: ms(6)}, {Profile: "floor", Round: 2, Pods: 100, CPU: ms(6)},
+		{Profile: "full", Round: 3, Pods: 100, CPU: ms(2.2)}, {Profile: "floor", Round: 3, Pods: 100, CPU: ms(2)},
+		// A round the floor did not finish pairs with nothing.
+		{Profile: "full", Round: 4, Pods: 100, CPU: ms(9)},
+	}}
+	tests := []struct {
+		a, b   string
+		want   float64
+		wantOK bool
+	}{
+		// Per round 1.5, 1.0, 1.1: the median of the ratios, not the ratio of the medians (3/2).
+		{"full", "floor", 1.1, true},
+		{"floor", "floor", 1, true},
+		{"full", "", 0, false},
+		{"full", "absent", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := r.PairedCPURatio(tt.a, tt.b)
+		if ok != tt.wantOK || math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("PairedCPURatio(%q, %q) = %v, %v; want %v, %v", tt.a, tt.b, got, ok, tt.want, tt.wantOK)
+		}
+	}
+	if f := r.floorProfile(); f != "floor" {
+		t.Errorf("floorProfile() = %q, want floor", f)
+	}
+	var out bytes.Buffer
+	r.Print(&out)
+	if !strings.Contains(out.String(), "CPU ÷ floor (paired)") || !strings.Contains(out.String(), "1.10") {
+		t.Errorf("table lacks the paired floor ratio:\n%s", out.String())
+	}
+}
+
+func TestWithTwinsFollowsEachBerthProfile(t *testing.T) {
+	in := []Profile{StockProfile(), BerthDefaultProfile(), FloorProfile()}
+	if got := WithTwins(in, ""); len(got) != len(in) {
+		t.Fatalf("no binary: got %d profiles, want %d", len(got), len(in))
+	}
+	got := WithTwins(in, "berth-scheduler-base")
+	want := []struct{ name, binary string }{
+		{StockProfile().Name, "kube-scheduler"},
+		{BerthDefaultProfile().Name, "berth-scheduler"},
+		{BerthDefaultProfile().Name + " [berth-scheduler-base]", "berth-scheduler-base"},
+		{FloorProfile().Name, FloorBinary},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d profiles, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		if got[i].Name != w.name || got[i].Binary != w.binary {
+			t.Errorf("profile %d = %q on %q, want %q on %q", i, got[i].Name, got[i].Binary, w.name, w.binary)
 		}
 	}
 }

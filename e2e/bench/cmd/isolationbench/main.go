@@ -25,6 +25,7 @@ func main() {
 	only := flag.String("profiles", "", "comma-separated substrings of profile names to run (default: all four)")
 	allNodes := flag.Bool("all-nodes", false, "percentageOfNodesToScore 100 in every profile (no node sampling)")
 	dir := flag.String("dir", "", "keep the cluster's state and logs here (default: a temporary directory, removed)")
+	profileDir := flag.String("pprof", "", "save CPU and block profiles of every scheduler run in this directory")
 	flag.Parse()
 	if *classes < 1 || *nodes < 1 || *pods < 2 || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "isolationbench: -classes, -nodes and -rounds must be ≥ 1 and -pods ≥ 2")
@@ -56,7 +57,7 @@ func main() {
 			profiles[i].Name += ", all nodes"
 		}
 	}
-	o := bench.Options{Dir: *dir, Nodes: *nodes, Pods: *pods, Rounds: *rounds, Profiles: profiles}
+	o := bench.Options{Dir: *dir, Nodes: *nodes, Pods: *pods, Rounds: *rounds, Profiles: profiles, ProfileDir: *profileDir}
 	if *verbose {
 		o.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "isolationbench: "+f+"\n", a...) }
 	}

@@ -22,11 +22,13 @@ func main() {
 	dir := flag.String("dir", "", "keep the cluster's state and logs here (default: a temporary directory, removed)")
 	profileDir := flag.String("pprof", "", "save CPU and block profiles of every scheduler run in this directory (go tool pprof merges a run's slices)")
 	only := flag.String("profiles", "", "comma-separated substrings of profile names to run (default: all)")
+	compare := flag.String("compare", "", "a second berth-scheduler binary in bin/ (e.g. one built from an older commit): "+
+		"every selected berth-scheduler profile also runs on it, right after the original in each round, named \"… [BINARY]\"")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	o := bench.Options{Dir: *dir, Nodes: *nodes, Pods: *pods, Rounds: *rounds,
-		Profiles: selectProfiles(bench.AllProfiles(), *only), ProfileDir: *profileDir}
+		Profiles: bench.WithTwins(selectProfiles(bench.AllProfiles(), *only), *compare), ProfileDir: *profileDir}
 	if *verbose {
 		o.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "schedbench: "+f+"\n", a...) }
 	}
@@ -36,6 +38,9 @@ func main() {
 		os.Exit(1)
 	}
 	res.Print(os.Stdout)
+	if *compare != "" {
+		res.PrintTwins(os.Stdout, *compare)
+	}
 }
 
 func selectProfiles(all []bench.Profile, only string) []bench.Profile {
