@@ -101,40 +101,67 @@ func overlapping(p netip.Prefix, ranges []NamedPrefix) (NamedPrefix, bool) {
 // ValidateNetworkSpec checks what a PodNetwork spec must meet on any cluster, the never
 // ranges included (the CRD's CEL says the same where CEL can).
 func ValidateNetworkSpec(spec *berthv1alpha1.PodNetworkSpec, path *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	bp := path.Child("bridge")
-	switch {
-	case !bridgeNameRE.MatchString(spec.Bridge):
-		errs = append(errs, field.Invalid(bp, spec.Bridge, "must match ^[a-z][a-z0-9-]{0,14}$ (a host interface name)"))
-	case IsHostInterface(spec.Bridge):
-		errs = append(errs, field.Forbidden(bp, fmt.Sprintf("%s is a host or CNI interface, never a PodNetwork bridge", spec.Bridge)))
-	}
+	errs := validateBridge(spec.Bridge, path.Child("bridge"))
 	errs = append(errs, metav1validation.ValidateLabelSelector(&spec.NamespaceSelector,
 		metav1validation.LabelSelectorValidationOptions{}, path.Child("namespaceSelector"))...)
 	if spec.MTU != nil && (*spec.MTU < 68 || *spec.MTU > 65535) {
 		errs = append(errs, field.Invalid(path.Child("mtu"), *spec.MTU, "must be 68..65535"))
 	}
-	if v := spec.VLAN; v != nil {
-		vp := path.Child("vlan")
-		if v.ID < 1 || v.ID > 4094 {
-			errs = append(errs, field.Invalid(vp.Child("id"), v.ID, "must be 1..4094"))
-		}
-		if msg := validateHostLinkName(v.Parent); msg != "" {
-			errs = append(errs, field.Invalid(vp.Child("parent"), v.Parent, msg))
-		} else if v.Parent == spec.Bridge {
-			errs = append(errs, field.Invalid(vp.Child("parent"), v.Parent, "cannot be the network's own bridge"))
-		}
+	errs = append(errs, validateVLAN(spec.VLAN, spec.Bridge, path.Child("vlan"))...)
+	prefix, cidrErrs, ok := validateCIDR(spec.CIDR, path.Child("cidr"))
+	errs = append(errs, cidrErrs...)
+	if !ok {
+		return errs
 	}
-	cp := path.Child("cidr")
-	prefix, err := netip.ParsePrefix(spec.CIDR)
+	if spec.Gateway != "" {
+		errs = append(errs, validateGateway(spec.Gateway, prefix, path.Child("gateway"))...)
+	}
+	for j, r := range spec.Routes {
+		errs = append(errs, validateRoute(r, prefix, path.Child("routes").Index(j))...)
+	}
+	return errs
+}
+
+// validateBridge wants a host interface name that is not a host or CNI interface.
+func validateBridge(bridge string, bp *field.Path) field.ErrorList {
+	switch {
+	case !bridgeNameRE.MatchString(bridge):
+		return field.ErrorList{field.Invalid(bp, bridge, "must match ^[a-z][a-z0-9-]{0,14}$ (a host interface name)")}
+	case IsHostInterface(bridge):
+		return field.ErrorList{field.Forbidden(bp, fmt.Sprintf("%s is a host or CNI interface, never a PodNetwork bridge", bridge))}
+	}
+	return nil
+}
+
+// validateVLAN wants a VLAN id and a parent link other than the network's own bridge.
+func validateVLAN(v *berthv1alpha1.PodNetworkVLAN, bridge string, vp *field.Path) field.ErrorList {
+	if v == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if v.ID < 1 || v.ID > 4094 {
+		errs = append(errs, field.Invalid(vp.Child("id"), v.ID, "must be 1..4094"))
+	}
+	if msg := validateHostLinkName(v.Parent); msg != "" {
+		errs = append(errs, field.Invalid(vp.Child("parent"), v.Parent, msg))
+	} else if v.Parent == bridge {
+		errs = append(errs, field.Invalid(vp.Child("parent"), v.Parent, "cannot be the network's own bridge"))
+	}
+	return errs
+}
+
+// validateCIDR parses the network's range. ok is false when it cannot be read at all, and the
+// checks that depend on it are skipped; prefix is masked.
+func validateCIDR(cidr string, cp *field.Path) (prefix netip.Prefix, errs field.ErrorList, ok bool) {
+	prefix, err := netip.ParsePrefix(cidr)
 	if err != nil {
-		return append(errs, field.Invalid(cp, spec.CIDR, "must be a CIDR such as 192.168.100.0/24 or fd00:1::/64"))
+		return prefix, field.ErrorList{field.Invalid(cp, cidr, "must be a CIDR such as 192.168.100.0/24 or fd00:1::/64")}, false
 	}
 	if prefix.Addr().Is4In6() || prefix.Addr().Zone() != "" {
-		return append(errs, field.Invalid(cp, spec.CIDR, "IPv4-mapped IPv6 and zoned addresses are not supported"))
+		return prefix, field.ErrorList{field.Invalid(cp, cidr, "IPv4-mapped IPv6 and zoned addresses are not supported")}, false
 	}
 	if prefix.Masked() != prefix {
-		errs = append(errs, field.Invalid(cp, spec.CIDR, fmt.Sprintf("must be the network address (%s); host bits are set", prefix.Masked())))
+		errs = append(errs, field.Invalid(cp, cidr, fmt.Sprintf("must be the network address (%s); host bits are set", prefix.Masked())))
 	}
 	prefix = prefix.Masked()
 	if prefix.Bits() < minBits {
@@ -142,44 +169,50 @@ func ValidateNetworkSpec(spec *berthv1alpha1.PodNetworkSpec, path *field.Path) f
 	} else if r, bad := overlapping(prefix, NeverRanges); bad {
 		errs = append(errs, field.Forbidden(cp, fmt.Sprintf("%s overlaps %s: never a pod network", prefix, r)))
 	}
-	if spec.Gateway != "" {
-		gp := path.Child("gateway")
-		g, err := netip.ParseAddr(spec.Gateway)
-		switch {
-		case err != nil:
-			errs = append(errs, field.Invalid(gp, spec.Gateway, "must be an IP address"))
-		case !prefix.Contains(g):
-			errs = append(errs, field.Invalid(gp, spec.Gateway, fmt.Sprintf("must be inside cidr %s", prefix)))
-		case hasNetworkAddress(prefix) && g == prefix.Addr():
-			errs = append(errs, field.Invalid(gp, spec.Gateway, "cannot be the network address"))
-		case hasBroadcast(prefix) && g == lastAddr(prefix):
-			errs = append(errs, field.Invalid(gp, spec.Gateway, "cannot be the broadcast address"))
-		case Usable(prefix, g).Sign() == 0:
-			errs = append(errs, field.Invalid(gp, spec.Gateway, "leaves no address for pods"))
+	return prefix, errs, true
+}
+
+// validateGateway wants an address of prefix that leaves room for pods.
+func validateGateway(gateway string, prefix netip.Prefix, gp *field.Path) field.ErrorList {
+	g, err := netip.ParseAddr(gateway)
+	switch {
+	case err != nil:
+		return field.ErrorList{field.Invalid(gp, gateway, "must be an IP address")}
+	case !prefix.Contains(g):
+		return field.ErrorList{field.Invalid(gp, gateway, fmt.Sprintf("must be inside cidr %s", prefix))}
+	case hasNetworkAddress(prefix) && g == prefix.Addr():
+		return field.ErrorList{field.Invalid(gp, gateway, "cannot be the network address")}
+	case hasBroadcast(prefix) && g == lastAddr(prefix):
+		return field.ErrorList{field.Invalid(gp, gateway, "cannot be the broadcast address")}
+	case Usable(prefix, g).Sign() == 0:
+		return field.ErrorList{field.Invalid(gp, gateway, "leaves no address for pods")}
+	}
+	return nil
+}
+
+// validateRoute wants a destination of prefix's family that is neither a default route nor a
+// range never routed, via an address of prefix.
+func validateRoute(r berthv1alpha1.Route, prefix netip.Prefix, rp *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	d, err := netip.ParsePrefix(r.Destination)
+	switch {
+	case err != nil:
+		errs = append(errs, field.Invalid(rp.Child("destination"), r.Destination, "must be a CIDR"))
+	case d.Addr().Is4() != prefix.Addr().Is4():
+		errs = append(errs, field.Invalid(rp.Child("destination"), r.Destination, "must be of the cidr's address family"))
+	case d.Masked().Bits() < minBits:
+		errs = append(errs, field.Forbidden(rp.Child("destination"), fmt.Sprintf("%s is a default route (or wider than a /%d): the pod's own network carries it, never an attachment", d.Masked(), minBits)))
+	default:
+		if n, bad := overlapping(d.Masked(), NeverRanges); bad {
+			errs = append(errs, field.Forbidden(rp.Child("destination"), fmt.Sprintf("%s overlaps %s: never routed through an attachment", d.Masked(), n)))
 		}
 	}
-	for j, r := range spec.Routes {
-		rp := path.Child("routes").Index(j)
-		d, err := netip.ParsePrefix(r.Destination)
-		switch {
-		case err != nil:
-			errs = append(errs, field.Invalid(rp.Child("destination"), r.Destination, "must be a CIDR"))
-		case d.Addr().Is4() != prefix.Addr().Is4():
-			errs = append(errs, field.Invalid(rp.Child("destination"), r.Destination, "must be of the cidr's address family"))
-		case d.Masked().Bits() < minBits:
-			errs = append(errs, field.Forbidden(rp.Child("destination"), fmt.Sprintf("%s is a default route (or wider than a /%d): the pod's own network carries it, never an attachment", d.Masked(), minBits)))
-		default:
-			if n, bad := overlapping(d.Masked(), NeverRanges); bad {
-				errs = append(errs, field.Forbidden(rp.Child("destination"), fmt.Sprintf("%s overlaps %s: never routed through an attachment", d.Masked(), n)))
-			}
-		}
-		if r.Via != "" {
-			v, err := netip.ParseAddr(r.Via)
-			if err != nil {
-				errs = append(errs, field.Invalid(rp.Child("via"), r.Via, "must be an IP address"))
-			} else if !prefix.Contains(v) {
-				errs = append(errs, field.Invalid(rp.Child("via"), r.Via, fmt.Sprintf("must be inside cidr %s (directly reachable)", prefix)))
-			}
+	if r.Via != "" {
+		v, err := netip.ParseAddr(r.Via)
+		if err != nil {
+			errs = append(errs, field.Invalid(rp.Child("via"), r.Via, "must be an IP address"))
+		} else if !prefix.Contains(v) {
+			errs = append(errs, field.Invalid(rp.Child("via"), r.Via, fmt.Sprintf("must be inside cidr %s (directly reachable)", prefix)))
 		}
 	}
 	return errs
