@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 )
 
 // PodRef names a pod whose cgroup the sampler reads. QOS is the pod's status.qosClass
@@ -57,17 +59,39 @@ func (e *PodError) Unwrap() error { return e.Err }
 const maxCgroupFile = 64 << 10
 
 // Cgroups reads pods' usage from a cgroup hierarchy laid out by the kubelet (cgroupfs or
-// systemd driver), v1 or v2, under Root (normally /sys/fs/cgroup).
+// systemd driver), v1 or v2, under Root (normally /sys/fs/cgroup). The kubelet's own cgroup
+// root (its --cgroup-root, "/" on most clusters) is found by looking: see kubeletRoots.
 type Cgroups struct {
 	Root string
 	// v2 is set when Root is a unified (v2) hierarchy; decided once by NewCgroups.
 	v2 bool
+
+	mu sync.Mutex
+	// parents holds, per controller root, the kubelet roots found under it (relative; "" is
+	// the controller root itself), and when they were last looked for.
+	parents map[string]kubeletRoots
+	now     func() time.Time
 }
+
+type kubeletRoots struct {
+	rel     []string
+	scanned time.Time
+}
+
+// Bounds of the search for kubelet roots: how deep below a controller's root, how many
+// entries of one directory are read, how many roots are kept, and how often a pod that is not
+// found may trigger a new search. A hostile or huge hierarchy costs at most this much.
+const (
+	kubeletRootDepth    = 3
+	kubeletRootDirRead  = 4096
+	kubeletRootMax      = 16
+	kubeletRootRescanIn = 30 * time.Second
+)
 
 // NewCgroups looks at root once to tell v2 (root/cgroup.controllers exists) from v1.
 func NewCgroups(root string) *Cgroups {
 	_, err := os.Stat(filepath.Join(root, "cgroup.controllers"))
-	return &Cgroups{Root: root, v2: err == nil}
+	return &Cgroups{Root: root, v2: err == nil, parents: map[string]kubeletRoots{}, now: time.Now}
 }
 
 // V2 says whether the hierarchy is unified (cgroup v2).
@@ -136,19 +160,92 @@ func (c *Cgroups) Read(p PodRef) (PodCounters, error) {
 	return pc, nil
 }
 
-// find returns the first of p's candidate directories under base that exists.
-func find(base string, p PodRef) (string, error) {
-	for _, d := range podDirs(p) {
-		dir := filepath.Join(base, d)
-		if st, err := os.Stat(dir); err == nil && st.IsDir() {
+// find returns the first of p's candidate directories that exists under base or under a
+// kubelet root found below it. A miss looks for kubelet roots again, at most every
+// kubeletRootRescanIn: a kubelet started with --cgroup-root (several kubelets on one host, or
+// a distribution's own slice) puts kubepods deeper than the controller's root.
+func (c *Cgroups) find(base string, p PodRef) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	roots, seen := c.parents[base]
+	if dir, ok := findUnder(base, roots.rel, p); ok {
+		return dir, nil
+	}
+	if !seen || c.now().Sub(roots.scanned) >= kubeletRootRescanIn {
+		roots = kubeletRoots{rel: scanKubeletRoots(base), scanned: c.now()}
+		c.parents[base] = roots
+		if dir, ok := findUnder(base, roots.rel, p); ok {
 			return dir, nil
 		}
 	}
 	return "", fmt.Errorf("no cgroup for pod under %s: %w", base, fs.ErrNotExist)
 }
 
+func findUnder(base string, rels []string, p PodRef) (string, bool) {
+	for _, rel := range append([]string{""}, rels...) {
+		for _, d := range podDirs(p) {
+			dir := filepath.Join(base, rel, d)
+			if st, err := os.Stat(dir); err == nil && st.IsDir() {
+				return dir, true
+			}
+		}
+	}
+	return "", false
+}
+
+// scanKubeletRoots returns the directories (relative to base, at most kubeletRootDepth down)
+// that hold a kubepods or kubepods.slice directory, breadth first, at most kubeletRootMax.
+// Symbolic links are not followed, so the search stays inside the hierarchy.
+func scanKubeletRoots(base string) []string {
+	var out []string
+	level := []string{""}
+	for depth := 1; depth <= kubeletRootDepth && len(level) > 0 && len(out) < kubeletRootMax; depth++ {
+		var next []string
+		for _, rel := range level {
+			for _, name := range subdirs(filepath.Join(base, rel)) {
+				child := filepath.Join(rel, name)
+				if name == "kubepods" || name == "kubepods.slice" {
+					if rel != "" && len(out) < kubeletRootMax && !contains(out, rel) {
+						out = append(out, rel)
+					}
+					continue
+				}
+				next = append(next, child)
+			}
+		}
+		level = next
+	}
+	return out
+}
+
+// subdirs lists at most kubeletRootDirRead directory entries of dir that are directories.
+func subdirs(dir string) []string {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	ents, _ := f.ReadDir(kubeletRootDirRead)
+	var out []string
+	for _, e := range ents {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Cgroups) readV2(p PodRef) (PodCounters, error) {
-	dir, err := find(c.Root, p)
+	dir, err := c.find(c.Root, p)
 	if err != nil {
 		return PodCounters{}, err
 	}
@@ -179,7 +276,7 @@ func (c *Cgroups) readV1(p PodRef) (PodCounters, error) {
 	var err error
 	// Distributions mount cpuacct alone or joined with cpu; both names may exist as links.
 	for _, ctrl := range []string{"cpuacct", "cpu,cpuacct", "cpuacct,cpu"} {
-		if cpuDir, err = find(filepath.Join(c.Root, ctrl), p); err == nil {
+		if cpuDir, err = c.find(filepath.Join(c.Root, ctrl), p); err == nil {
 			break
 		}
 	}
@@ -190,7 +287,7 @@ func (c *Cgroups) readV1(p PodRef) (PodCounters, error) {
 	if err != nil {
 		return PodCounters{}, err
 	}
-	memDir, err := find(filepath.Join(c.Root, "memory"), p)
+	memDir, err := c.find(filepath.Join(c.Root, "memory"), p)
 	if err != nil {
 		return PodCounters{}, err
 	}

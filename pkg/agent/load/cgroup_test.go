@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const uid = "0d3c0e3a-9c7b-4a57-8a1e-3c3f5b2a9d10"
@@ -80,6 +81,21 @@ func TestCgroupsRead(t *testing.T) {
 			pod:   PodRef{UID: uid}, wantReason: PodGarbage},
 		{name: "UID that would walk the tree", files: map[string]string{"cgroup.controllers": ""},
 			pod: PodRef{UID: "../../etc"}, wantReason: PodGarbage},
+		{name: "v2 under a kubelet --cgroup-root (another kubelet's pods beside it)",
+			files: map[string]string{"cgroup.controllers": "", "berth-a-1/kubepods/burstable/podother/cpu.stat": "usage_usec 1\n",
+				"berth-a-2/" + v2 + "cpu.stat": "usage_usec 3\n", "berth-a-2/" + v2 + "memory.current": "4\n"},
+			pod: PodRef{UID: uid}, want: PodCounters{CPUNanos: 3000, MemoryBytes: 4}},
+		{name: "v2 systemd driver two slices down",
+			files: map[string]string{"cgroup.controllers": "", "a.slice/b.slice/kubepods.slice/kubepods-pod" + sd + ".slice/cpu.stat": "usage_usec 2\n",
+				"a.slice/b.slice/kubepods.slice/kubepods-pod" + sd + ".slice/memory.current": "9\n"},
+			pod: PodRef{UID: uid, QOS: "Guaranteed"}, want: PodCounters{CPUNanos: 2000, MemoryBytes: 9}},
+		{name: "v1 under a kubelet --cgroup-root in each controller",
+			files: map[string]string{"cpuacct/berth-x/" + strings.TrimPrefix(v1cpu, "cpuacct/") + "cpuacct.usage": "11\n",
+				"memory/berth-x/" + strings.TrimPrefix(v1mem, "memory/") + "memory.usage_in_bytes": "12\n"},
+			pod: PodRef{UID: uid, QOS: "BestEffort"}, want: PodCounters{CPUNanos: 11, MemoryBytes: 12}},
+		{name: "kubepods deeper than the search goes",
+			files: map[string]string{"cgroup.controllers": "", "a/b/c/" + v2 + "cpu.stat": "usage_usec 1\n", "a/b/c/" + v2 + "memory.current": "1\n"},
+			pod:   PodRef{UID: uid}, wantReason: PodGone},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,5 +113,35 @@ func TestCgroupsRead(t *testing.T) {
 				t.Fatalf("Read = %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestCgroupsKubeletRootSearch: a symbolic link is not followed out of the hierarchy, and a
+// pod whose kubelet root appears after a miss is found once the rescan interval has passed,
+// not on every miss.
+func TestCgroupsKubeletRootSearch(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	v2 := "kubepods/burstable/pod" + uid + "/"
+	write(t, root, map[string]string{"cgroup.controllers": ""})
+	write(t, outside, map[string]string{v2 + "cpu.stat": "usage_usec 1\n", v2 + "memory.current": "1\n"})
+	if err := os.Symlink(outside, filepath.Join(root, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	c := NewCgroups(root)
+	now := time.Unix(1000, 0)
+	c.now = func() time.Time { return now }
+	var pe *PodError
+	if _, err := c.Read(PodRef{UID: uid}); !errors.As(err, &pe) || pe.Reason != PodGone {
+		t.Fatalf("read through a symbolic link: %v, want gone", err)
+	}
+	write(t, root, map[string]string{"late/" + v2 + "cpu.stat": "usage_usec 5\n", "late/" + v2 + "memory.current": "6\n"})
+	now = now.Add(kubeletRootRescanIn / 2)
+	if _, err := c.Read(PodRef{UID: uid}); !errors.As(err, &pe) || pe.Reason != PodGone {
+		t.Fatalf("searched again before the interval: %v", err)
+	}
+	now = now.Add(kubeletRootRescanIn)
+	got, err := c.Read(PodRef{UID: uid})
+	if err != nil || got != (PodCounters{CPUNanos: 5000, MemoryBytes: 6}) {
+		t.Fatalf("after the interval: %+v, %v", got, err)
 	}
 }
