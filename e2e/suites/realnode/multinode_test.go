@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -272,33 +271,8 @@ func TestThreeRealNodes(t *testing.T) {
 	c.Stop()
 	stopped = true
 	t.Logf("Stop took %s", time.Since(start).Round(time.Millisecond))
-	for _, pid := range append(pids, shims...) {
-		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
-			t.Errorf("process %d (%s) survived Stop", pid, cmdline(pid))
-		}
-	}
-	for _, pid := range cluster.PIDsWithArg(dir) {
-		t.Errorf("process %d still names the cluster dir: %s", pid, cmdline(pid))
-	}
-	if ms, err := cluster.MountsUnder(dir); err != nil || len(ms) > 0 {
-		t.Errorf("mounts left under %s: %v %v", dir, ms, err)
-	}
-	for _, inode := range inodes {
-		for _, pid := range pidsInNetNS(inode) {
-			t.Errorf("process %d is still in a node's network namespace: %s", pid, cmdline(pid))
-		}
-	}
-	cms, err := cluster.CgroupMounts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range cms {
-		for _, cg := range cgs {
-			if _, err := os.Stat(filepath.Join(m.Point, cg)); err == nil {
-				t.Errorf("cgroup %s left behind", filepath.Join(m.Point, cg))
-			}
-		}
-	}
+	framework.CheckLeftovers(t, framework.Leftovers{Stop: "Stop", PIDs: append(pids, shims...), Dir: dir, DirName: "cluster dir",
+		NetNSInodes: inodes, Cgroups: cgs})
 	after := snapshot(t)
 	after.CheckUnchanged(t, before)
 }
@@ -324,7 +298,7 @@ func TestFailingRealNodeIsNamed(t *testing.T) {
 		t.Fatal("no process started")
 	}
 	for _, pid := range cluster.PIDsWithArg(dir) {
-		t.Errorf("process %d survived: %s", pid, cmdline(pid))
+		t.Errorf("process %d survived: %s", pid, framework.Cmdline(pid))
 	}
 	if ms, _ := cluster.MountsUnder(dir); len(ms) > 0 {
 		t.Errorf("mounts left: %v", ms)

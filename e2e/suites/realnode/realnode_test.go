@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -178,31 +177,10 @@ func TestRealNodeRunsPodsAndLeavesNothing(t *testing.T) {
 	stopped = true
 	t.Logf("Stop took %s", time.Since(start).Round(time.Millisecond))
 
-	for _, pid := range append(pids, shims...) {
-		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
-			t.Errorf("process %d (%s) survived Stop", pid, cmdline(pid))
-		}
-	}
-	for _, pid := range cluster.PIDsWithArg(dir) {
-		t.Errorf("process %d still names the cluster dir: %s", pid, cmdline(pid))
-	}
+	framework.CheckLeftovers(t, framework.Leftovers{Stop: "Stop", PIDs: append(pids, shims...), Dir: dir, DirName: "cluster dir",
+		NetNSInodes: []uint64{inode}, Cgroups: []string{cg}})
 	for _, pid := range pidsRunningFrom(binDir, dir) {
-		t.Errorf("process %d runs a cluster binary for this cluster: %s", pid, cmdline(pid))
-	}
-	if ms, err := cluster.MountsUnder(dir); err != nil || len(ms) > 0 {
-		t.Errorf("mounts left under %s: %v %v", dir, ms, err)
-	}
-	for _, pid := range pidsInNetNS(inode) {
-		t.Errorf("process %d is still in the cluster's network namespace: %s", pid, cmdline(pid))
-	}
-	cms, err := cluster.CgroupMounts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range cms {
-		if _, err := os.Stat(filepath.Join(m.Point, cg)); err == nil {
-			t.Errorf("cgroup %s left behind", filepath.Join(m.Point, cg))
-		}
+		t.Errorf("process %d runs a cluster binary for this cluster: %s", pid, framework.Cmdline(pid))
 	}
 	after := framework.ReadHostState(t)
 	after.CheckUnchanged(t, before)
@@ -234,7 +212,7 @@ func TestRealNodeLeavesNothingWhenStartFails(t *testing.T) {
 		t.Fatal("no process started")
 	}
 	for _, pid := range cluster.PIDsWithArg(dir) {
-		t.Errorf("process %d survived: %s", pid, cmdline(pid))
+		t.Errorf("process %d survived: %s", pid, framework.Cmdline(pid))
 	}
 	if ms, _ := cluster.MountsUnder(dir); len(ms) > 0 {
 		t.Errorf("mounts left: %v", ms)
@@ -287,52 +265,10 @@ func hostHasAddr(t *testing.T, ip string) bool {
 	return false
 }
 
-func cmdline(pid int) string {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
-}
-
-func zombie(pid int) bool {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if i := strings.LastIndexByte(string(b), ')'); i > 0 && i+2 < len(b) {
-		return b[i+2] == 'Z'
-	}
-	return false
-}
-
 // pidsRunningFrom lists processes whose executable is in binDir and whose arguments name dir.
 func pidsRunningFrom(binDir, dir string) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
-			continue
-		}
-		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-		if err != nil || !strings.HasPrefix(exe, binDir+"/") {
-			continue
-		}
-		if strings.Contains(cmdline(pid), dir) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// pidsInNetNS lists processes in the network namespace with this inode.
-func pidsInNetNS(inode uint64) []int {
-	want := fmt.Sprintf("net:[%d]", inode)
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
-			continue
-		}
-		if l, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns", "net")); err == nil && l == want {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return framework.PIDs(func(pid int, proc string) bool {
+		exe, err := os.Readlink(filepath.Join(proc, "exe"))
+		return err == nil && strings.HasPrefix(exe, binDir+"/") && strings.Contains(framework.Cmdline(pid), dir)
+	})
 }

@@ -365,13 +365,13 @@ func TestKilledRunIsCleanedUpByTheNextUp(t *testing.T) {
 	if err := syscall.Kill(steps.pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	for syscall.Kill(steps.pid, 0) == nil && !zombie(steps.pid) {
+	for framework.Alive(steps.pid) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	// What SIGKILL leaves: the shims outlive their containerd (this is why a record is kept).
 	alive := 0
 	for _, pid := range shims {
-		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
+		if framework.Alive(pid) {
 			alive++
 		}
 	}
@@ -398,8 +398,8 @@ func TestKilledRunIsCleanedUpByTheNextUp(t *testing.T) {
 		}
 	}
 	for _, pid := range owned {
-		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
-			t.Errorf("process %d of the killed run survived: %s", pid, cmdline(pid))
+		if framework.Alive(pid) {
+			t.Errorf("process %d of the killed run survived: %s", pid, framework.Cmdline(pid))
 		}
 	}
 	rec2, err := cluster.ReadNodeRecord(clusterDir)
@@ -428,63 +428,13 @@ func snapshot(t *testing.T) framework.HostState {
 // host paths, kernel tunables and the state directory.
 func checkNothingLeft(t *testing.T, before framework.HostState, dir string, rec *cluster.NodeRecord, owned []int) {
 	t.Helper()
-	for _, pid := range owned {
-		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
-			t.Errorf("process %d survived down: %s", pid, cmdline(pid))
-		}
-	}
-	for _, pid := range cluster.PIDsWithArg(dir) {
-		t.Errorf("process %d still names the state dir: %s", pid, cmdline(pid))
-	}
-	if ms, err := cluster.MountsUnder(dir); err != nil || len(ms) > 0 {
-		t.Errorf("mounts left under %s: %v %v", dir, ms, err)
-	}
-	for _, pid := range pidsInNetNS(rec.NetNSInode) {
-		t.Errorf("process %d is still in the cluster's network namespace: %s", pid, cmdline(pid))
-	}
-	cms, err := cluster.CgroupMounts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range cms {
-		if _, err := os.Stat(filepath.Join(m.Point, rec.CgroupName)); err == nil {
-			t.Errorf("cgroup %s left behind", filepath.Join(m.Point, rec.CgroupName))
-		}
-	}
+	framework.CheckLeftovers(t, framework.Leftovers{Stop: "down", PIDs: owned, Dir: dir, DirName: "state dir",
+		NetNSInodes: []uint64{rec.NetNSInode}, Cgroups: []string{rec.CgroupName}})
 	after := snapshot(t)
 	after.CheckUnchanged(t, before)
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("state dir %s not removed: %v", dir, err)
 	}
-}
-
-func cmdline(pid int) string {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
-}
-
-func zombie(pid int) bool {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if i := strings.LastIndexByte(string(b), ')'); i > 0 && i+2 < len(b) {
-		return b[i+2] == 'Z'
-	}
-	return false
-}
-
-func pidsInNetNS(inode uint64) []int {
-	want := fmt.Sprintf("net:[%d]", inode)
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if l, err := os.Readlink(filepath.Join("/proc", e.Name(), "ns", "net")); err == nil && l == want {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 // Without root or the packages, up falls back to simulated nodes and berth-scheduler as a
@@ -525,8 +475,8 @@ func TestSimulatedUpDown(t *testing.T) {
 		t.Fatalf("down: %s", r)
 	}
 	for _, pid := range owned {
-		if syscall.Kill(pid, 0) == nil && !zombie(pid) {
-			t.Errorf("process %d survived down: %s", pid, cmdline(pid))
+		if framework.Alive(pid) {
+			t.Errorf("process %d survived down: %s", pid, framework.Cmdline(pid))
 		}
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
@@ -546,6 +496,6 @@ func TestFailedUpLeavesNothing(t *testing.T) {
 		t.Errorf("state dir %s left after a failed up: %v", dir, err)
 	}
 	for _, pid := range cluster.PIDsWithArg(dir) {
-		t.Errorf("process %d left after a failed up: %s", pid, cmdline(pid))
+		t.Errorf("process %d left after a failed up: %s", pid, framework.Cmdline(pid))
 	}
 }
