@@ -3,8 +3,6 @@ package placement
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,17 +10,9 @@ import (
 	"github.com/berth-sched/berth/e2e/framework"
 )
 
-func TestMain(m *testing.M) {
-	// The benchmark's cluster, fixture /proc trees and scheduler configurations must all be
-	// gone after a run, including a run whose watcher died.
-	check := framework.IsolateTemp()
-	code := m.Run()
-	if err := check(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
-}
+// TestMain: the benchmark's cluster, fixture /proc trees and scheduler configurations must all
+// be gone after a run, including a run whose watcher died.
+func TestMain(m *testing.M) { framework.RunIsolated(m) }
 
 // TestBadInputIsReported runs the real benchmark, small: three KWOK nodes, pods scaled up so
 // some are bigger than any node, and the load watcher killed at the second of three waves.

@@ -1,8 +1,6 @@
 package podconfig
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/berth-sched/berth/e2e/framework"
@@ -10,12 +8,4 @@ import (
 
 // TestMain runs the suite in a private temporary directory and fails it if anything named
 // berth-* is left there once the cluster has stopped.
-func TestMain(m *testing.M) {
-	check := framework.IsolateTemp()
-	code := m.Run()
-	if err := check(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { framework.RunIsolated(m) }
