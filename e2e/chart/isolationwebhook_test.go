@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/cel-go/cel"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -462,21 +461,7 @@ func patched(t *testing.T, pod *corev1.Pod, res webhook.Result) *corev1.Pod {
 	if len(res.Patch) == 0 {
 		return pod
 	}
-	raw, _ := json.Marshal(pod)
-	ops, _ := json.Marshal(res.Patch)
-	p, err := jsonpatch.DecodePatch(ops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := p.Apply(raw)
-	if err != nil {
-		t.Fatalf("patch %s: %v", ops, err)
-	}
-	got := &corev1.Pod{}
-	if err := json.Unmarshal(out, got); err != nil {
-		t.Fatal(err)
-	}
-	return got
+	return framework.PatchedPod(t, pod, res.Patch)
 }
 
 // policyVerdict evaluates the chart's CREATE policies for pods as the API server does:
@@ -730,11 +715,7 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// The controller manager stays: namespaces get their default ServiceAccount from it.
-	c, err := cluster.Start(ctx, cluster.Config{Logf: t.Logf, WithoutKWOK: true, WithoutDefaultScheduler: true, WithoutBerthCRDs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := framework.StartCluster(ctx, t, cluster.Config{Logf: t.Logf, WithoutKWOK: true, WithoutDefaultScheduler: true, WithoutBerthCRDs: true})
 	adm := c.Client.AdmissionregistrationV1()
 	for _, mode := range []string{"ipp", "berth", "both"} {
 		rel := "iso-" + mode

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	configv1 "github.com/berth-sched/berth/api/config/v1"
@@ -88,11 +87,7 @@ func TestAdmission(t *testing.T) {
 	// One control plane for every step. Pods here go to berth-scheduler or stay unscheduled:
 	// the stock scheduler is not needed (the controller-manager is: namespaces' default
 	// ServiceAccounts, KWOK nodes' taints, the DaemonSet's pods).
-	c, err := cluster.Start(ctx, cluster.Config{WithoutDefaultScheduler: true, WithoutBerthCRDs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := framework.StartCluster(ctx, t, cluster.Config{WithoutDefaultScheduler: true, WithoutBerthCRDs: true})
 	e := &env{c: c}
 	for _, ns := range []string{relNS, nsA, nsB} {
 		if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
@@ -134,18 +129,8 @@ func TestAdmission(t *testing.T) {
 			if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &m, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-		case "ValidatingAdmissionPolicy":
-			var p admissionregistrationv1.ValidatingAdmissionPolicy
-			toTyped(t, o, &p)
-			if _, err := c.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &p, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		case "ValidatingAdmissionPolicyBinding":
-			var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
-			toTyped(t, o, &b)
-			if _, err := c.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+		case "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding":
+			createPolicy(ctx, t, c.Client, o, nil)
 		}
 	}
 	if err := c.AddNodes(ctx, poolNode("pool-1")); err != nil {
@@ -507,22 +492,10 @@ isolation: {enabled: true, mode: both}`, &v); err != nil {
 		// Berth mode's policy is bound cluster-wide above; its constraints are a subset of
 		// both's for pods naming the main profile, so the pods below meet it too.
 		for _, o := range objs {
-			switch o.GetKind() {
-			case "ValidatingAdmissionPolicy":
-				var p admissionregistrationv1.ValidatingAdmissionPolicy
-				toTyped(t, o, &p)
-				if _, err := c.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &p, metav1.CreateOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			case "ValidatingAdmissionPolicyBinding":
-				var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
-				toTyped(t, o, &b)
+			createPolicy(ctx, t, c.Client, o, func(b *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 				b.Spec.MatchResources = &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
 					MatchLabels: map[string]string{"kubernetes.io/metadata.name": nsC}}}
-				if _, err := c.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			})
 		}
 		withTerm := handWritten(nsC, "c-term", map[string]string{"ipp-class": "c"})
 		hookCfg := webhook.Defaults()
@@ -651,6 +624,29 @@ func metricValue(exposition, series string) (float64, bool) {
 
 func ptrTo[T any](v T) *T { return &v }
 
+// createPolicy creates o when it is a ValidatingAdmissionPolicy or a binding of one (bind, when
+// set, edits the binding first); any other kind is left out.
+func createPolicy(ctx context.Context, t *testing.T, cs kubernetes.Interface, o *unstructured.Unstructured, bind func(*admissionregistrationv1.ValidatingAdmissionPolicyBinding)) {
+	t.Helper()
+	var err error
+	switch o.GetKind() {
+	case "ValidatingAdmissionPolicy":
+		var p admissionregistrationv1.ValidatingAdmissionPolicy
+		toTyped(t, o, &p)
+		_, err = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &p, metav1.CreateOptions{})
+	case "ValidatingAdmissionPolicyBinding":
+		var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
+		toTyped(t, o, &b)
+		if bind != nil {
+			bind(&b)
+		}
+		_, err = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &b, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // mutateLocally runs the webhook's decision for p under cfg and applies its JSON patch.
 func mutateLocally(t *testing.T, cfg webhook.Config, p *corev1.Pod) *corev1.Pod {
 	t.Helper()
@@ -658,21 +654,7 @@ func mutateLocally(t *testing.T, cfg webhook.Config, p *corev1.Pod) *corev1.Pod 
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, _ := json.Marshal(p)
-	ops, _ := json.Marshal(res.Patch)
-	patch, err := jsonpatch.DecodePatch(ops)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := patch.Apply(raw)
-	if err != nil {
-		t.Fatalf("patch %s: %v", ops, err)
-	}
-	got := &corev1.Pod{}
-	if err := json.Unmarshal(out, got); err != nil {
-		t.Fatal(err)
-	}
-	return got
+	return framework.PatchedPod(t, p, res.Patch)
 }
 
 // userPod is a classed pod as a user writes it, with tolerations and affinity of its own

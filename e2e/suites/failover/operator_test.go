@@ -53,15 +53,8 @@ func TestOperatorLeaderKilledDuringRollout(t *testing.T) {
 	if err := framework.EnsureNamespace(ctx, c.Client, opNS); err != nil {
 		t.Fatal(err)
 	}
-	installCRD(ctx, t, c)
-	scheme, err := operator.Scheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	framework.InstallSecondarySchedulerCRDOrFail(ctx, t, c)
+	cl := framework.OperatorClient(t, c)
 	e := &opEnv{t: t, ctx: ctx, c: c, cl: cl}
 	e.startOperator("berth-operator-1")
 	e.startOperator("berth-operator-2")
@@ -295,12 +288,5 @@ func (e *opEnv) checkRolledOnce(want int) {
 		if n, rev := e.rollouts(); n != want || rev != fmt.Sprint(want) {
 			e.t.Errorf("after %s: %d ReplicaSets, revision %q; want %d, %d (rolled exactly once per change)", wait, n, rev, want, want)
 		}
-	}
-}
-
-func installCRD(ctx context.Context, t *testing.T, c *cluster.Cluster) {
-	t.Helper()
-	if err := framework.InstallSecondarySchedulerCRD(ctx, c.RESTConfig); err != nil {
-		t.Fatal(err)
 	}
 }

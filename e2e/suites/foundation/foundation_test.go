@@ -21,11 +21,7 @@ import (
 func TestOptInSecondScheduler(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := framework.StartCluster(ctx, t, cluster.Config{})
 	berth, err := c.StartBerthScheduler(ctx, cluster.BerthSchedulerOptions{})
 	if err != nil {
 		t.Fatal(err)

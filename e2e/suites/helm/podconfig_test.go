@@ -64,14 +64,7 @@ func TestHelmPodConfigs(t *testing.T) {
 	}
 	t.Cleanup(c.Stop)
 	rn := c.RealNode()
-	scheme, err := operator.Scheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := framework.OperatorClient(t, c)
 	cfg, err := chart.Config(c.Kubeconfig, ns, func(string, ...any) {})
 	if err != nil {
 		t.Fatal(err)

@@ -390,21 +390,7 @@ func testPolicy(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 		}, true, ""},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.write()
-			if tc.allowed {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatal("allowed")
-			}
-			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.msg) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
-				t.Fatalf("refused with %v; want a ValidatingAdmissionPolicy denial saying %q", err, tc.msg)
-			}
-		})
+		framework.CheckPolicyWrite(t, tc.name, tc.write, tc.allowed, tc.msg)
 	}
 	// The refused writes changed nothing.
 	got, err := admin.Get(ctx, "node-a")

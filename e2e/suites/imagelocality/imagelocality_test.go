@@ -40,11 +40,7 @@ type env struct {
 func TestNodeImageLocality(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := framework.StartCluster(ctx, t, cluster.Config{})
 	if err := framework.InstallNodeImagesCRD(ctx, c.RESTConfig); err != nil {
 		t.Fatal(err)
 	}

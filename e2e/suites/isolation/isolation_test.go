@@ -76,11 +76,7 @@ func classedPod(ns, name, pool, class, scheduler string, term bool) *corev1.Pod 
 func TestInstanceIsolation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := framework.StartCluster(ctx, t, cluster.Config{})
 	for _, ns := range append(namespaces, "iso-strict") {
 		if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
 			t.Fatal(err)

@@ -53,11 +53,7 @@ type env struct {
 func TestOperator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Config{Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := framework.StartCluster(ctx, t, cluster.Config{Logf: t.Logf})
 	// KWOK nodes: the scheduler Deployment's pods are bound and "run" there, so the
 	// Deployment's status (and the resource's Available condition) comes from the real kcm.
 	if err := c.AddNodes(ctx, cluster.NodeSpec{Name: "n1", CPU: "4", Memory: "8Gi"}, cluster.NodeSpec{Name: "n2", CPU: "4", Memory: "8Gi"}); err != nil {
@@ -66,15 +62,8 @@ func TestOperator(t *testing.T) {
 	if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
 		t.Fatal(err)
 	}
-	installCRD(ctx, t, c)
-	scheme, err := operator.Scheme()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	framework.InstallSecondarySchedulerCRDOrFail(ctx, t, c)
+	cl := framework.OperatorClient(t, c)
 	healthPort, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -423,13 +412,6 @@ func newTLP(name string, target int64) *berthv1alpha1.SecondaryScheduler {
 				},
 			}},
 		},
-	}
-}
-
-func installCRD(ctx context.Context, t *testing.T, c *cluster.Cluster) {
-	t.Helper()
-	if err := framework.InstallSecondarySchedulerCRD(ctx, c.RESTConfig); err != nil {
-		t.Fatal(err)
 	}
 }
 

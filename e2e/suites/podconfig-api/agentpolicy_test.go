@@ -219,21 +219,7 @@ func (e *env) testAgentPolicy(t *testing.T) {
 		}, true, ""},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.write()
-			if tc.allowed {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatal("allowed")
-			}
-			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), tc.msg) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
-				t.Fatalf("refused with %v; want a ValidatingAdmissionPolicy denial saying %q", err, tc.msg)
-			}
-		})
+		framework.CheckPolicyWrite(t, tc.name, tc.write, tc.allowed, tc.msg)
 	}
 	// The refused writes changed nothing: each entry is its own agent's last report.
 	got := e.waitPC(t, nsA, "own", "two entries", func(pc *berthv1alpha1.PodConfig) bool { return len(pc.Status.Pods) == 2 })

@@ -27,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -85,13 +84,7 @@ func TestPodConfigAPI(t *testing.T) {
 	if err := framework.InstallPodConfigCRDs(ctx, c.RESTConfig); err != nil {
 		t.Fatal(err)
 	}
-	s := runtime.NewScheme()
-	_ = corev1.AddToScheme(s)
-	_ = berthv1alpha1.AddToScheme(s)
-	cl, err := client.New(c.RESTConfig, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := framework.PodConfigClient(t, c)
 	dyn, err := dynamic.NewForConfig(c.RESTConfig)
 	if err != nil {
 		t.Fatal(err)

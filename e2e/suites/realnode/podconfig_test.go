@@ -80,13 +80,7 @@ func TestPodConfigAcrossRealNodes(t *testing.T) {
 	}
 	t.Logf("the nodes' kernel supports 802.1Q VLANs: %v (%v)", supported, probeErr)
 
-	s := runtime.NewScheme()
-	_ = corev1.AddToScheme(s)
-	_ = berthv1alpha1.AddToScheme(s)
-	cl, err := client.New(c.RESTConfig, client.Options{Scheme: s})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := framework.PodConfigClient(t, c)
 	const ns, tenantLabel, pcName, att = "multinode-podconfig", "berth.dev/e2e-tenant", "span", "vlan10"
 	if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
 		t.Fatal(err)

@@ -43,11 +43,7 @@ func TestSPOsOwnCRDsWithDaemonSets(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	crds := spoCRDs(t, "seccompprofile.yaml", "profilebinding.yaml", "securityprofilenodestatus.yaml")
-	c, err := cluster.Start(ctx, cluster.Config{WithoutBerthCRDs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := framework.StartCluster(ctx, t, cluster.Config{WithoutBerthCRDs: true})
 	if err := cluster.InstallCRDs(ctx, c.RESTConfig, crds...); err != nil {
 		t.Fatal(err)
 	}

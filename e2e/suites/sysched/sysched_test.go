@@ -37,11 +37,7 @@ var (
 func TestClusterScopedProfiles(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := framework.StartCluster(ctx, t, cluster.Config{})
 	dyn, err := dynamic.NewForConfig(c.RESTConfig)
 	if err != nil {
 		t.Fatal(err)
@@ -203,11 +199,7 @@ func TestClusterScopedProfiles(t *testing.T) {
 func TestNamespacedProfiles(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	c, err := cluster.Start(ctx, cluster.Config{WithoutBerthCRDs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := framework.StartCluster(ctx, t, cluster.Config{WithoutBerthCRDs: true})
 	ext, err := apiextensionsclient.NewForConfig(c.RESTConfig)
 	if err != nil {
 		t.Fatal(err)
