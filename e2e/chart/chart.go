@@ -79,6 +79,8 @@ type Rendered struct {
 	Hooks    []*release.Hook
 	// CRDs from the chart's crds/ directory.
 	CRDs []chart.CRD
+	// Notes is the rendered NOTES.txt.
+	Notes string
 }
 
 // All is every document (crds/, templates, hooks) in a stable order with its source path, as
@@ -117,6 +119,12 @@ func Objects(manifest string) ([]*unstructured.Unstructured, error) {
 // Render renders the chart client-side (no cluster: `lookup` finds nothing) as release name in
 // namespace ns, validating values against values.schema.json as `helm install` does.
 func Render(release, ns string, values map[string]any) (*Rendered, error) {
+	return RenderWithAPIs(release, ns, values, nil)
+}
+
+// RenderWithAPIs is Render on a cluster that also serves apis (group/version, or
+// group/version/Kind), as .Capabilities.APIVersions tells the templates.
+func RenderWithAPIs(release, ns string, values map[string]any, apis chartutil.VersionSet) (*Rendered, error) {
 	ch, err := Load()
 	if err != nil {
 		return nil, err
@@ -129,11 +137,12 @@ func Render(release, ns string, values map[string]any) (*Rendered, error) {
 	inst.DryRun, inst.ClientOnly, inst.Replace = true, true, true
 	inst.ReleaseName, inst.Namespace = release, ns
 	inst.KubeVersion = kv
+	inst.APIVersions = apis
 	rel, err := inst.Run(ch, values)
 	if err != nil {
 		return nil, err
 	}
-	return &Rendered{Manifest: rel.Manifest, Hooks: rel.Hooks, CRDs: ch.CRDObjects()}, nil
+	return &Rendered{Manifest: rel.Manifest, Hooks: rel.Hooks, CRDs: ch.CRDObjects(), Notes: rel.Info.Notes}, nil
 }
 
 // Getter is a RESTClientGetter for a kubeconfig file and namespace.

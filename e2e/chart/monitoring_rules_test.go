@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
 
@@ -255,7 +256,7 @@ func renderedRules(t *testing.T) []byte {
 	}
 	for _, o := range objs {
 		if o.GetKind() == "PrometheusRule" {
-			spec, _, _ := unstructuredMap(o.Object, "spec")
+			spec, _, _ := unstructured.NestedMap(o.Object, "spec")
 			b, err := yaml.Marshal(spec)
 			if err != nil {
 				t.Fatal(err)

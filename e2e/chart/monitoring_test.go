@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
 
@@ -59,25 +59,15 @@ func renderMonitoring(t *testing.T, rel, ns, values string, withAPI bool) (*Rend
 	if err := yaml.Unmarshal([]byte(values), &v); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := chartutil.ParseKubeVersion(KubeVersion)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst := action.NewInstall(&action.Configuration{})
-	inst.DryRun, inst.ClientOnly, inst.Replace = true, true, true
-	inst.ReleaseName, inst.Namespace, inst.KubeVersion = rel, ns, kv
+	var apis chartutil.VersionSet
 	if withAPI {
-		inst.APIVersions = chartutil.VersionSet{monitoringAPI, monitoringAPI + "/ServiceMonitor", monitoringAPI + "/PrometheusRule"}
+		apis = chartutil.VersionSet{monitoringAPI, monitoringAPI + "/ServiceMonitor", monitoringAPI + "/PrometheusRule"}
 	}
-	r, err := inst.Run(ch, v)
+	r, err := RenderWithAPIs(rel, ns, v, apis)
 	if err != nil {
 		t.Fatalf("rendering %s: %v", rel, err)
 	}
-	return &Rendered{Manifest: r.Manifest, Hooks: r.Hooks, CRDs: ch.CRDObjects()}, r.Info.Notes
+	return r, r.Notes
 }
 
 func kindsOf(t *testing.T, manifest string) map[string][]string {
@@ -158,7 +148,7 @@ func TestMonitoringObjects(t *testing.T) {
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "ServiceMonitor":
-			eps, _, _ := unstructuredSlice(o.Object, "spec", "endpoints")
+			eps, _, _ := unstructured.NestedSlice(o.Object, "spec", "endpoints")
 			// The scheduler also serves /metrics/resources (requests and node allocatable).
 			wantPaths := map[string]string{"berth-scheduler-metrics": "/metrics,/metrics/resources"}[o.GetName()]
 			if wantPaths == "" {
@@ -187,7 +177,7 @@ func TestMonitoringObjects(t *testing.T) {
 		case "ClusterRoleBinding":
 			if o.GetName() == "berth-metrics-reader" {
 				binding = true
-				subj, _, _ := unstructuredSlice(o.Object, "subjects")
+				subj, _, _ := unstructured.NestedSlice(o.Object, "subjects")
 				if b, _ := json.Marshal(subj); !strings.Contains(string(b), `"name":"prometheus-k8s","namespace":"monitoring"`) {
 					t.Errorf("metrics-reader binding subjects %s", b)
 				}
@@ -198,7 +188,7 @@ func TestMonitoringObjects(t *testing.T) {
 				if o.GetLabels()["grafana_dashboard"] != "1" {
 					t.Errorf("dashboard ConfigMap lacks the sidecar label: %v", o.GetLabels())
 				}
-				data, _, _ := unstructuredMap(o.Object, "data")
+				data, _, _ := unstructured.NestedMap(o.Object, "data")
 				var d map[string]any
 				if err := json.Unmarshal([]byte(data["berth.json"].(string)), &d); err != nil {
 					t.Errorf("dashboard JSON: %v", err)
@@ -245,32 +235,6 @@ func TestMonitoringOffByDefault(t *testing.T) {
 	}
 }
 
-func unstructuredSlice(obj map[string]any, path ...string) ([]any, bool, error) {
-	var cur any = obj
-	for _, p := range path {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false, nil
-		}
-		cur = m[p]
-	}
-	s, ok := cur.([]any)
-	return s, ok, nil
-}
-
-func unstructuredMap(obj map[string]any, path ...string) (map[string]any, bool, error) {
-	var cur any = obj
-	for _, p := range path {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false, nil
-		}
-		cur = m[p]
-	}
-	m, ok := cur.(map[string]any)
-	return m, ok, nil
-}
-
 // helm lint --strict accepts the monitoring values (lint knows no monitoring.coreos.com/v1, so
 // this covers the dashboard and the NOTES path).
 func TestMonitoringHelmLint(t *testing.T) {
@@ -313,28 +277,7 @@ func TestMonitoringSchemaRejects(t *testing.T) {
 	if err := yaml.Unmarshal([]byte("monitoring: {serviceMonitors: {enabled: true, prometheusServiceAccount: {name: prom, namespace: \"\"}}}"), &v); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := renderMonitoringErr("berth", "berth-system", v); err == nil || !strings.Contains(err.Error(), "prometheusServiceAccount.namespace") {
+	if _, err := RenderWithAPIs("berth", "berth-system", v, chartutil.VersionSet{monitoringAPI}); err == nil || !strings.Contains(err.Error(), "prometheusServiceAccount.namespace") {
 		t.Errorf("a Prometheus ServiceAccount without namespace: %v, want the template to refuse it", err)
 	}
-}
-
-// renderMonitoringErr is renderMonitoring with the API, returning the error instead of failing.
-func renderMonitoringErr(rel, ns string, v map[string]any) (*Rendered, error) {
-	ch, err := Load()
-	if err != nil {
-		return nil, err
-	}
-	kv, err := chartutil.ParseKubeVersion(KubeVersion)
-	if err != nil {
-		return nil, err
-	}
-	inst := action.NewInstall(&action.Configuration{})
-	inst.DryRun, inst.ClientOnly, inst.Replace = true, true, true
-	inst.ReleaseName, inst.Namespace, inst.KubeVersion = rel, ns, kv
-	inst.APIVersions = chartutil.VersionSet{monitoringAPI}
-	r, err := inst.Run(ch, v)
-	if err != nil {
-		return nil, err
-	}
-	return &Rendered{Manifest: r.Manifest}, nil
 }
