@@ -22,10 +22,11 @@ func main() {
 	classes := flag.Int("classes", 50, "instance classes (pod i has class i mod classes)")
 	rounds := flag.Int("rounds", 2, "runs per profile; profiles alternate")
 	verbose := flag.Bool("v", false, "print progress")
-	only := flag.String("profiles", "", "comma-separated substrings of profile names to run (default: all four)")
+	only := flag.String("profiles", "", "comma-separated substrings of profile names to run (default: all)")
 	allNodes := flag.Bool("all-nodes", false, "percentageOfNodesToScore 100 in every profile (no node sampling)")
 	dir := flag.String("dir", "", "keep the cluster's state and logs here (default: a temporary directory, removed)")
 	profileDir := flag.String("pprof", "", "save CPU and block profiles of every scheduler run in this directory")
+	compare := flag.String("compare", "", "a second berth-scheduler binary in bin/: every berth-scheduler profile also runs on it, paired by round (as schedbench -compare)")
 	flag.Parse()
 	if *classes < 1 || *nodes < 1 || *pods < 2 || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "isolationbench: -classes, -nodes and -rounds must be ≥ 1 and -pods ≥ 2")
@@ -57,7 +58,7 @@ func main() {
 			profiles[i].Name += ", all nodes"
 		}
 	}
-	o := bench.Options{Dir: *dir, Nodes: *nodes, Pods: *pods, Rounds: *rounds, Profiles: profiles, ProfileDir: *profileDir}
+	o := bench.Options{Dir: *dir, Nodes: *nodes, Pods: *pods, Rounds: *rounds, Profiles: bench.WithTwins(profiles, *compare), ProfileDir: *profileDir}
 	if *verbose {
 		o.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "isolationbench: "+f+"\n", a...) }
 	}
@@ -69,4 +70,7 @@ func main() {
 	fmt.Printf("%d instance classes (pod i: class i mod %d)\n", *classes, *classes)
 	res.Print(os.Stdout)
 	res.PrintIsolationRatios(os.Stdout)
+	if *compare != "" {
+		res.PrintTwins(os.Stdout, *compare)
+	}
 }
