@@ -18,7 +18,9 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/release"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/yaml"
 )
@@ -233,4 +235,27 @@ func Equal(a, b string) (bool, error) {
 		return false, err
 	}
 	return bytes.Equal(x, y), nil
+}
+
+// AgentClusterRole is the chart's berth-agent ClusterRole with PodConfig on (which needs a CRI
+// socket): what the suites and the demo grant an agent run as a process.
+func AgentClusterRole(criSocket string) (*rbacv1.ClusterRole, error) {
+	r, err := Render("berth", "berth-system", map[string]any{
+		"podConfig": map[string]any{"enabled": true, "clusterCIDRs": []any{"10.244.0.0/16"}},
+		"agent":     map[string]any{"criSocket": criSocket}})
+	if err != nil {
+		return nil, err
+	}
+	objs, err := Objects(r.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRole" && o.GetName() == "berth-agent" {
+			var role rbacv1.ClusterRole
+			err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role)
+			return &role, err
+		}
+	}
+	return nil, fmt.Errorf("the chart renders no berth-agent ClusterRole")
 }

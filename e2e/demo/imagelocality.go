@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
@@ -54,7 +55,7 @@ func imageLocalityDemo(ctx context.Context, env *Env) error {
 			return err
 		}
 	}
-	if err := waitUntainted(ctx, env, workers); err != nil {
+	if err := framework.WaitUntainted(ctx, env.Client, workers...); err != nil {
 		return err
 	}
 	// crictl images on the seed's workers: docker.io/library/busybox latest 771kB.
@@ -154,7 +155,7 @@ func imageLocalityDemo(ctx context.Context, env *Env) error {
 		case err != nil:
 			return err
 		default:
-			imgs, _, _ := unstructuredSlice(obj.Object, "spec", "images")
+			imgs, _, _ := unstructured.NestedSlice(obj.Object, "spec", "images")
 			var names []string
 			for _, it := range imgs {
 				if m, ok := it.(map[string]any); ok {
@@ -194,39 +195,4 @@ func waitBound(ctx context.Context, env *Env, ns, name string) (string, error) {
 		return "", fmt.Errorf("pod %s/%s not bound: %w", ns, name, err)
 	}
 	return node, nil
-}
-
-// waitUntainted waits until the controller-manager has lifted the not-ready taints.
-func waitUntainted(ctx context.Context, env *Env, names []string) error {
-	for _, n := range names {
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			node, err := env.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, t := range node.Spec.Taints {
-				if (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && t.Key != cluster.SimulatedTaint.Key {
-					return false, nil
-				}
-			}
-			return true, nil
-		})
-		if err != nil {
-			return fmt.Errorf("node %s still tainted: %w", n, err)
-		}
-	}
-	return nil
-}
-
-func unstructuredSlice(obj map[string]any, path ...string) ([]any, bool, error) {
-	cur := any(obj)
-	for _, p := range path {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false, nil
-		}
-		cur = m[p]
-	}
-	s, ok := cur.([]any)
-	return s, ok, nil
 }

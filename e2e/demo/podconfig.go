@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,7 +58,7 @@ func podConfigDemo(ctx context.Context, env *Env) error {
 			return err
 		}
 	}
-	role, err := agentRole(rn.ContainerdSocket)
+	role, err := chart.AgentClusterRole(rn.ContainerdSocket)
 	if err != nil {
 		return err
 	}
@@ -266,25 +265,4 @@ func podConfigDemo(ctx context.Context, env *Env) error {
 	}
 	fmt.Fprintf(env.Out, "PodNetworks deleted: %d PodNetworks and %d IPAllocations left\n", len(pnets.Items), len(pools.Items))
 	return nil
-}
-
-func agentRole(criSocket string) (*rbacv1.ClusterRole, error) {
-	r, err := chart.Render("berth", "berth-system", map[string]any{
-		"podConfig": map[string]any{"enabled": true, "clusterCIDRs": []any{"10.244.0.0/16"}},
-		"agent":     map[string]any{"criSocket": criSocket}})
-	if err != nil {
-		return nil, err
-	}
-	objs, err := chart.Objects(r.Manifest)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range objs {
-		if o.GetKind() == "ClusterRole" && o.GetName() == "berth-agent" {
-			var role rbacv1.ClusterRole
-			err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role)
-			return &role, err
-		}
-	}
-	return nil, fmt.Errorf("the chart renders no berth-agent ClusterRole")
 }

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
 
@@ -97,22 +96,8 @@ func syschedDemo(ctx context.Context, env *Env) error {
 	}
 	// Ready is not enough: the controller-manager lifts the not-ready taint a moment later, and
 	// a pod scheduled before that would see only one of the two nodes.
-	for _, n := range nodes {
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			node, err := env.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, t := range node.Spec.Taints {
-				if (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && t.Key != cluster.SimulatedTaint.Key {
-					return false, nil
-				}
-			}
-			return true, nil
-		})
-		if err != nil {
-			return fmt.Errorf("node %s still tainted: %w", n, err)
-		}
+	if err := framework.WaitUntainted(ctx, env.Client, nodes...); err != nil {
+		return err
 	}
 	// What every real node runs: DaemonSet pods (Berth's own agent with RuntimeDefault, a log
 	// shipper without a profile). SySched leaves them out of each node's syscall union

@@ -106,6 +106,30 @@ func WaitPods(ctx context.Context, c kubernetes.Interface, ns, selector string, 
 	return pods, nil
 }
 
+// WaitUntainted waits (up to a minute each) until the nodes carry no NoSchedule or NoExecute
+// taint but cluster.SimulatedTaint. Ready is not enough: the controller-manager lifts the
+// not-ready taint a moment later, and a pod scheduled in between would see only some nodes.
+func WaitUntainted(ctx context.Context, c kubernetes.Interface, nodes ...string) error {
+	for _, name := range nodes {
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			n, err := c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, t := range n.Spec.Taints {
+				if (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute) && t.Key != cluster.SimulatedTaint.Key {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			return fmt.Errorf("node %s still tainted: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // Running is a WaitPods predicate.
 func Running(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning }
 

@@ -168,22 +168,8 @@ func (e *env) nodes(ctx context.Context, t *testing.T, group string, names ...st
 			t.Fatal(err)
 		}
 	}
-	for _, n := range names {
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			node, err := e.c.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, tn := range node.Spec.Taints {
-				if (tn.Effect == corev1.TaintEffectNoSchedule || tn.Effect == corev1.TaintEffectNoExecute) && tn.Key != cluster.SimulatedTaint.Key {
-					return false, nil
-				}
-			}
-			return true, nil
-		})
-		if err != nil {
-			t.Fatalf("node %s still tainted: %v", n, err)
-		}
+	if err := framework.WaitUntainted(ctx, e.c.Client, names...); err != nil {
+		t.Fatal(err)
 	}
 	return names
 }

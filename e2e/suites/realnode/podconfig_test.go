@@ -10,9 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,7 +48,7 @@ func TestPodConfigAcrossRealNodes(t *testing.T) {
 	if err := framework.InstallPodConfigCRDs(ctx, c.RESTConfig); err != nil {
 		t.Fatal(err)
 	}
-	role, err := chartAgentRole(nodes[0].ContainerdSocket)
+	role, err := chart.AgentClusterRole(nodes[0].ContainerdSocket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,26 +186,4 @@ func TestPodConfigAcrossRealNodes(t *testing.T) {
 	if err := framework.DeletePodNetwork(ctx, cl, pn.Name, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// chartAgentRole is the chart's agent ClusterRole with PodConfig on (which needs a CRI socket).
-func chartAgentRole(criSocket string) (*rbacv1.ClusterRole, error) {
-	r, err := chart.Render("berth", "berth-system", map[string]any{
-		"podConfig": map[string]any{"enabled": true, "clusterCIDRs": []any{"10.244.0.0/16"}},
-		"agent":     map[string]any{"criSocket": criSocket}})
-	if err != nil {
-		return nil, err
-	}
-	objs, err := chart.Objects(r.Manifest)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range objs {
-		if o.GetKind() == "ClusterRole" && o.GetName() == "berth-agent" {
-			var role rbacv1.ClusterRole
-			err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role)
-			return &role, err
-		}
-	}
-	return nil, fmt.Errorf("the chart renders no berth-agent ClusterRole")
 }

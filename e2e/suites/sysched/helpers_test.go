@@ -150,22 +150,8 @@ func localhost(path string) *corev1.SeccompProfile {
 // in between would see only some of the nodes.
 func waitSchedulable(ctx context.Context, t *testing.T, c *cluster.Cluster, nodes ...string) {
 	t.Helper()
-	for _, name := range nodes {
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, taint := range n.Spec.Taints {
-				if (taint.Effect == corev1.TaintEffectNoSchedule || taint.Effect == corev1.TaintEffectNoExecute) && taint.Key != cluster.SimulatedTaint.Key {
-					return false, nil
-				}
-			}
-			return true, nil
-		})
-		if err != nil {
-			t.Fatalf("node %s still tainted: %v", name, err)
-		}
+	if err := framework.WaitUntainted(ctx, c.Client, nodes...); err != nil {
+		t.Fatal(err)
 	}
 	// The scheduler learns of the change through its node informer; give the watch event a
 	// moment to arrive (a delay, not an assertion on time).
