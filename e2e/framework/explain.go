@@ -63,19 +63,34 @@ type ExplainClient struct {
 
 // NewExplainClient returns a client for the scheduler serving on 127.0.0.1:port.
 func NewExplainClient(c *cluster.Cluster, port int) (*ExplainClient, error) {
+	hc, err := AdminLoopbackClient(c)
+	if err != nil {
+		return nil, err
+	}
+	return &ExplainClient{Base: fmt.Sprintf("https://127.0.0.1:%d%s", port, decisionapi.Path), HTTP: hc}, nil
+}
+
+// AdminCertificate is the cluster admin's client certificate.
+func AdminCertificate(c *cluster.Cluster) (tls.Certificate, error) {
 	cert, key, err := c.PKI.ClientCert(cluster.AdminIdentity)
 	if err != nil {
-		return nil, err
+		return tls.Certificate{}, err
 	}
-	pair, err := tls.LoadX509KeyPair(cert, key)
+	return tls.LoadX509KeyPair(cert, key)
+}
+
+// AdminLoopbackClient is an HTTP client (5 s timeout) presenting the cluster admin's
+// certificate to a component's secure port on 127.0.0.1, whose self-signed serving
+// certificate it does not verify.
+func AdminLoopbackClient(c *cluster.Cluster) (*http.Client, error) {
+	pair, err := AdminCertificate(c)
 	if err != nil {
 		return nil, err
 	}
-	return &ExplainClient{Base: fmt.Sprintf("https://127.0.0.1:%d%s", port, decisionapi.Path), HTTP: &http.Client{Timeout: 5 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{
-			Certificates:       []tls.Certificate{pair},
-			InsecureSkipVerify: true, //nolint:gosec // the scheduler's self-signed loopback certificate
-		}}}}, nil
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		Certificates:       []tls.Certificate{pair},
+		InsecureSkipVerify: true, //nolint:gosec // a component's self-signed loopback certificate
+	}}}, nil
 }
 
 // Get returns the record of ns/name, or the scheduler's 404 explanation as an error.

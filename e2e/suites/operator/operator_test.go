@@ -595,11 +595,7 @@ func (e *env) checkMetrics(t *testing.T, port int) {
 	if err != nil {
 		t.Fatalf("the API server never allowed the scraper to get /metrics: %v", err)
 	}
-	adminCert, adminKey, err := e.c.PKI.ClientCert(cluster.AdminIdentity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := tls.LoadX509KeyPair(adminCert, adminKey)
+	admin, err := framework.AdminCertificate(e.c)
 	if err != nil {
 		t.Fatal(err)
 	}

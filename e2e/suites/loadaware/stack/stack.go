@@ -7,7 +7,6 @@ package stack
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -479,19 +478,10 @@ profiles:
 // SchedulerMetrics returns a function reading a scheduler's /metrics (on 127.0.0.1:port) as the
 // cluster admin; it returns "" when the page cannot be read.
 func SchedulerMetrics(ctx context.Context, c *cluster.Cluster, port int) (func() string, error) {
-	cert, key, err := c.PKI.ClientCert(cluster.AdminIdentity)
+	client, err := framework.AdminLoopbackClient(c)
 	if err != nil {
 		return nil, err
 	}
-	pair, err := tls.LoadX509KeyPair(cert, key)
-	if err != nil {
-		return nil, err
-	}
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		Certificates: []tls.Certificate{pair},
-		// The scheduler serves a self-signed loopback certificate of its own.
-		InsecureSkipVerify: true, //nolint:gosec
-	}}}
 	url := "https://127.0.0.1:" + strconv.Itoa(port) + "/metrics"
 	return func() string {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
