@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -131,6 +132,31 @@ func DeletePodNetwork(ctx context.Context, cl client.Client, name string, timeou
 		return fmt.Errorf("PodNetwork %s or its IPAllocation not gone within %s (network: %v, pool: %v)", name, timeout, pnErr, poolErr)
 	}
 	return nil
+}
+
+// CreatePodConfig creates pc and, when t ends, deletes it and waits (within timeout) until the
+// finalizer let it go.
+func CreatePodConfig(ctx context.Context, t testing.TB, cl client.Client, pc *berthv1alpha1.PodConfig, timeout time.Duration) {
+	t.Helper()
+	if err := cl.Create(ctx, pc); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(pc)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		obj := &berthv1alpha1.PodConfig{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+		if err := cl.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("cleanup: deleting PodConfig %s: %v", key, err)
+			return
+		}
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout-5*time.Second, true, func(ctx context.Context) (bool, error) {
+			return apierrors.IsNotFound(cl.Get(ctx, key, obj)), nil
+		})
+		if err != nil {
+			t.Errorf("cleanup: PodConfig %s not gone: %+v", key, obj.Status)
+		}
+	})
 }
 
 // StartPodConfigOperator runs bin/berth-operator with the PodConfig controller (no leader

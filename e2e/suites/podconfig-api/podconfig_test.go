@@ -186,25 +186,7 @@ func (e *env) cleanupNetwork(owner *testing.T, name string) {
 // createPC creates pc and deletes it (waiting for its finalizer) when owner ends.
 func (e *env) createPC(owner *testing.T, pc *berthv1alpha1.PodConfig) {
 	owner.Helper()
-	if err := e.cl.Create(e.ctx, pc); err != nil {
-		owner.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(pc)
-	owner.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		obj := &berthv1alpha1.PodConfig{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-		if err := e.cl.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
-			owner.Errorf("cleanup: deleting PodConfig %s: %v", key, err)
-			return
-		}
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 25*time.Second, true, func(ctx context.Context) (bool, error) {
-			return apierrors.IsNotFound(e.cl.Get(ctx, key, obj)), nil
-		})
-		if err != nil {
-			owner.Errorf("cleanup: PodConfig %s not gone: %+v", key, obj.Status)
-		}
-	})
+	framework.CreatePodConfig(e.ctx, owner, e.cl, pc, 30*time.Second)
 }
 
 // createPods creates n pods alternately on n1 and n2 and deletes them when owner ends.

@@ -94,25 +94,7 @@ func (e *env) waitNodeState(t *testing.T, before []string) {
 // createPC creates pc and, when t ends, deletes it and waits until it is gone.
 func (e *env) createPC(t *testing.T, pc *berthv1alpha1.PodConfig) {
 	t.Helper()
-	if err := e.cl.Create(e.ctx, pc.DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
-	key := client.ObjectKeyFromObject(pc)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		obj := &berthv1alpha1.PodConfig{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-		if err := e.cl.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("cleanup: %v", err)
-			return
-		}
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 55*time.Second, true, func(ctx context.Context) (bool, error) {
-			return apierrors.IsNotFound(e.cl.Get(ctx, key, obj)), nil
-		})
-		if err != nil {
-			t.Errorf("cleanup: PodConfig %s not gone: %+v", key, obj.Status)
-		}
-	})
+	framework.CreatePodConfig(e.ctx, t, e.cl, pc.DeepCopy(), 60*time.Second)
 }
 
 // createNetwork creates an accepted PodNetwork and, when t ends, deletes it and waits until it

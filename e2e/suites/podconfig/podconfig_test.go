@@ -26,7 +26,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -93,7 +92,13 @@ func TestPodConfigRealNode(t *testing.T) {
 	if err := e.cl.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: grant()}}, client.Merge); err != nil {
 		t.Fatal(err)
 	}
-	if err := framework.PodConfigAgentRBAC(ctx, c, chartAgentRole(t, e.rn.ContainerdSocket)); err != nil {
+	// The agent process runs with exactly the chart's role, so the suite proves the chart
+	// grants enough.
+	role, err := chart.AgentClusterRole(e.rn.ContainerdSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.PodConfigAgentRBAC(ctx, c, role); err != nil {
 		t.Fatal(err)
 	}
 	if e.op, err = e.startOperator("berth-operator"); err != nil {
@@ -145,33 +150,6 @@ func TestPodConfigRealNode(t *testing.T) {
 	t.Run("the agent is not ready until its container runtime answers", e.testReadyNeedsRuntime)
 	t.Run("the chart's load-only agent runs unprivileged (uid 65532, no capability)", e.testLoadOnlyUnprivileged)
 	t.Run("the chart's PodConfig agent (capabilities, not privileged) configures pods", e.testChartPodConfigAgent)
-}
-
-// chartAgentRole is the chart's agent ClusterRole with podConfig enabled: the agent process
-// runs with exactly it, so the suite proves the chart grants enough.
-func chartAgentRole(t *testing.T, criSocket string) *rbacv1.ClusterRole {
-	t.Helper()
-	r, err := chart.Render("berth", "berth-system", map[string]any{
-		"podConfig": map[string]any{"enabled": true, "clusterCIDRs": []any{"10.244.0.0/16"}},
-		"agent":     map[string]any{"criSocket": criSocket}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := chart.Objects(r.Manifest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		if o.GetKind() == "ClusterRole" && o.GetName() == "berth-agent" {
-			var role rbacv1.ClusterRole
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
-				t.Fatal(err)
-			}
-			return &role
-		}
-	}
-	t.Fatal("the chart renders no berth-agent ClusterRole")
-	return nil
 }
 
 // The tenant's PodConfig: one attachment on each of the administrator's networks.
