@@ -756,20 +756,8 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 		}
 		// The API server type-checks each policy against the Pod schema; a warning means an
 		// expression it could not check (and may fail at admission).
-		for _, name := range policies {
-			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-				p, err := adm.ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
-				if err != nil || p.Status.ObservedGeneration != p.Generation || p.Status.TypeChecking == nil {
-					return false, nil
-				}
-				if w := p.Status.TypeChecking.ExpressionWarnings; len(w) > 0 {
-					return false, fmt.Errorf("%s: type-checking warnings: %+v", name, w)
-				}
-				return true, nil
-			})
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
+		if err := framework.WaitPoliciesTypeChecked(ctx, c.Client, policies...); err != nil {
+			t.Fatal(err)
 		}
 		for i, tc := range isoCases() {
 			t.Run(mode+"/"+tc.name, func(t *testing.T) {

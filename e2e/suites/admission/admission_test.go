@@ -158,20 +158,8 @@ func TestAdmission(t *testing.T) {
 	e.startOperator(ctx, t, objs)
 
 	t.Run("policy type-checks on the API server", func(t *testing.T) {
-		for _, name := range []string{mwcName, fixedClass, mwcName + "-pool-access"} {
-			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-				p, err := c.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
-				if err != nil || p.Status.ObservedGeneration != p.Generation || p.Status.TypeChecking == nil {
-					return false, nil
-				}
-				if w := p.Status.TypeChecking.ExpressionWarnings; len(w) > 0 {
-					return false, fmt.Errorf("%s: type-checking warnings: %+v", name, w)
-				}
-				return true, nil
-			})
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
+		if err := framework.WaitPoliciesTypeChecked(ctx, c.Client, mwcName, fixedClass, mwcName+"-pool-access"); err != nil {
+			t.Fatal(err)
 		}
 	})
 

@@ -297,23 +297,7 @@ func TestFailingRealNodeIsNamed(t *testing.T) {
 	if dir == "" {
 		t.Fatal("no process started")
 	}
-	for _, pid := range cluster.PIDsWithArg(dir) {
-		t.Errorf("process %d survived: %s", pid, framework.Cmdline(pid))
-	}
-	if ms, _ := cluster.MountsUnder(dir); len(ms) > 0 {
-		t.Errorf("mounts left: %v", ms)
-	}
-	after := snapshot(t)
-	if !after.SameNamespace(before) {
-		t.Errorf("root namespace changed: links %v -> %v", before.Links, after.Links)
-	}
-	cms, _ := cluster.CgroupMounts()
-	for _, m := range cms {
-		ents, _ := filepath.Glob(filepath.Join(m.Point, "berth-*"))
-		for _, e := range ents {
-			t.Errorf("cgroup %s left behind", e)
-		}
-	}
+	checkFailedStart(t, dir, before, snapshot)
 }
 
 func internalIP(n *corev1.Node) string {

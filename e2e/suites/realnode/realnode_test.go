@@ -211,14 +211,21 @@ func TestRealNodeLeavesNothingWhenStartFails(t *testing.T) {
 	if dir == "" {
 		t.Fatal("no process started")
 	}
+	checkFailedStart(t, dir, before, framework.ReadHostState)
+}
+
+// checkFailedStart: after a Start that failed, nothing it started runs or is mounted in dir,
+// the root namespace (read by readState once the processes are checked) is as before, and no
+// berth-* cgroup is left.
+func checkFailedStart(t *testing.T, dir string, before framework.HostState, readState func(*testing.T) framework.HostState) {
+	t.Helper()
 	for _, pid := range cluster.PIDsWithArg(dir) {
 		t.Errorf("process %d survived: %s", pid, framework.Cmdline(pid))
 	}
 	if ms, _ := cluster.MountsUnder(dir); len(ms) > 0 {
 		t.Errorf("mounts left: %v", ms)
 	}
-	after := framework.ReadHostState(t)
-	if !after.SameNamespace(before) {
+	if after := readState(t); !after.SameNamespace(before) {
 		t.Errorf("root namespace changed: links %v -> %v", before.Links, after.Links)
 	}
 	cms, _ := cluster.CgroupMounts()
