@@ -446,23 +446,38 @@ func (r *Result) Print(w io.Writer) {
 	}
 }
 
-// WithTwins returns profiles with, after each one run by berth-scheduler, the same profile on
-// binary (in bin/), named "… [binary]": an A/B of two builds paired within every round, so a
-// change is judged against the machine's load of the same minute. binary "" returns profiles.
-func WithTwins(profiles []Profile, binary string) []Profile {
+// WithTwins returns profiles with, after each one run by berth-scheduler whose name contains
+// one of the comma-separated substrings of only ("": every one), the same profile on binary
+// (in bin/), named "… [binary]": an A/B of two builds paired within every round, so a change
+// is judged against the machine's load of the same minute. binary "" returns profiles.
+func WithTwins(profiles []Profile, binary, only string) []Profile {
 	if binary == "" {
 		return profiles
 	}
 	var out []Profile
 	for _, p := range profiles {
 		out = append(out, p)
-		if p.Binary == cluster.BerthScheduler {
+		if p.Binary == cluster.BerthScheduler && nameMatches(p.Name, only) {
 			t := p
 			t.Name, t.Binary = twinName(p.Name, binary), binary
 			out = append(out, t)
 		}
 	}
 	return out
+}
+
+// nameMatches says whether name contains one of the comma-separated substrings of only, or
+// only is empty.
+func nameMatches(name, only string) bool {
+	if only == "" {
+		return true
+	}
+	for _, want := range strings.Split(only, ",") {
+		if want != "" && strings.Contains(name, want) {
+			return true
+		}
+	}
+	return false
 }
 
 func twinName(profile, binary string) string { return profile + " [" + binary + "]" }

@@ -112,10 +112,13 @@ func TestPairedCPURatioPairsRounds(t *testing.T) {
 
 func TestWithTwinsFollowsEachBerthProfile(t *testing.T) {
 	in := []Profile{StockProfile(), BerthDefaultProfile(), FloorProfile()}
-	if got := WithTwins(in, ""); len(got) != len(in) {
+	if got := WithTwins(in, "", ""); len(got) != len(in) {
 		t.Fatalf("no binary: got %d profiles, want %d", len(got), len(in))
 	}
-	got := WithTwins(in, "berth-scheduler-base")
+	if got := WithTwins(in, "berth-scheduler-base", "no-op,stock"); len(got) != len(in) {
+		t.Errorf("twins only of profiles not run by berth-scheduler: got %d profiles, want %d", len(got), len(in))
+	}
+	got := WithTwins(in, "berth-scheduler-base", "")
 	want := []struct{ name, binary string }{
 		{StockProfile().Name, "kube-scheduler"},
 		{BerthDefaultProfile().Name, "berth-scheduler"},

@@ -27,6 +27,7 @@ func main() {
 	dir := flag.String("dir", "", "keep the cluster's state and logs here (default: a temporary directory, removed)")
 	profileDir := flag.String("pprof", "", "save CPU and block profiles of every scheduler run in this directory")
 	compare := flag.String("compare", "", "a second berth-scheduler binary in bin/: every berth-scheduler profile also runs on it, paired by round (as schedbench -compare)")
+	compareOnly := flag.String("compare-only", "", "comma-separated substrings of the profile names -compare twins (default: all)")
 	flag.Parse()
 	if *classes < 1 || *nodes < 1 || *pods < 2 || *rounds < 1 {
 		fmt.Fprintln(os.Stderr, "isolationbench: -classes, -nodes and -rounds must be ≥ 1 and -pods ≥ 2")
@@ -58,7 +59,7 @@ func main() {
 			profiles[i].Name += ", all nodes"
 		}
 	}
-	o := bench.Options{Dir: *dir, Nodes: *nodes, Pods: *pods, Rounds: *rounds, Profiles: bench.WithTwins(profiles, *compare), ProfileDir: *profileDir}
+	o := bench.Options{Dir: *dir, Nodes: *nodes, Pods: *pods, Rounds: *rounds, Profiles: bench.WithTwins(profiles, *compare, *compareOnly), ProfileDir: *profileDir}
 	if *verbose {
 		o.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "isolationbench: "+f+"\n", a...) }
 	}

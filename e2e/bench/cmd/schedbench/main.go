@@ -24,11 +24,12 @@ func main() {
 	only := flag.String("profiles", "", "comma-separated substrings of profile names to run (default: all)")
 	compare := flag.String("compare", "", "a second berth-scheduler binary in bin/ (e.g. one built from an older commit): "+
 		"every selected berth-scheduler profile also runs on it, right after the original in each round, named \"… [BINARY]\"")
+	compareOnly := flag.String("compare-only", "", "comma-separated substrings of the profile names -compare twins (default: all)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	o := bench.Options{Dir: *dir, Nodes: *nodes, Pods: *pods, Rounds: *rounds,
-		Profiles: bench.WithTwins(selectProfiles(bench.AllProfiles(), *only), *compare), ProfileDir: *profileDir}
+		Profiles: bench.WithTwins(selectProfiles(bench.AllProfiles(), *only), *compare, *compareOnly), ProfileDir: *profileDir}
 	if *verbose {
 		o.Logf = func(f string, a ...any) { fmt.Fprintf(os.Stderr, "schedbench: "+f+"\n", a...) }
 	}
