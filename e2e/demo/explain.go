@@ -7,14 +7,29 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
 	"github.com/berth-sched/berth/pkg/decisionapi"
 )
 
-// recordingConfig turns decision records on in every profile of a scenario's scheduler
-// configuration, so the scenario prints the scores the running scheduler used.
-func recordingConfig(config string) (string, error) {
-	return framework.WithDecisionRecord(config, nil)
+// startRecording starts a scenario's scheduler (name) on c with decision records on in every
+// profile of config, so the scenario prints the scores the running scheduler used, and a
+// client reading them. The caller stops the scheduler.
+func startRecording(ctx context.Context, c *cluster.Cluster, name, config string) (*cluster.SchedulerProcess, *framework.ExplainClient, error) {
+	cfg, err := framework.WithDecisionRecord(config, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	sched, err := c.StartScheduler(ctx, cluster.SchedulerOptions{Name: name, Config: cfg})
+	if err != nil {
+		return nil, nil, err
+	}
+	ec, err := framework.NewExplainClient(c, sched.Port)
+	if err != nil {
+		c.StopComponent(sched.Process)
+		return nil, nil, err
+	}
+	return sched, ec, nil
 }
 
 // printDecision waits for the running scheduler's decision record of ns/name (read from its

@@ -68,21 +68,13 @@ func imageLocalityDemo(ctx context.Context, env *Env) error {
 			}
 		}
 	}
-	cfg, err := recordingConfig(framework.SchedulerConfig(framework.NodeImageLocalityProfile(schedulerName, 100, true, "{}")))
-	if err != nil {
-		return err
-	}
-	sched, err := env.Cluster.StartScheduler(ctx, cluster.SchedulerOptions{Name: "berth-scheduler-imagelocality", Config: cfg})
+	sched, ec, err := startRecording(ctx, env.Cluster, "berth-scheduler-imagelocality",
+		framework.SchedulerConfig(framework.NodeImageLocalityProfile(schedulerName, 100, true, "{}")))
 	if err != nil {
 		return err
 	}
 	defer env.Cluster.StopComponent(sched.Process)
 	if err := framework.EnsureNamespace(ctx, env.Client, ns); err != nil {
-		return err
-	}
-
-	ec, err := framework.NewExplainClient(env.Cluster, sched.Port)
-	if err != nil {
 		return err
 	}
 	nodeList, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -108,28 +100,14 @@ func imageLocalityDemo(ctx context.Context, env *Env) error {
 	}
 
 	// The seed's busybox-sleep pods, one after another, for each scheduler.
-	type row struct{ pod, scheduler, node string }
-	var rows []row
-	for _, s := range []struct{ name, prefix string }{{schedulerName, "busybox-sleep"}, {"default-scheduler", "busybox-sleep-default"}} {
-		for i := 0; i < pods; i++ {
-			p := busyboxPod(ns, fmt.Sprintf("%s-%d", s.prefix, i), s.name, label)
-			if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, p, createOpts); err != nil {
-				return err
-			}
-			node, err := waitBound(ctx, env, ns, p.Name)
-			if err != nil {
-				return err
-			}
-			if s.name == schedulerName && i == 0 {
-				// The first pod's scores, as the running scheduler computed them.
-				if _, err := printDecision(ctx, env, ec, ns, p.Name, "NodeImageLocality"); err != nil {
-					return err
-				}
-				fmt.Fprintln(env.Out, "  (771 kB × 2/3 is under the in-tree 23 MiB floor, so the in-tree ImageLocality would score every node 0;\n"+
-					"   NodeImageLocality's tie-break gives the holders 1 — with the seed's profile, image locality alone ranks the nodes)")
-			}
-			rows = append(rows, row{p.Name, s.name, node})
-		}
+	rows, err := placeInTurn(ctx, env, ec, ns, schedulerName, "busybox-sleep", pods, func(scheduler, name string) *corev1.Pod {
+		return busyboxPod(ns, name, scheduler, label)
+	}, func() {
+		fmt.Fprintln(env.Out, "  (771 kB × 2/3 is under the in-tree 23 MiB floor, so the in-tree ImageLocality would score every node 0;\n"+
+			"   NodeImageLocality's tie-break gives the holders 1 — with the seed's profile, image locality alone ranks the nodes)")
+	})
+	if err != nil {
+		return err
 	}
 	fmt.Fprintln(env.Out)
 	tw = tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
@@ -195,4 +173,38 @@ func waitBound(ctx context.Context, env *Env, ns, name string) (string, error) {
 		return "", fmt.Errorf("pod %s/%s not bound: %w", ns, name, err)
 	}
 	return node, nil
+}
+
+// placedPod is one pod of a scenario's sequence and the node its scheduler chose.
+type placedPod struct{ pod, scheduler, node string }
+
+// placeInTurn creates pods pods for scheduler berth (prefix-i), then as many for the default
+// scheduler (prefix-default-i), one after another, each made by mk and waited for until bound.
+// The first pod's scores, as the running scheduler computed them, are printed, then note (if
+// any) is called.
+func placeInTurn(ctx context.Context, env *Env, ec *framework.ExplainClient, ns, berth, prefix string, pods int,
+	mk func(scheduler, name string) *corev1.Pod, note func()) ([]placedPod, error) {
+	var rows []placedPod
+	for _, s := range []struct{ name, prefix string }{{berth, prefix}, {"default-scheduler", prefix + "-default"}} {
+		for i := 0; i < pods; i++ {
+			p := mk(s.name, fmt.Sprintf("%s-%d", s.prefix, i))
+			if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, p, createOpts); err != nil {
+				return nil, err
+			}
+			node, err := waitBound(ctx, env, ns, p.Name)
+			if err != nil {
+				return nil, err
+			}
+			if s.name == berth && i == 0 {
+				if _, err := printDecision(ctx, env, ec, ns, p.Name, "NodeImageLocality"); err != nil {
+					return nil, err
+				}
+				if note != nil {
+					note()
+				}
+			}
+			rows = append(rows, placedPod{p.Name, s.name, node})
+		}
+	}
+	return rows, nil
 }

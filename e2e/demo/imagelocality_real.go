@@ -142,11 +142,8 @@ func imageLocalityRealDemo(ctx context.Context, env *Env, rns []*cluster.RealNod
 			return err
 		}
 	}
-	cfg, err := recordingConfig(framework.SchedulerConfig(framework.NodeImageLocalityProfile(schedulerName, 100, true, "{}")))
-	if err != nil {
-		return err
-	}
-	sched, err := c.StartScheduler(ctx, cluster.SchedulerOptions{Name: "berth-scheduler-imagelocality", Config: cfg})
+	sched, ec, err := startRecording(ctx, c, "berth-scheduler-imagelocality",
+		framework.SchedulerConfig(framework.NodeImageLocalityProfile(schedulerName, 100, true, "{}")))
 	if err != nil {
 		return err
 	}
@@ -154,32 +151,14 @@ func imageLocalityRealDemo(ctx context.Context, env *Env, rns []*cluster.RealNod
 	if err := framework.EnsureNamespace(ctx, env.Client, ns); err != nil {
 		return err
 	}
-	ec, err := framework.NewExplainClient(c, sched.Port)
+	rows, err := placeInTurn(ctx, env, ec, ns, schedulerName, "seed004-sleep", pods, func(scheduler, name string) *corev1.Pod {
+		spec := framework.PodSpec(scheduler, "100m", "32Mi")
+		spec.Containers[0].Image, spec.Containers[0].ImagePullPolicy = seed004Ref, corev1.PullNever
+		spec.NodeSelector = map[string]string{label: "true"}
+		return framework.Pod(ns, name, map[string]string{"app": "seed004-sleep"}, spec)
+	}, nil)
 	if err != nil {
 		return err
-	}
-	type row struct{ pod, scheduler, node string }
-	var rows []row
-	for _, s := range []struct{ name, prefix string }{{schedulerName, "seed004-sleep"}, {"default-scheduler", "seed004-sleep-default"}} {
-		for i := 0; i < pods; i++ {
-			spec := framework.PodSpec(s.name, "100m", "32Mi")
-			spec.Containers[0].Image, spec.Containers[0].ImagePullPolicy = seed004Ref, corev1.PullNever
-			spec.NodeSelector = map[string]string{label: "true"}
-			p := framework.Pod(ns, fmt.Sprintf("%s-%d", s.prefix, i), map[string]string{"app": "seed004-sleep"}, spec)
-			if _, err := env.Client.CoreV1().Pods(ns).Create(ctx, p, createOpts); err != nil {
-				return err
-			}
-			node, err := waitBound(ctx, env, ns, p.Name)
-			if err != nil {
-				return err
-			}
-			if s.name == schedulerName && i == 0 {
-				if _, err := printDecision(ctx, env, ec, ns, p.Name, "NodeImageLocality"); err != nil {
-					return err
-				}
-			}
-			rows = append(rows, row{p.Name, s.name, node})
-		}
 	}
 	// What the kubelets made of the placements: a pod on a node without the image cannot start.
 	// Read once every pod's container has left ContainerCreating (or after 30 s).

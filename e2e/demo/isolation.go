@@ -40,19 +40,11 @@ func isolationDemo(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := recordingConfig(framework.SchedulerConfig(profiles))
-	if err != nil {
-		return err
-	}
-	sched, err := env.Cluster.StartScheduler(ctx, cluster.SchedulerOptions{Name: "berth-scheduler-isolation", Config: cfg})
+	sched, ec, err := startRecording(ctx, env.Cluster, "berth-scheduler-isolation", framework.SchedulerConfig(profiles))
 	if err != nil {
 		return err
 	}
 	defer env.Cluster.StopComponent(sched.Process)
-	ec, err := framework.NewExplainClient(env.Cluster, sched.Port)
-	if err != nil {
-		return err
-	}
 	for _, ns := range namespaces {
 		if err := framework.EnsureNamespace(ctx, env.Client, ns); err != nil {
 			return err

@@ -40,15 +40,7 @@ func loadAware(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := recordingConfig(stack.TLPConfig(schedulerName, st.Watcher.URL, target, 60, 1))
-	if err != nil {
-		return err
-	}
-	sched, err := env.Cluster.StartScheduler(ctx, cluster.SchedulerOptions{Name: schedulerName, Config: cfg})
-	if err != nil {
-		return err
-	}
-	ec, err := framework.NewExplainClient(env.Cluster, sched.Port)
+	sched, ec, err := startRecording(ctx, env.Cluster, schedulerName, stack.TLPConfig(schedulerName, st.Watcher.URL, target, 60, 1))
 	if err != nil {
 		return err
 	}

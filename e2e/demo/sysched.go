@@ -128,19 +128,11 @@ func syschedDemo(ctx context.Context, env *Env) error {
 		perDaemonNode[p.Spec.NodeName]++
 	}
 	fmt.Fprintf(env.Out, "DaemonSet pods Running beside the seed's pods (node-agent with RuntimeDefault, log-shipper unconfined): %v\n", perDaemonNode)
-	cfg, err := recordingConfig(syschedDemoConfig)
-	if err != nil {
-		return err
-	}
-	sched, err := env.Cluster.StartScheduler(ctx, cluster.SchedulerOptions{Name: "berth-scheduler-sysched", Config: cfg})
+	sched, ec, err := startRecording(ctx, env.Cluster, "berth-scheduler-sysched", syschedDemoConfig)
 	if err != nil {
 		return err
 	}
 	defer env.Cluster.StopComponent(sched.Process)
-	ec, err := framework.NewExplainClient(env.Cluster, sched.Port)
-	if err != nil {
-		return err
-	}
 	fmt.Fprintln(env.Out, "SySched's scores as the running scheduler computed them (raw = the pod's ExS on the node, normalised: lowest ExS → 100):")
 
 	type placed struct{ pod, profile, node string }
