@@ -9,6 +9,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/berth-sched/berth/e2e/cluster"
 )
 
 // HostState is what a local cluster's real node must not change in the machine's root
@@ -25,6 +28,18 @@ type HostState struct {
 }
 
 var countersRe = regexp.MustCompile(`\[\d+:\d+\]`)
+
+// ReadHostStateAlone is ReadHostState while no real node runs: another run's node (a
+// developer's suite beside CI's) changes the same paths and kernel settings, and its teardown
+// restores them.
+func ReadHostStateAlone(t *testing.T) HostState {
+	t.Helper()
+	var s HostState
+	if err := cluster.WhileNoRealNode(10*time.Minute, func() { s = ReadHostState(t) }); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
 
 // ReadHostState reads the root namespace's rules, links, kernel settings and host paths. A real
 // node run elsewhere on the machine changes them too: callers that compare across their own

@@ -30,7 +30,7 @@ import (
 // nothing of any node behind.
 func TestThreeRealNodes(t *testing.T) {
 	framework.NeedRealNode(t)
-	before := snapshot(t)
+	before := framework.ReadHostStateAlone(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	img, err := framework.NetechoImage(ctx, t.TempDir())
@@ -273,7 +273,7 @@ func TestThreeRealNodes(t *testing.T) {
 	t.Logf("Stop took %s", time.Since(start).Round(time.Millisecond))
 	framework.CheckLeftovers(t, framework.Leftovers{Stop: "Stop", PIDs: append(pids, shims...), Dir: dir, DirName: "cluster dir",
 		NetNSInodes: inodes, Cgroups: cgs})
-	after := snapshot(t)
+	after := framework.ReadHostStateAlone(t)
 	after.CheckUnchanged(t, before)
 }
 
@@ -281,7 +281,7 @@ func TestThreeRealNodes(t *testing.T) {
 // node's component with its log tail, and the nodes that did start are torn down with it.
 func TestFailingRealNodeIsNamed(t *testing.T) {
 	framework.NeedRealNode(t)
-	before := snapshot(t)
+	before := framework.ReadHostStateAlone(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var dir string
@@ -297,7 +297,7 @@ func TestFailingRealNodeIsNamed(t *testing.T) {
 	if dir == "" {
 		t.Fatal("no process started")
 	}
-	checkFailedStart(t, dir, before, snapshot)
+	checkFailedStart(t, dir, before, framework.ReadHostStateAlone)
 }
 
 func internalIP(n *corev1.Node) string {
@@ -316,15 +316,4 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-// snapshot reads the host state while no real node runs: another run's node (another suite
-// beside this one) changes the same paths and kernel settings, and its teardown restores them.
-func snapshot(t *testing.T) framework.HostState {
-	t.Helper()
-	var s framework.HostState
-	if err := cluster.WhileNoRealNode(10*time.Minute, func() { s = framework.ReadHostState(t) }); err != nil {
-		t.Fatal(err)
-	}
-	return s
 }

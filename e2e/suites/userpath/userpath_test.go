@@ -176,7 +176,7 @@ func clientFor(t *testing.T, kubeconfig string) kubernetes.Interface {
 
 func TestUpHelmInstallWorkloadDown(t *testing.T) {
 	framework.NeedRealNode(t)
-	before := snapshot(t)
+	before := framework.ReadHostStateAlone(t)
 	dir := stateDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -334,7 +334,7 @@ func TestStalePidFile(t *testing.T) {
 
 func TestKilledRunIsCleanedUpByTheNextUp(t *testing.T) {
 	framework.NeedRealNode(t)
-	before := snapshot(t)
+	before := framework.ReadHostStateAlone(t)
 	dir := stateDir(t)
 	r := local(t, "up", "-dir", dir)
 	if r.code != 0 {
@@ -413,24 +413,13 @@ func TestKilledRunIsCleanedUpByTheNextUp(t *testing.T) {
 	checkNothingLeft(t, before, dir, rec2, owned2)
 }
 
-// snapshot reads the host state while no real node runs: another run's node (a developer's
-// suite beside CI's) changes the same paths and kernel settings, and its teardown restores them.
-func snapshot(t *testing.T) framework.HostState {
-	t.Helper()
-	var s framework.HostState
-	if err := cluster.WhileNoRealNode(10*time.Minute, func() { s = framework.ReadHostState(t) }); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
 // checkNothingLeft: processes, mounts, the namespace, cgroups, root-namespace iptables, links,
 // host paths, kernel tunables and the state directory.
 func checkNothingLeft(t *testing.T, before framework.HostState, dir string, rec *cluster.NodeRecord, owned []int) {
 	t.Helper()
 	framework.CheckLeftovers(t, framework.Leftovers{Stop: "down", PIDs: owned, Dir: dir, DirName: "state dir",
 		NetNSInodes: []uint64{rec.NetNSInode}, Cgroups: []string{rec.CgroupName}})
-	after := snapshot(t)
+	after := framework.ReadHostStateAlone(t)
 	after.CheckUnchanged(t, before)
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("state dir %s not removed: %v", dir, err)
