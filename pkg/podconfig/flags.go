@@ -3,7 +3,8 @@ package podconfig
 import (
 	"flag"
 	"fmt"
-	"strings"
+
+	"github.com/berth-sched/berth/pkg/flagvalue"
 )
 
 // BindPolicyFlags registers the policy flags on fs, the same for the operator and the node
@@ -17,25 +18,14 @@ func BindPolicyFlags(fs *flag.FlagSet) func() (Policy, error) {
 	nodeNets := fs.String("podconfig-node-networks", "",
 		"comma-separated networks the nodes live on: PodNetworks overlapping them are refused (each agent also refuses its node's own interface ranges)")
 	return func() (Policy, error) {
-		p := Policy{BridgePrefix: *prefix, AllowedParents: SplitList(*parents)}
+		p := Policy{BridgePrefix: *prefix, AllowedParents: flagvalue.SplitList(*parents)}
 		var err error
-		if p.ClusterCIDRs, err = ParseCIDRs(SplitList(*cidrs)); err != nil {
+		if p.ClusterCIDRs, err = ParseCIDRs(flagvalue.SplitList(*cidrs)); err != nil {
 			return p, fmt.Errorf("--podconfig-cluster-cidrs: %w", err)
 		}
-		if p.NodeNetworks, err = ParseCIDRs(SplitList(*nodeNets)); err != nil {
+		if p.NodeNetworks, err = ParseCIDRs(flagvalue.SplitList(*nodeNets)); err != nil {
 			return p, fmt.Errorf("--podconfig-node-networks: %w", err)
 		}
 		return p, p.Check()
 	}
-}
-
-// SplitList splits a comma-separated flag value, dropping empty items.
-func SplitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }

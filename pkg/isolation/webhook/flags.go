@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-sched/berth/pkg/flagvalue"
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -54,10 +55,10 @@ func BindFlags(fs *flag.FlagSet) *Flags {
 func (f *Flags) Options() (Options, error) {
 	o := Options{BindAddress: f.bind, MaxBody: f.maxBody, WebhookConfiguration: f.configuration,
 		CertManagement: CertManagement(f.certs), SyncInterval: f.sync, GracefulShutdown: f.shutdown,
-		Certs: CertOptions{CAValidity: f.caValidity, CertValidity: f.certValidity, Hosts: splitList(f.hosts)}}
+		Certs: CertOptions{CAValidity: f.caValidity, CertValidity: f.certValidity, Hosts: flagvalue.SplitList(f.hosts)}}
 	var errs []error
-	c := Config{Mode: Mode(f.mode), ClassLabels: splitList(f.classLabels), SchedulerName: f.schedulerName,
-		IsolatedSchedulerName: f.isolatedName, SpreadReplicas: f.spread, ExemptNamespaces: splitList(f.exemptNS)}
+	c := Config{Mode: Mode(f.mode), ClassLabels: flagvalue.SplitList(f.classLabels), SchedulerName: f.schedulerName,
+		IsolatedSchedulerName: f.isolatedName, SpreadReplicas: f.spread, ExemptNamespaces: flagvalue.SplitList(f.exemptNS)}
 	var err error
 	if c.PoolLabel, c.PoolValue, err = ParseLabelPair(f.pool); err != nil {
 		errs = append(errs, fmt.Errorf("--isolation-pool-label: %w", err))
@@ -79,16 +80,6 @@ func (f *Flags) Options() (Options, error) {
 	}
 	o.Config, o.SecretNamespace, o.SecretName = c, ns, name
 	return o, errors.Join(errs...)
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, item := range strings.Split(s, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
-	}
-	return out
 }
 
 // Check validates the flags when the webhook is enabled (nil otherwise).

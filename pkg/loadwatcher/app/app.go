@@ -26,6 +26,7 @@ import (
 	"k8s.io/klog/v2"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
+	"github.com/berth-sched/berth/pkg/flagvalue"
 	"github.com/berth-sched/berth/pkg/loadwatcher"
 	"github.com/berth-sched/berth/pkg/loadwatcher/source"
 )
@@ -76,10 +77,10 @@ func (o *Options) Validate() error {
 	default:
 		return fmt.Errorf("--source=%q: want agent, prometheus or metrics-server", o.Source)
 	}
-	if o.Source == "agent" && len(splitList(o.ServiceAccounts)) == 0 {
+	if o.Source == "agent" && len(flagvalue.SplitList(o.ServiceAccounts)) == 0 {
 		return errors.New("--agent-service-account: at least one namespace/name is required with --source=agent")
 	}
-	for _, sa := range splitList(o.ServiceAccounts) {
+	for _, sa := range flagvalue.SplitList(o.ServiceAccounts) {
 		if ns, name, ok := strings.Cut(sa, "/"); !ok || ns == "" || name == "" {
 			return fmt.Errorf("--agent-service-account: %q is not namespace/name", sa)
 		}
@@ -188,10 +189,10 @@ func startSource(ctx context.Context, o Options, rc *rest.Config, cs kubernetes.
 	var poller loadwatcher.Poller
 	switch o.Source {
 	case "agent":
-		sas := splitList(o.ServiceAccounts)
+		sas := flagvalue.SplitList(o.ServiceAccounts)
 		getPod, podSynced := agentPods(ctx, cs, sas)
 		synced = append(synced, podSynced...)
-		auth, err := loadwatcher.NewAuthenticator(cs, sas, splitList(o.Audiences), getPod, o.TokenCacheTTL)
+		auth, err := loadwatcher.NewAuthenticator(cs, sas, flagvalue.SplitList(o.Audiences), getPod, o.TokenCacheTTL)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -295,14 +296,4 @@ func agentPods(ctx context.Context, cs kubernetes.Interface, sas []string) (load
 		}
 		return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, name)
 	}, synced
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
