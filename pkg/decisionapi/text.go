@@ -32,33 +32,34 @@ func (n NodeRecord) detail(plugin string, into any) bool {
 	if !ok || v == nil {
 		return false
 	}
-	switch x := v.(type) {
-	case LoadDetail:
-		if p, ok := into.(*LoadDetail); ok {
-			*p = x
-			return true
-		}
-	case *LoadDetail:
-		if p, ok := into.(*LoadDetail); ok && x != nil {
-			*p = *x
-			return true
-		}
-	case SySchedDetail:
-		if p, ok := into.(*SySchedDetail); ok {
-			*p = x
-			return true
-		}
-	case *SySchedDetail:
-		if p, ok := into.(*SySchedDetail); ok && x != nil {
-			*p = *x
-			return true
-		}
+	if copyDetail[LoadDetail](v, into) || copyDetail[SySchedDetail](v, into) {
+		return true
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return false
 	}
 	return json.Unmarshal(b, into) == nil
+}
+
+// copyDetail copies v into into when v is a T (or a non-nil *T) and into a *T: a record built
+// in process holds the plugin's own value, one decoded from JSON a map.
+func copyDetail[T any](v, into any) bool {
+	p, ok := into.(*T)
+	if !ok {
+		return false
+	}
+	switch x := v.(type) {
+	case T:
+		*p = x
+		return true
+	case *T:
+		if x != nil {
+			*p = *x
+			return true
+		}
+	}
+	return false
 }
 
 // Score returns the node's result of one plugin.
