@@ -76,33 +76,25 @@ type StatusInput struct {
 // CollectStatus checks components, the leader, the watcher's freshness, webhooks and CRDs.
 // An error is returned only when the caller may not read what status needs at all (RBAC).
 func CollectStatus(ctx context.Context, in StatusInput) (*StatusView, error) {
-	v := &StatusView{}
 	comps, operator, err := componentChecks(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	v.Checks = append(v.Checks, comps...)
-	sss, err := secondarySchedulerChecks(ctx, in)
-	if err != nil {
-		return nil, err
+	v := &StatusView{Checks: comps}
+	// In the order they are printed; the first that may not be read ends the command.
+	for _, checks := range []func() ([]Check, error){
+		func() ([]Check, error) { return secondarySchedulerChecks(ctx, in) },
+		func() ([]Check, error) { return []Check{leaderCheck(in)}, nil },
+		func() ([]Check, error) { return watcherChecks(ctx, in) },
+		func() ([]Check, error) { return webhookChecks(ctx, in, operator) },
+		func() ([]Check, error) { return crdChecks(ctx, in) },
+	} {
+		cs, err := checks()
+		if err != nil {
+			return nil, err
+		}
+		v.Checks = append(v.Checks, cs...)
 	}
-	v.Checks = append(v.Checks, sss...)
-	v.Checks = append(v.Checks, leaderCheck(in))
-	w, err := watcherCheck(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	v.Checks = append(v.Checks, w)
-	whs, err := webhookChecks(ctx, in, operator)
-	if err != nil {
-		return nil, err
-	}
-	v.Checks = append(v.Checks, whs...)
-	crds, err := crdChecks(ctx, in)
-	if err != nil {
-		return nil, err
-	}
-	v.Checks = append(v.Checks, crds...)
 	return v, nil
 }
 
@@ -215,18 +207,18 @@ func leaderCheck(in StatusInput) Check {
 	return leader
 }
 
-// watcherCheck summarises the watcher's freshness over the cluster's nodes.
-func watcherCheck(ctx context.Context, in StatusInput) (Check, error) {
+// watcherChecks summarises the watcher's freshness over the cluster's nodes (one check).
+func watcherChecks(ctx context.Context, in StatusInput) ([]Check, error) {
 	ns := in.BerthNamespace
 	w := Check{Area: "watcher", Name: "load"}
 	if in.WatcherErr != nil {
 		w.State, w.Detail = Fail, in.WatcherErr.Error()
 		w.Fix = "kubectl -n " + ns + " get pods -l " + WatcherLabel + "; while the scheduler cannot read it, load-aware plugins score every node neutral"
-		return w, nil
+		return []Check{w}, nil
 	}
 	nodes, err := in.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return w, explainAPIError(err, "list nodes")
+		return nil, explainAPIError(err, "list nodes")
 	}
 	names := make([]string, 0, len(nodes.Items))
 	for _, n := range nodes.Items {
@@ -244,7 +236,7 @@ func watcherCheck(ctx context.Context, in StatusInput) (Check, error) {
 	if len(names) > 0 && len(fresh) == 0 {
 		w.State = Fail
 	}
-	return w, nil
+	return []Check{w}, nil
 }
 
 // watcherFreshness sorts nodes by their loadState.
