@@ -35,16 +35,8 @@ func TestNeverAdoptsAUsersObject(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			scheme, err := Scheme()
-			if err != nil {
-				t.Fatal(err)
-			}
-			b := fake.NewClientBuilder().WithScheme(scheme)
-			if tc.existing != nil {
-				b = b.WithObjects(tc.existing)
-			}
-			r := &Reconciler{Client: b.Build()}
-			err = r.checkNotAdopting(context.Background(), ss, owned)
+			r := &Reconciler{Client: fakeClient(t, tc.existing)}
+			err := r.checkNotAdopting(context.Background(), ss, owned)
 			if tc.wantErr == "" && err != nil {
 				t.Fatalf("unexpected error: %v", err)
 			}

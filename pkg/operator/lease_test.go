@@ -43,15 +43,11 @@ func TestNoLeaderSaysWhyNoReplicaSchedules(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			scheme, err := Scheme()
-			if err != nil {
-				t.Fatal(err)
-			}
-			b := fake.NewClientBuilder().WithScheme(scheme)
+			var objs []client.Object
 			if tc.lease != nil {
-				b = b.WithObjects(tc.lease)
+				objs = append(objs, tc.lease)
 			}
-			c := b.Build()
+			c := fakeClient(t, objs...)
 			r := &Reconciler{Client: c}
 			if tc.reader {
 				r.APIReader = c

@@ -6,6 +6,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/yaml"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
@@ -102,4 +104,20 @@ func TestLeaseNameIsRenderedResourceName(t *testing.T) {
 				doc.LeaderElection.ResourceNamespace, doc.LeaderElection.ResourceName, LeaseName(ss))
 		}
 	}
+}
+
+// fakeClient is a fake API server holding objs (nil ones left out), with the operator's scheme.
+func fakeClient(t *testing.T, objs ...client.Object) client.WithWatch {
+	t.Helper()
+	scheme, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := fake.NewClientBuilder().WithScheme(scheme)
+	for _, o := range objs {
+		if o != nil {
+			b = b.WithObjects(o)
+		}
+	}
+	return b.Build()
 }
