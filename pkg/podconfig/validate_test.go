@@ -48,6 +48,21 @@ func hasError(errs field.ErrorList, wantField, wantMsg string) bool {
 	return false
 }
 
+// wantError: errs is empty when wantField is, else holds an error on wantField containing
+// wantMsg.
+func wantError(t *testing.T, errs field.ErrorList, wantField, wantMsg string) {
+	t.Helper()
+	if wantField == "" {
+		if len(errs) != 0 {
+			t.Fatalf("refused: %v", errs)
+		}
+		return
+	}
+	if !hasError(errs, wantField, wantMsg) {
+		t.Fatalf("want an error on %s containing %q, got %v", wantField, wantMsg, errs)
+	}
+}
+
 // Every refusal names the field and the rule, so the admin (and the Accepted condition)
 // knows what to fix. The attacks of issue 20 are rows here: a network is the admin's, but the
 // same rules hold even for an admin's mistake.
@@ -113,15 +128,7 @@ func TestValidateNetwork(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := testPolicy.ValidateNetwork(networkWith(tc.mutate), reserved)
-			if tc.wantField == "" {
-				if len(errs) != 0 {
-					t.Fatalf("refused: %v", errs)
-				}
-				return
-			}
-			if !hasError(errs, tc.wantField, tc.wantMsg) {
-				t.Fatalf("want an error on %s containing %q, got %v", tc.wantField, tc.wantMsg, errs)
-			}
+			wantError(t, errs, tc.wantField, tc.wantMsg)
 		})
 	}
 }
@@ -145,15 +152,7 @@ func TestValidateSpec(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := ValidateSpec(&berthv1alpha1.PodConfigSpec{NetworkAttachments: tc.atts}, field.NewPath("spec"))
-			if tc.wantField == "" {
-				if len(errs) != 0 {
-					t.Fatalf("refused: %v", errs)
-				}
-				return
-			}
-			if !hasError(errs, tc.wantField, tc.wantMsg) {
-				t.Fatalf("want an error on %s containing %q, got %v", tc.wantField, tc.wantMsg, errs)
-			}
+			wantError(t, errs, tc.wantField, tc.wantMsg)
 		})
 	}
 }
