@@ -26,33 +26,58 @@ func pod(name, node string, phase corev1.PodPhase) *corev1.Pod {
 		Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: phase}}
 }
 
+// runFixture keeps fx's files changing until cancel; stop also waits for the writer, so that
+// TempDir's cleanup does not race it.
+func runFixture(fx *fixture.Node) (ctx context.Context, cancel, stop func()) {
+	ctx, cancel = context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { fx.Run(ctx, 2*time.Millisecond); close(done) }()
+	return ctx, cancel, func() { cancel(); <-done }
+}
+
+// reportSink is a load watcher that keeps every report it is sent.
+type reportSink struct {
+	mu      sync.Mutex
+	reports []loadapi.Report
+}
+
+// newReportSink serves a reportSink until the test ends; token, when set, is the bearer token
+// every report must carry.
+func newReportSink(t *testing.T, token string) (*reportSink, *httptest.Server) {
+	s := &reportSink{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var rep loadapi.Report
+		if err := json.NewDecoder(r.Body).Decode(&rep); err != nil {
+			t.Errorf("decode: %v", err)
+		}
+		if token != "" && r.Header.Get("Authorization") != "Bearer "+token {
+			t.Errorf("auth header %q", r.Header.Get("Authorization"))
+		}
+		s.mu.Lock()
+		s.reports = append(s.reports, rep)
+		s.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	return s, srv
+}
+
+// all is a copy of the reports received so far, in order.
+func (s *reportSink) all() []loadapi.Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]loadapi.Report(nil), s.reports...)
+}
+
 func TestAgentRunPushesReportsAndServesMetrics(t *testing.T) {
 	fx, err := fixture.New(t.TempDir(), 25, 50)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	fxDone := make(chan struct{})
-	go func() { fx.Run(ctx, 2*time.Millisecond); close(fxDone) }()
-	// Stop the fixture writer before TempDir's cleanup removes its directory.
-	defer func() { cancel(); <-fxDone }()
+	ctx, cancel, stop := runFixture(fx)
+	defer stop()
 
-	var mu sync.Mutex
-	var reports []loadapi.Report
-	watcher := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var rep loadapi.Report
-		if err := json.NewDecoder(r.Body).Decode(&rep); err != nil {
-			t.Errorf("decode: %v", err)
-		}
-		if r.Header.Get("Authorization") != "Bearer sa-token" {
-			t.Errorf("auth header %q", r.Header.Get("Authorization"))
-		}
-		mu.Lock()
-		reports = append(reports, rep)
-		mu.Unlock()
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer watcher.Close()
+	sink, watcher := newReportSink(t, "sa-token")
 	tok := filepath.Join(t.TempDir(), "token")
 	os.WriteFile(tok, []byte("sa-token"), 0o600)
 
@@ -72,10 +97,7 @@ func TestAgentRunPushesReportsAndServesMetrics(t *testing.T) {
 
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		mu.Lock()
-		n := len(reports)
-		mu.Unlock()
-		if n >= 2 {
+		if len(sink.all()) >= 2 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -83,9 +105,8 @@ func TestAgentRunPushesReportsAndServesMetrics(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	mu.Lock()
+	reports := sink.all()
 	rep := reports[len(reports)-1]
-	mu.Unlock()
 	if rep.Node != "node-a" || len(rep.PodUIDs) != 1 || rep.PodUIDs[0] != "uid-mine" {
 		t.Fatalf("report %+v: want node-a with only its running pod", rep)
 	}
@@ -93,13 +114,11 @@ func TestAgentRunPushesReportsAndServesMetrics(t *testing.T) {
 		t.Fatalf("windows %+v, want CPU 25 %%", rep.Windows)
 	}
 	// One run, numbered reports: the watcher orders by these, not by this node's clock.
-	mu.Lock()
 	for i, r := range reports {
 		if len(r.Instance) != 16 || r.Instance != reports[0].Instance || r.Seq != uint64(i+1) {
 			t.Errorf("report %d: instance %q seq %d, want the run's 16-character instance and seq %d", i, r.Instance, r.Seq, i+1)
 		}
 	}
-	mu.Unlock()
 	if code := get(t, h, "/readyz").Code; code != http.StatusOK {
 		t.Fatalf("/readyz = %d once sampling and synced", code)
 	}
@@ -161,10 +180,8 @@ func TestReadyChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	fxDone := make(chan struct{})
-	go func() { fx.Run(ctx, 2*time.Millisecond); close(fxDone) }()
-	defer func() { cancel(); <-fxDone }()
+	_, _, stop := runFixture(fx)
+	defer stop()
 	a, err := New(Config{NodeName: "node-a", ProcRoot: fx.Root, WatcherURL: "http://127.0.0.1:9", TokenFile: "/nonexistent",
 		SampleInterval: time.Second, ReportInterval: time.Hour})
 	if err != nil {
@@ -216,24 +233,10 @@ func TestAgentReportsPodUsage(t *testing.T) {
 	if err := fx.SetPods([]fixture.Pod{{UID: "uid-mine", QOS: "burstable", CPU: 15, MemoryBytes: 1 << 30}}); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	fxDone := make(chan struct{})
-	go func() { fx.Run(ctx, 2*time.Millisecond); close(fxDone) }()
-	defer func() { cancel(); <-fxDone }()
+	ctx, cancel, stop := runFixture(fx)
+	defer stop()
 
-	var mu sync.Mutex
-	var reports []loadapi.Report
-	watcher := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var rep loadapi.Report
-		if err := json.NewDecoder(r.Body).Decode(&rep); err != nil {
-			t.Errorf("decode: %v", err)
-		}
-		mu.Lock()
-		reports = append(reports, rep)
-		mu.Unlock()
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer watcher.Close()
+	sink, watcher := newReportSink(t, "")
 	tok := filepath.Join(dir, "token")
 	os.WriteFile(tok, []byte("sa-token"), 0o600)
 	mine := pod("mine", "node-a", corev1.PodRunning)
@@ -251,11 +254,9 @@ func TestAgentReportsPodUsage(t *testing.T) {
 	var rep loadapi.Report
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		mu.Lock()
-		if n := len(reports); n > 0 {
-			rep = reports[n-1]
+		if reports := sink.all(); len(reports) > 0 {
+			rep = reports[len(reports)-1]
 		}
-		mu.Unlock()
 		// Enough samples in the 1 s window for its average to settle (see below).
 		if len(rep.Pods) > 0 && len(rep.PodUIDs) == 2 && len(rep.Windows) > 0 && rep.Windows[0].Samples >= 50 {
 			break
