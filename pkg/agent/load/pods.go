@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -67,15 +68,7 @@ func (p *podSampler) read() []podReading {
 	if p.max > 0 && len(refs) > p.max {
 		// Sorted, so the same pods are read every time and their windows stay whole.
 		refs = slices.Clone(refs)
-		slices.SortFunc(refs, func(a, b PodRef) int {
-			if a.UID < b.UID {
-				return -1
-			}
-			if a.UID > b.UID {
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(refs, func(a, b PodRef) int { return strings.Compare(a.UID, b.UID) })
 		for _, r := range refs[p.max:] {
 			p.fail(&PodError{UID: r.UID, Reason: PodTooMany, Err: fmt.Errorf("over the limit of %d pods", p.max)})
 		}
@@ -220,14 +213,6 @@ func (s *Sampler) PodStats(now time.Time) []PodStat {
 		}
 		out = append(out, st)
 	}
-	slices.SortFunc(out, func(a, b PodStat) int {
-		if a.UID < b.UID {
-			return -1
-		}
-		if a.UID > b.UID {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b PodStat) int { return strings.Compare(a.UID, b.UID) })
 	return out
 }
