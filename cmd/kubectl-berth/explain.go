@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/berth-sched/berth/pkg/berthctl"
 	"github.com/berth-sched/berth/pkg/berthctl/reach"
 	"github.com/berth-sched/berth/pkg/decisionapi"
 )
@@ -81,13 +81,8 @@ func explainMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.StringVarP(&o.Output, "output", "o", "table", "table or json")
 	fs.DurationVar(&o.Timeout, "request-timeout", 30*time.Second, "time limit for the whole lookup")
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "error: %v\n", err)
-		fs.Usage()
-		return 2
+	if code, ok := berthctl.ParseFlags(fs, args[1:], stderr); !ok {
+		return code
 	}
 	pos := fs.Args()
 	var name string

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/berth-sched/berth/pkg/berthctl"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,13 +56,8 @@ func podConfigMain(ctx context.Context, args []string, stdout, stderr io.Writer)
 	kubeContext := fs.String("context", "", "kubeconfig context to use")
 	timeout := fs.Duration("request-timeout", 30*time.Second, "time limit for the whole command")
 	fs.Usage = func() { fmt.Fprint(stderr, podConfigUsage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "error: %v\n", err)
-		fs.Usage()
-		return 2
+	if code, ok := berthctl.ParseFlags(fs, args, stderr); !ok {
+		return code
 	}
 	pos := fs.Args()
 	if len(pos) != 2 || pos[0] != "release" {

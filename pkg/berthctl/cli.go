@@ -82,6 +82,20 @@ func (o *Options) flags(name, usage string, stderr io.Writer) *pflag.FlagSet {
 	return fs
 }
 
+// ParseFlags parses a subcommand's args. When it returns false the command ends with code: 0
+// after --help, 2 (usage printed) for a bad flag.
+func ParseFlags(fs *pflag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0, false
+		}
+		fmt.Fprintf(stderr, "error: %v\n", err)
+		fs.Usage()
+		return 2, false
+	}
+	return 0, true
+}
+
 // Main runs `kubectl berth nodes|status ARGS` (args[0] is the verb) and returns the exit code:
 // 0, 1 for an error (one sentence on stderr) or a failed status check, 2 for bad usage.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -92,13 +106,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		usage = statusUsage
 	}
 	fs := o.flags(verb, usage, stderr)
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "error: %v\n", err)
-		fs.Usage()
-		return 2
+	if code, ok := ParseFlags(fs, args[1:], stderr); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "error: kubectl berth %s takes no arguments, got %q\n", verb, fs.Args())
