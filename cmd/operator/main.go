@@ -139,21 +139,16 @@ func main() {
 }
 
 func cleanup(cfg *rest.Config, o operator.CleanupOptions, timeout time.Duration) error {
-	scheme, err := operator.Scheme()
-	if err != nil {
-		return err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctrl.SetupSignalHandler(), timeout)
-	defer cancel()
-	ctx = ctrl.LoggerInto(ctx, ctrl.Log.WithName("cleanup"))
-	return operator.Cleanup(ctx, c, o)
+	return runOnce(cfg, "cleanup", timeout, func(ctx context.Context, c client.Client) error { return operator.Cleanup(ctx, c, o) })
 }
 
 func waitAgents(cfg *rest.Config, o operator.AgentReadyOptions, timeout time.Duration) error {
+	return runOnce(cfg, "wait-agents", timeout, func(ctx context.Context, c client.Client) error { return operator.WaitAgentsReady(ctx, c, o) })
+}
+
+// runOnce runs a one-shot subcommand (logging as name) with a client of the operator's
+// scheme, until it returns, timeout passes or a signal arrives.
+func runOnce(cfg *rest.Config, name string, timeout time.Duration, run func(context.Context, client.Client) error) error {
 	scheme, err := operator.Scheme()
 	if err != nil {
 		return err
@@ -164,5 +159,5 @@ func waitAgents(cfg *rest.Config, o operator.AgentReadyOptions, timeout time.Dur
 	}
 	ctx, cancel := context.WithTimeout(ctrl.SetupSignalHandler(), timeout)
 	defer cancel()
-	return operator.WaitAgentsReady(ctrl.LoggerInto(ctx, ctrl.Log.WithName("wait-agents")), c, o)
+	return run(ctrl.LoggerInto(ctx, ctrl.Log.WithName(name)), c)
 }
