@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
-	"github.com/berth-sched/berth/pkg/scheduler/schedconfig"
 )
 
 func mustRender(t *testing.T, values string) *Rendered {
@@ -48,15 +47,9 @@ func TestDecisionRecordValues(t *testing.T) {
 			if dr == nil || dr.Enabled == nil || *dr.Enabled != tc.on {
 				t.Fatalf("decisionRecord rendered as %+v, want enabled %v written out", dr, tc.on)
 			}
-			rendered, err := schedconfig.Render(ss, nil)
-			if err != nil {
-				t.Fatalf("operator would refuse it: %s", schedconfig.ErrorMessage(err))
-			}
-			cfg, err := schedconfig.Validate(rendered.YAML)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg, yml := operatorConfig(t, ss)
 			var args *decisionrecord.Args
+			var err error
 			for _, pc := range cfg.Profiles[0].PluginConfig {
 				if pc.Name == decisionrecord.Name {
 					if args, err = decisionrecord.ParseArgs(pc.Args); err != nil {
@@ -65,7 +58,7 @@ func TestDecisionRecordValues(t *testing.T) {
 				}
 			}
 			if (args != nil) != tc.on {
-				t.Fatalf("DecisionRecord args present %v, want %v:\n%s", args != nil, tc.on, rendered.YAML)
+				t.Fatalf("DecisionRecord args present %v, want %v:\n%s", args != nil, tc.on, yml)
 			}
 			if tc.on && (*args.Records != tc.records || *args.TopNodes != tc.topNodes || *args.Summary != tc.summary) {
 				t.Errorf("args %d/%d/%s, want %d/%d/%s", *args.Records, *args.TopNodes, *args.Summary, tc.records, tc.topNodes, tc.summary)

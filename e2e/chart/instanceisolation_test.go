@@ -4,8 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	schedulerconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"sigs.k8s.io/yaml"
 
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/pkg/scheduler/schedconfig"
 )
 
@@ -28,14 +30,7 @@ func TestInstanceIsolationValues(t *testing.T) {
 		len(ii.Args.ClassLabels) != 1 || len(ii.Args.ExemptNamespaces) != 1 {
 		t.Fatalf("instanceIsolation rendered as %+v", ii)
 	}
-	rendered, err := schedconfig.Render(ss, nil)
-	if err != nil {
-		t.Fatalf("operator would refuse it: %s", schedconfig.ErrorMessage(err))
-	}
-	cfg, err := schedconfig.Validate(rendered.YAML)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, _ := operatorConfig(t, ss)
 	if len(cfg.Profiles) != 2 || cfg.Profiles[1].SchedulerName != "berth-scheduler-isolated" {
 		t.Fatalf("profiles: %d", len(cfg.Profiles))
 	}
@@ -61,4 +56,20 @@ func TestInstanceIsolationValues(t *testing.T) {
 			t.Errorf("%s: err = %v, want one naming %s", bad.values, err, bad.field)
 		}
 	}
+}
+
+// operatorConfig is the scheduler configuration the operator renders from ss, as the
+// scheduler loads it, and its YAML; a SecondaryScheduler the operator would refuse fails the
+// test.
+func operatorConfig(t *testing.T, ss *berthv1alpha1.SecondaryScheduler) (*schedulerconfig.KubeSchedulerConfiguration, []byte) {
+	t.Helper()
+	rendered, err := schedconfig.Render(ss, nil)
+	if err != nil {
+		t.Fatalf("operator would refuse it: %s", schedconfig.ErrorMessage(err))
+	}
+	cfg, err := schedconfig.Validate(rendered.YAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, rendered.YAML
 }
