@@ -157,3 +157,15 @@ func waitSchedulable(ctx context.Context, t *testing.T, c *cluster.Cluster, node
 	// moment to arrive (a delay, not an assertion on time).
 	time.Sleep(500 * time.Millisecond)
 }
+
+// addSeedNodes adds the seed's two nodes, mynode-1 and mynode-2, and waits until pods can be
+// scheduled on both.
+func addSeedNodes(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	if err := c.AddNodes(ctx,
+		cluster.NodeSpec{Name: "mynode-1", CPU: "4", Memory: "16Gi"},
+		cluster.NodeSpec{Name: "mynode-2", CPU: "4", Memory: "16Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	waitSchedulable(ctx, t, c, "mynode-1", "mynode-2")
+}

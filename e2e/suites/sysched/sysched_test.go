@@ -73,12 +73,7 @@ func TestClusterScopedProfiles(t *testing.T) {
 
 	t.Run("seed 000: nginx pods share a node, redis and memcached the other", func(t *testing.T) {
 		// Only these two nodes exist while the seed's pods are placed.
-		if err := c.AddNodes(ctx,
-			cluster.NodeSpec{Name: "mynode-1", CPU: "4", Memory: "16Gi"},
-			cluster.NodeSpec{Name: "mynode-2", CPU: "4", Memory: "16Gi"}); err != nil {
-			t.Fatal(err)
-		}
-		waitSchedulable(ctx, t, c, "mynode-1", "mynode-2")
+		addSeedNodes(ctx, t, c)
 		checkSeedPlacement(t, seedSequence(ctx, t, c, "default"))
 	})
 
@@ -228,12 +223,7 @@ func TestNamespacedProfiles(t *testing.T) {
 	if _, err := c.StartBerthScheduler(ctx, cluster.SchedulerOptions{Config: schedulerConfig(schedulerName)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.AddNodes(ctx,
-		cluster.NodeSpec{Name: "mynode-1", CPU: "4", Memory: "16Gi"},
-		cluster.NodeSpec{Name: "mynode-2", CPU: "4", Memory: "16Gi"}); err != nil {
-		t.Fatal(err)
-	}
-	waitSchedulable(ctx, t, c, "mynode-1", "mynode-2")
+	addSeedNodes(ctx, t, c)
 	checkSeedPlacement(t, seedSequence(ctx, t, c, "default"))
 }
 
