@@ -65,6 +65,16 @@ func (f *fakeRuntime) PodSandboxStatus(_ context.Context, r *runtimeapi.PodSandb
 func serveFake(t *testing.T, f *fakeRuntime) (socket string, stop func()) {
 	t.Helper()
 	socket = filepath.Join(t.TempDir(), "cri.sock")
+	s := serveOn(t, socket, f)
+	var once sync.Once
+	stop = func() { once.Do(s.Stop) }
+	t.Cleanup(stop)
+	return socket, stop
+}
+
+// serveOn serves f as a CRI runtime on the unix socket; the caller stops the server.
+func serveOn(t *testing.T, socket string, f *fakeRuntime) *grpc.Server {
+	t.Helper()
 	l, err := net.Listen("unix", socket)
 	if err != nil {
 		t.Fatal(err)
@@ -72,10 +82,7 @@ func serveFake(t *testing.T, f *fakeRuntime) (socket string, stop func()) {
 	s := grpc.NewServer()
 	runtimeapi.RegisterRuntimeServiceServer(s, f)
 	go func() { _ = s.Serve(l) }()
-	var once sync.Once
-	stop = func() { once.Do(s.Stop) }
-	t.Cleanup(stop)
-	return socket, stop
+	return s
 }
 
 // Shapes of PodSandboxStatus' verbose "info" as the two runtimes write them (fields trimmed).
@@ -183,14 +190,7 @@ func TestCRIResolver(t *testing.T) {
 		}
 	})
 	t.Run("socket back: the resolver reconnects", func(t *testing.T) {
-		l, err := net.Listen("unix", socket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := grpc.NewServer()
-		runtimeapi.RegisterRuntimeServiceServer(s, f)
-		go func() { _ = s.Serve(l) }()
-		defer s.Stop()
+		defer serveOn(t, socket, f).Stop()
 		got, err := r.Sandbox(ctx, "uid-b")
 		if err != nil || got.ID != "crio" {
 			t.Fatalf("got %+v, %v", got, err)
