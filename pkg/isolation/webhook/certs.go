@@ -199,16 +199,18 @@ func parseCerts(p []byte) []*x509.Certificate {
 	}
 }
 
-func serial() (*big.Int, error) {
-	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-}
-
-func newCA(validity time.Duration, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+// newKey is a fresh P-256 key and a random serial number for its certificate.
+func newKey() (*ecdsa.PrivateKey, *big.Int, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
 	}
-	sn, err := serial()
+	sn, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	return key, sn, err
+}
+
+func newCA(validity time.Duration, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, sn, err := newKey()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -230,11 +232,7 @@ func newCA(validity time.Duration, now time.Time) (*x509.Certificate, *ecdsa.Pri
 }
 
 func newLeaf(ca *x509.Certificate, caKey *ecdsa.PrivateKey, o CertOptions, now time.Time) (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	sn, err := serial()
+	key, sn, err := newKey()
 	if err != nil {
 		return nil, nil, err
 	}
