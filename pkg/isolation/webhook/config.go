@@ -96,23 +96,6 @@ func Defaults() Config {
 	}
 }
 
-// uniqueNames checks each of names at path with valid (whose messages follow what) and that
-// none repeats.
-func uniqueNames(path *field.Path, names []string, valid func(string) []string, what string) field.ErrorList {
-	var errs field.ErrorList
-	seen := map[string]bool{}
-	for i, n := range names {
-		for _, m := range valid(n) {
-			errs = append(errs, field.Invalid(path.Index(i), n, what+m))
-		}
-		if seen[n] {
-			errs = append(errs, field.Duplicate(path.Index(i), n))
-		}
-		seen[n] = true
-	}
-	return errs
-}
-
 // Validate returns every problem with c, each naming its flag.
 func (c *Config) Validate() field.ErrorList {
 	var errs field.ErrorList
@@ -125,7 +108,16 @@ func (c *Config) Validate() field.ErrorList {
 	if len(c.ClassLabels) == 0 {
 		errs = append(errs, field.Required(p, "at least one pod label key"))
 	}
-	errs = append(errs, uniqueNames(p, c.ClassLabels, validation.IsQualifiedName, "must be a label key: ")...)
+	seen := map[string]bool{}
+	for i, k := range c.ClassLabels {
+		for _, m := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(p.Index(i), k, "must be a label key: "+m))
+		}
+		if seen[k] {
+			errs = append(errs, field.Duplicate(p.Index(i), k))
+		}
+		seen[k] = true
+	}
 	errs = append(errs, labelPair(field.NewPath("poolLabel"), c.PoolLabel, c.PoolValue)...)
 	errs = append(errs, labelPair(field.NewPath("poolTaint"), c.TaintKey, c.TaintValue)...)
 	switch c.TaintEffect {
@@ -137,7 +129,17 @@ func (c *Config) Validate() field.ErrorList {
 	if c.Mode != ModeIPP {
 		errs = append(errs, schedulerName(field.NewPath("schedulerName"), c.SchedulerName, true)...)
 	}
-	errs = append(errs, uniqueNames(field.NewPath("exemptNamespaces"), c.ExemptNamespaces, validation.IsDNS1123Label, "must be a namespace name: ")...)
+	ns := field.NewPath("exemptNamespaces")
+	seenNS := map[string]bool{}
+	for i, n := range c.ExemptNamespaces {
+		for _, m := range validation.IsDNS1123Label(n) {
+			errs = append(errs, field.Invalid(ns.Index(i), n, "must be a namespace name: "+m))
+		}
+		if seenNS[n] {
+			errs = append(errs, field.Duplicate(ns.Index(i), n))
+		}
+		seenNS[n] = true
+	}
 	if c.IsolatedSchedulerName != "" {
 		errs = append(errs, schedulerName(field.NewPath("isolatedSchedulerName"), c.IsolatedSchedulerName, false)...)
 		if c.IsolatedSchedulerName == c.SchedulerName {
