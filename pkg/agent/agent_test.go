@@ -35,6 +35,19 @@ func runFixture(fx *fixture.Node) (ctx context.Context, cancel, stop func()) {
 	return ctx, cancel, func() { cancel(); <-done }
 }
 
+// runningFixture is a node at cpu and mem percent, its files changing until the test ends (or
+// cancel).
+func runningFixture(t *testing.T, cpu, mem float64) (*fixture.Node, context.Context, func()) {
+	t.Helper()
+	fx, err := fixture.New(t.TempDir(), cpu, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel, stop := runFixture(fx)
+	t.Cleanup(stop)
+	return fx, ctx, cancel
+}
+
 // reportSink is a load watcher that keeps every report it is sent.
 type reportSink struct {
 	mu      sync.Mutex
@@ -70,12 +83,7 @@ func (s *reportSink) all() []loadapi.Report {
 }
 
 func TestAgentRunPushesReportsAndServesMetrics(t *testing.T) {
-	fx, err := fixture.New(t.TempDir(), 25, 50)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel, stop := runFixture(fx)
-	defer stop()
+	fx, ctx, cancel := runningFixture(t, 25, 50)
 
 	sink, watcher := newReportSink(t, "sa-token")
 	tok := filepath.Join(t.TempDir(), "token")
@@ -176,12 +184,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 // /readyz at 503, naming itself and its reason, until it passes; the load part's own
 // conditions still come first.
 func TestReadyChecks(t *testing.T) {
-	fx, err := fixture.New(t.TempDir(), 25, 50)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _, stop := runFixture(fx)
-	defer stop()
+	fx, _, _ := runningFixture(t, 25, 50)
 	a, err := New(Config{NodeName: "node-a", ProcRoot: fx.Root, WatcherURL: "http://127.0.0.1:9", TokenFile: "/nonexistent",
 		SampleInterval: time.Second, ReportInterval: time.Hour})
 	if err != nil {
