@@ -171,6 +171,10 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"unknown top-level key", `schedulers: {}`, "schedulers"},
 		{"toleration operator", `agent: {tolerations: [{operator: Maybe}]}`, "/agent/tolerations/0/operator"},
 		{"relative proc path", `agent: {hostProc: proc}`, "/agent/hostProc"},
+		{"relative cgroup path", `agent: {hostCgroup: sys/fs/cgroup}`, "/agent/hostCgroup"},
+		// why: "/" would mount the host's whole filesystem into the agent.
+		{"cgroup path at the root", `agent: {hostCgroup: /}`, "/agent/hostCgroup"},
+		{"cgroup path through ..", `agent: {hostCgroup: /sys/fs/../../etc}`, "/agent/hostCgroup"},
 		// why: the socket's directory is mounted; "/x.sock" would mount the host's root.
 		{"CRI socket at the root", `agent: {criSocket: /containerd.sock}`, "/agent/criSocket"},
 		{"relative CRI socket", `agent: {criSocket: run/containerd/containerd.sock}`, "/agent/criSocket"},

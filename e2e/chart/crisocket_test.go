@@ -2,6 +2,7 @@ package chart
 
 import (
 	"fmt"
+	"path"
 	"slices"
 	"sort"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -64,6 +66,7 @@ func TestCRISocketRendering(t *testing.T) {
 			"/work/main/.cache/local-cluster/cluster/node/containerd", "--cri-socket=/run/berth/cri/containerd.sock"},
 		// YAML flow indicators and a comment sign: quoted, they stay part of the path.
 		{"/srv/a,b/{c}/#d/cri:x.sock", "/srv/a,b/{c}/#d", "--cri-socket=/run/berth/cri/cri:x.sock"},
+		{"/srv/a|b/cri.sock", "/srv/a|b", "--cri-socket=/run/berth/cri/cri.sock"},
 	} {
 		t.Run(tc.socket, func(t *testing.T) {
 			r, err := Render("berth", "berth-system", map[string]any{"agent": map[string]any{"criSocket": tc.socket}})
@@ -87,6 +90,62 @@ func TestCRISocketRendering(t *testing.T) {
 			probe := ds.Spec.Template.Spec.Containers[0].ReadinessProbe
 			if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/readyz" {
 				t.Errorf("readinessProbe %+v: want /readyz (which includes the image inventory)", probe)
+			}
+		})
+	}
+}
+
+// A $(NODE_NAME) component makes one DaemonSet serve nodes whose runtimes listen at different
+// paths: the directory above it is mounted and the kubelet expands the rest per pod
+// (subPathExpr); anything else with "$(" is refused, naming the value.
+func TestCRISocketPerNode(t *testing.T) {
+	for _, tc := range []struct {
+		socket, wantDir, wantSub, wantErr string
+	}{
+		{socket: "/work/c/cri/$(NODE_NAME)/containerd.sock", wantDir: "/work/c/cri", wantSub: "$(NODE_NAME)"},
+		{socket: "/var/lib/nodes/$(NODE_NAME)/run/containerd/containerd.sock", wantDir: "/var/lib/nodes", wantSub: "$(NODE_NAME)/run/containerd"},
+		{socket: "/run/containerd/containerd.sock", wantDir: "/run/containerd", wantSub: ""},
+		{socket: "/$(NODE_NAME)/containerd.sock", wantErr: "may stand once, as a whole directory below the first"},
+		{socket: "/nodes/$(NODE_NAME)/$(NODE_NAME)/c.sock", wantErr: "may stand once"},
+		{socket: "/nodes/x$(NODE_NAME)/c.sock", wantErr: "may stand once"},
+		{socket: "/nodes/$(NODE_NAME)x/c.sock", wantErr: "may stand once"},
+		{socket: "/nodes/$(POD_NAME)/c.sock", wantErr: "no other $(...) is expanded"},
+		{socket: "/nodes/n/$(NODE_NAME).sock", wantErr: "may stand once"},
+	} {
+		t.Run(tc.socket, func(t *testing.T) {
+			r, err := Render("berth", "berth-system", map[string]any{"agent": map[string]any{"criSocket": tc.socket}})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "agent.criSocket") {
+					t.Fatalf("err %v, want one naming agent.criSocket and %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := agentDaemonSet(t, r).Spec.Template.Spec
+			var dir, sub string
+			for _, v := range spec.Volumes {
+				if v.Name == "cri-socket-dir" && v.HostPath != nil {
+					dir = v.HostPath.Path
+				}
+			}
+			var mounted bool
+			for _, m := range spec.Containers[0].VolumeMounts {
+				if m.Name == "cri-socket-dir" {
+					mounted, sub = m.MountPath == "/run/berth/cri" && m.ReadOnly && m.SubPath == "", m.SubPathExpr
+				}
+			}
+			if dir != tc.wantDir || sub != tc.wantSub || !mounted {
+				t.Errorf("hostPath %q subPathExpr %q (read-only at /run/berth/cri: %v), want %q %q", dir, sub, mounted, tc.wantDir, tc.wantSub)
+			}
+			if !slices.Contains(spec.Containers[0].Args, "--cri-socket=/run/berth/cri/"+path.Base(tc.socket)) {
+				t.Errorf("args %v", spec.Containers[0].Args)
+			}
+			if tc.wantSub != "" && !slices.ContainsFunc(spec.Containers[0].Env, func(e corev1.EnvVar) bool {
+				return e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
+			}) {
+				t.Errorf("subPathExpr needs NODE_NAME from spec.nodeName in the container's env: %+v", spec.Containers[0].Env)
 			}
 		})
 	}

@@ -443,6 +443,9 @@ func (c *Cluster) realNodeNetwork() error {
 			// Short: containerd's ttrpc socket path must stay under 104 bytes.
 			n.paths = newNodePaths(filepath.Join(c.Dir, fmt.Sprintf("n%d", n.Index+1)))
 		}
+		// why: every node's socket at <Dir>/cri/<node name>/, so one chart value
+		// (CRISocketTemplate) serves them all through a per-pod subPathExpr.
+		n.paths.Socket = criSocket(c.Dir, n.NodeName)
 		n.ContainerdSocket = n.paths.Socket
 		ns, err := createNetNS(nsPath)
 		if err != nil {
@@ -674,7 +677,7 @@ func nodeEnv(tools map[string]string) []string {
 // imports the images.
 func (c *Cluster) startContainerd(ctx context.Context, r *RealNode, imgs []string) error {
 	p := r.paths
-	for _, d := range []string{p.ContainerdDir, p.CNIBin, p.CNIConf, p.CNIData, p.Kubelet, p.PodLogs, p.VolumePlugins} {
+	for _, d := range []string{p.ContainerdDir, filepath.Dir(p.Socket), p.CNIBin, p.CNIConf, p.CNIData, p.Kubelet, p.PodLogs, p.VolumePlugins} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 )
 
@@ -73,6 +74,15 @@ type realNodePaths struct {
 }
 
 func newRealNodePaths(dir string) realNodePaths { return newNodePaths(dir + "/node") }
+
+// CRISocketTemplate is agent.criSocket for a chart installed on the cluster in dir: every real
+// node's containerd listens at dir/cri/<node name>/containerd.sock, and the chart mounts
+// dir/cri with the node's own subdirectory per pod.
+func CRISocketTemplate(dir string) string { return criSocket(dir, "$(NODE_NAME)") }
+
+// criSocket is node's containerd socket. Short: containerd's ttrpc socket beside it must stay
+// under 104 bytes.
+func criSocket(dir, node string) string { return filepath.Join(dir, "cri", node, "containerd.sock") }
 
 func newNodePaths(root string) realNodePaths {
 	return realNodePaths{

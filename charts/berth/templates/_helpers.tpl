@@ -69,3 +69,23 @@ seccompProfile:
 {{- define "berth.scheduler.pluginsRole" -}}
 berth:{{ .Release.Namespace }}:{{ include "berth.scheduler.name" . }}-plugins
 {{- end -}}
+
+{{/* agent.criSocket's host directory and, when one component of it is the literal $(NODE_NAME)
+(nodes whose runtimes listen at different paths, as on the local cluster's real nodes), the
+subPathExpr below that directory that the kubelet expands per pod. Returns "hostDir subPath" (the schema keeps blanks out of the path). */}}
+{{- define "berth.agent.criMount" -}}
+{{- $s := .Values.agent.criSocket -}}
+{{- $d := dir $s -}}
+{{- $tok := "$(NODE_NAME)" -}}
+{{- if contains "$(" $s -}}
+{{- $parts := splitList (printf "/%s" $tok) $d -}}
+{{- $rest := "" -}}
+{{- if eq (len $parts) 2 }}{{ $rest = index $parts 1 }}{{ end -}}
+{{- if or (ne (len $parts) 2) (contains "$(" (index $parts 0)) (contains "$(" $rest) (contains "$(" (base $s)) (eq (index $parts 0) "") (and $rest (not (hasPrefix "/" $rest))) -}}
+{{- fail (printf "agent.criSocket %q: $(NODE_NAME) may stand once, as a whole directory below the first (e.g. /var/lib/nodes/$(NODE_NAME)/containerd.sock), and no other $(...) is expanded" $s) -}}
+{{- end -}}
+{{- printf "%s %s%s" (index $parts 0) $tok $rest -}}
+{{- else -}}
+{{- printf "%s " $d -}}
+{{- end -}}
+{{- end -}}

@@ -8,6 +8,7 @@ package helm
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -29,6 +30,7 @@ import (
 	"github.com/berth-sched/berth/e2e/chart"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/berth-sched/berth/pkg/operator"
 )
 
@@ -124,6 +126,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		}
 	})
 
+	var watcherAddr string
 	t.Run("the agent's reports reach the load watcher (Service name through cluster DNS, projected token, TokenReview)", func(t *testing.T) {
 		// The agent pushes to the Service by its name, which CoreDNS resolves; the test reads
 		// the watcher at its pod IP. A fresh report therefore proves the agent's whole path.
@@ -132,9 +135,10 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: rn.DialContext}}
+		watcherAddr = net.JoinHostPort(pods[0].Status.PodIP, "2020")
 		var last string
 		err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
-			resp, err := hc.Get(fmt.Sprintf("http://%s/watcher/%s", net.JoinHostPort(pods[0].Status.PodIP, "2020"), realNode))
+			resp, err := hc.Get(fmt.Sprintf("http://%s/watcher/%s", watcherAddr, realNode))
 			if err != nil {
 				last = err.Error()
 				return false, nil
@@ -290,6 +294,56 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 			}
 		}
 		bound = pods
+	})
+
+	t.Run("the installed agent reports a pod's own usage, read from the node's cgroups (agent.hostCgroup)", func(t *testing.T) {
+		if watcherAddr == "" {
+			t.Fatal("the earlier step found no watcher (see its failure)")
+		}
+		const probeNS = "usage-probe"
+		if err := framework.EnsureNamespace(ctx, c.Client, probeNS); err != nil {
+			t.Fatal(err)
+		}
+		// On the real node (a pod on kwok-1 would run nowhere), by the default scheduler.
+		spec := framework.PodSpec("", "10m", "16Mi")
+		spec.NodeSelector = map[string]string{"kubernetes.io/hostname": realNode}
+		spec.Containers[0].Image = cluster.PauseImage
+		spec.Containers[0].ImagePullPolicy = corev1.PullNever
+		if _, err := c.Client.CoreV1().Pods(probeNS).Create(ctx, framework.Pod(probeNS, "probe", map[string]string{"app": "probe"}, spec), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pods, err := framework.WaitPods(ctx, c.Client, probeNS, "app=probe", 1, 2*time.Minute, framework.Running)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uid := string(pods[0].UID)
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: rn.DialContext}}
+		var last string
+		err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+			resp, err := hc.Get(fmt.Sprintf("http://%s/watcher/%s?pods=true", watcherAddr, realNode))
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			defer resp.Body.Close()
+			var doc loadapi.Response
+			if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&doc); err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			last = fmt.Sprintf("want pod %s; %s lists pods %v, per-pod usage %+v", uid, realNode, doc.Nodes[realNode].PodUIDs, doc.Nodes[realNode].Pods)
+			for _, u := range doc.Nodes[realNode].Pods {
+				// why: memory, not CPU: a pause container may not run a millisecond per window.
+				if u.UID == uid && u.MemoryBytes > 0 && u.Latest.Memory > 0 && len(u.Windows) > 0 {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			t.Fatalf("the watcher has no per-pod usage for the probe pod: %s", last)
+		}
+		t.Log(last)
 	})
 
 	// Before the upgrade below restarts the scheduler: records live in the leader's memory.

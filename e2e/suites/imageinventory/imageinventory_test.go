@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,7 +72,8 @@ func TestImageInventory(t *testing.T) {
 	preTar := writeImage(t, tmp, preloaded)
 	c, err := cluster.Start(ctx, cluster.Config{
 		// Only pause and one small image of ours: the inventory compared with ctr is the whole node.
-		RealNode: &cluster.RealNodeConfig{NodeName: realNode, Images: []string{preTar}},
+		// Two nodes: the chart's DaemonSet serves both with one agent.criSocket ($(NODE_NAME)).
+		RealNode: &cluster.RealNodeConfig{NodeName: realNode, Count: 2, Images: []string{preTar}},
 		// The default scheduler places the chart's DaemonSet pod; KWOK is not needed (the other
 		// nodes only exist for token binding).
 		WithoutKWOK: true,
@@ -97,37 +99,52 @@ func TestImageInventory(t *testing.T) {
 	t.Run("the real agent publishes what containerd holds, follows changes, keeps it when the socket goes", func(t *testing.T) {
 		testRealAgent(ctx, t, c, rn, tmp)
 	})
-	t.Run("the chart's agent DaemonSet publishes from its pod through the mounted socket directory", func(t *testing.T) {
-		testDaemonSet(ctx, t, c, rn)
+	t.Run("the chart's agent DaemonSet publishes each real node's own images from its pod, one criSocket value with $(NODE_NAME) for both", func(t *testing.T) {
+		testDaemonSet(ctx, t, c, tmp)
 	})
 }
 
-// testDaemonSet runs the chart's agent DaemonSet (agent.criSocket set to the node's containerd
-// socket) on the real node: the pod reaches containerd through the read-only directory mount
-// and writes its node's NodeImages with the kubelet's projected token, through the policy.
-func testDaemonSet(ctx context.Context, t *testing.T, c *cluster.Cluster, rn *cluster.RealNode) {
+// testDaemonSet runs the chart's agent DaemonSet on both real nodes with agent.criSocket at
+// the local cluster's per-node template: each pod reaches its own node's containerd through the
+// read-only directory mount the kubelet picks for it (subPathExpr), and writes its node's
+// NodeImages with the kubelet's projected token, through the policy. An image imported into the
+// second node alone shows that neither agent read the other's runtime.
+func testDaemonSet(ctx context.Context, t *testing.T, c *cluster.Cluster, tmp string) {
 	agentTar := filepath.Join(c.BinDir, "images", "berth-agent.tar")
 	if _, err := os.Stat(agentTar); err != nil {
 		t.Fatalf("%v: run `make images`", err)
 	}
-	if _, err := rn.Ctr(ctx, "images", "import", agentTar); err != nil {
-		t.Fatal(err)
+	nodes := c.RealNodes()
+	if len(nodes) < 2 {
+		t.Fatalf("%d real nodes, want 2", len(nodes))
 	}
-	for _, w := range ctrImages(ctx, t, rn) {
-		if !strings.HasPrefix(w.ref, "localhost/berth/berth-agent:") {
-			continue
-		}
-		addDigestRef(ctx, t, rn, w)
+	const onlySecond = "localhost/berth-e2e/second-node-only:v1"
+	if _, err := nodes[1].Ctr(ctx, "images", "import", writeImage(t, tmp, onlySecond)); err != nil {
+		t.Fatal(err)
 	}
 	admin := dynamic.NewForConfigOrDie(c.RESTConfig).Resource(agentimages.GVR)
-	// The host-run agent of the previous test is stopped; start from no object, so the one that
-	// appears is the pod's.
-	if err := admin.Delete(ctx, realNode, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		t.Fatal(err)
+	var names []any
+	for _, rn := range nodes {
+		if _, err := rn.Ctr(ctx, "images", "import", agentTar); err != nil {
+			t.Fatal(err)
+		}
+		// ctr-imported images carry only their tag; name them by digest too, as a CRI pull
+		// does (the first node's were named so by the previous test already).
+		for _, w := range ctrImages(ctx, t, rn) {
+			addDigestRef(ctx, t, rn, w)
+		}
+		// The host-run agent of the previous test is stopped; start from no object, so the one
+		// that appears is the pod's.
+		if err := admin.Delete(ctx, rn.NodeName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		names = append(names, rn.NodeName)
 	}
 	r, err := chart.Render(release, agentNS, map[string]any{"agent": map[string]any{
-		"criSocket": rn.ContainerdSocket, "imageInterval": "500ms", "reportInterval": "1h",
-		"nodeSelector": map[string]any{"kubernetes.io/hostname": realNode}}})
+		"criSocket": cluster.CRISocketTemplate(c.Dir), "imageInterval": "500ms", "reportInterval": "1h",
+		"affinity": map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
+			"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{
+				"key": "kubernetes.io/hostname", "operator": "In", "values": names}}}}}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,31 +166,41 @@ func testDaemonSet(ctx context.Context, t *testing.T, c *cluster.Cluster, rn *cl
 		t.Fatal("the chart renders no agent DaemonSet")
 	}
 	store := agentimages.DynamicStore{Client: dynamic.NewForConfigOrDie(c.RESTConfig)}
-	want := ctrImages(ctx, t, rn)
-	obj := waitInventory(ctx, t, store, "inventory published by the DaemonSet's pod", func(o *berthv1alpha1.NodeImages) error {
-		if o == nil {
-			pods, _ := c.Client.CoreV1().Pods(agentNS).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + realNode})
-			var st []string
-			for _, p := range pods.Items {
-				st = append(st, p.Name+" "+string(p.Status.Phase))
-			}
-			ds, _ := c.Client.AppsV1().DaemonSets(agentNS).Get(ctx, agentSA, metav1.GetOptions{})
-			evs, _ := c.Client.CoreV1().Events(agentNS).List(ctx, metav1.ListOptions{})
-			var ev []string
-			for _, e := range evs.Items {
-				ev = append(ev, e.InvolvedObject.Name+" "+e.Reason+": "+e.Message)
-			}
-			return fmt.Errorf("no NodeImages yet (agent pods: %v; DaemonSet status %+v; events %v)", st, ds.Status, ev)
+	for i, rn := range nodes {
+		want := ctrImages(ctx, t, rn)
+		if has := slices.ContainsFunc(want, func(w ctrImage) bool { return w.ref == onlySecond }); has != (i == 1) {
+			t.Fatalf("%s holds %s: %v (only the second node should)", rn.NodeName, onlySecond, has)
 		}
-		if c := condition(o, berthv1alpha1.NodeImagesConditionReady); c.Status != metav1.ConditionTrue {
-			return fmt.Errorf("Ready %+v", c)
+		obj := waitInventoryOf(ctx, t, store, rn.NodeName, "inventory published by the DaemonSet's pod on "+rn.NodeName, func(o *berthv1alpha1.NodeImages) error {
+			if o == nil {
+				return fmt.Errorf("no NodeImages yet (%s)", daemonSetState(ctx, c, rn.NodeName))
+			}
+			if c := condition(o, berthv1alpha1.NodeImagesConditionReady); c.Status != metav1.ConditionTrue {
+				return fmt.Errorf("Ready %+v", c)
+			}
+			return matches(o, want)
+		})
+		// The pod's agent, not an administrator, wrote it: the agent account is the field manager's user.
+		if len(obj.ManagedFields) == 0 || obj.ManagedFields[0].Manager != berthv1alpha1.NodeImagesFieldManager {
+			t.Errorf("%s: managed fields %+v, want manager %s", rn.NodeName, obj.ManagedFields, berthv1alpha1.NodeImagesFieldManager)
 		}
-		return matches(o, want)
-	})
-	// The pod's agent, not an administrator, wrote it: the agent account is the field manager's user.
-	if len(obj.ManagedFields) == 0 || obj.ManagedFields[0].Manager != berthv1alpha1.NodeImagesFieldManager {
-		t.Errorf("managed fields %+v, want manager %s", obj.ManagedFields, berthv1alpha1.NodeImagesFieldManager)
 	}
+}
+
+// daemonSetState says why a node's agent pod has published nothing yet.
+func daemonSetState(ctx context.Context, c *cluster.Cluster, node string) string {
+	pods, _ := c.Client.CoreV1().Pods(agentNS).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	var st []string
+	for _, p := range pods.Items {
+		st = append(st, p.Name+" "+string(p.Status.Phase))
+	}
+	ds, _ := c.Client.AppsV1().DaemonSets(agentNS).Get(ctx, agentSA, metav1.GetOptions{})
+	evs, _ := c.Client.CoreV1().Events(agentNS).List(ctx, metav1.ListOptions{})
+	var ev []string
+	for _, e := range evs.Items {
+		ev = append(ev, e.InvolvedObject.Name+" "+e.Reason+": "+e.Message)
+	}
+	return fmt.Sprintf("agent pods: %v; DaemonSet status %+v; events %v", st, ds.Status, ev)
 }
 
 // writeImage builds a small random single-layer image (unique content per run) tagged ref.
@@ -496,10 +523,17 @@ func matches(obj *berthv1alpha1.NodeImages, want []ctrImage) error {
 // waitInventory polls the node's NodeImages until ok accepts it.
 func waitInventory(ctx context.Context, t *testing.T, store agentimages.DynamicStore, what string, ok func(*berthv1alpha1.NodeImages) error) *berthv1alpha1.NodeImages {
 	t.Helper()
+	return waitInventoryOf(ctx, t, store, realNode, what, ok)
+}
+
+// waitInventoryOf waits until node's NodeImages (nil while there is none) passes ok.
+func waitInventoryOf(ctx context.Context, t *testing.T, store agentimages.DynamicStore, node, what string, ok func(*berthv1alpha1.NodeImages) error) *berthv1alpha1.NodeImages {
+	t.Helper()
 	var last *berthv1alpha1.NodeImages
 	var lastErr error
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		obj, err := store.Get(ctx, realNode)
+	// why: a minute, not 30 s: a pod on a fresh node starts its image pull of the agent first.
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		obj, err := store.Get(ctx, node)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return false, err
 		}
@@ -708,7 +742,8 @@ func addDigestRef(ctx context.Context, t *testing.T, rn *cluster.RealNode, img c
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rn.Ctr(ctx, "images", "tag", img.ref, r.Name+"@"+img.digest); err != nil {
+	// why: --force, so naming an image again (a node a previous step prepared) is not an error.
+	if _, err := rn.Ctr(ctx, "images", "tag", "--force", img.ref, r.Name+"@"+img.digest); err != nil {
 		t.Fatal(err)
 	}
 }
