@@ -460,6 +460,9 @@ func WithTwins(profiles []Profile, binary, only string) []Profile {
 		if p.Binary == cluster.BerthScheduler && nameMatches(p.Name, only) {
 			t := p
 			t.Name, t.Binary = twinName(p.Name, binary), binary
+			// why: the twin's configuration names what the original's Setup serves (a load
+			// watcher's address, profiles in the cluster); running it again would clash.
+			t.Setup = nil
 			out = append(out, t)
 		}
 	}

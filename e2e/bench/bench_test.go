@@ -133,6 +133,11 @@ func TestWithTwinsFollowsEachBerthProfile(t *testing.T) {
 			t.Errorf("profile %d = %q on %q, want %q on %q", i, got[i].Name, got[i].Binary, w.name, w.binary)
 		}
 	}
+	// The twin shares what its original's Setup serves (the synthetic watcher's port).
+	full := WithTwins([]Profile{FullBerthProfile()}, "berth-scheduler-base", "")
+	if len(full) != 2 || full[0].Setup == nil || full[1].Setup != nil || full[1].Profiles != full[0].Profiles {
+		t.Errorf("twin of the full profile: want the same configuration without a Setup of its own")
+	}
 }
 
 func tailLog(path string) string {
