@@ -9,13 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	configv1 "github.com/berth-sched/berth/api/config/v1"
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
-	"github.com/berth-sched/berth/pkg/scheduler/schedconfig"
 )
 
 // Profile names of the instance-isolation comparison (isolationbench).
@@ -99,18 +97,11 @@ func recordingOnlyProfile() (string, error) {
 		Spec: berthv1alpha1.SecondarySchedulerSpec{SchedulerName: SchedulerName, Image: "unused",
 			Plugins: &berthv1alpha1.PluginSet{DecisionRecord: &berthv1alpha1.DecisionRecordPlugin{}}},
 	}
-	r, err := schedconfig.Render(ss, nil)
+	out, err := framework.RenderedProfiles(ss)
 	if err != nil {
 		return "", fmt.Errorf("rendering the decision-record-only profile: %w", err)
 	}
-	var doc struct {
-		Profiles []map[string]any `json:"profiles"`
-	}
-	if err := yaml.Unmarshal(r.YAML, &doc); err != nil {
-		return "", err
-	}
-	out, err := yaml.Marshal(doc.Profiles)
-	return string(out), err
+	return out, nil
 }
 
 // PrintIsolationRatios writes berth and both mode against the anti-affinity figure and the

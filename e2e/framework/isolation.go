@@ -49,9 +49,19 @@ func InstanceIsolationProfiles(schedulerName, isolatedName string, weight int32,
 			}},
 		},
 	}
-	r, err := schedconfig.Render(ss, nil)
+	out, err := RenderedProfiles(ss)
 	if err != nil {
 		return "", fmt.Errorf("rendering InstanceIsolation profiles: %w", err)
+	}
+	return out, nil
+}
+
+// RenderedProfiles are the profile entries (YAML list items under `profiles:`) the operator
+// renders for ss.
+func RenderedProfiles(ss *berthv1alpha1.SecondaryScheduler) (string, error) {
+	r, err := schedconfig.Render(ss, nil)
+	if err != nil {
+		return "", err
 	}
 	var doc struct {
 		Profiles []map[string]any `json:"profiles"`
