@@ -138,3 +138,68 @@ func TestScoreFindsEveryPreparedNode(t *testing.T) {
 		}
 	}
 }
+
+// A cycle with no nodes (PreScore without candidates, or a plugin test) prepares nothing and
+// Score says so, on a fresh memo and after a Sweep alike.
+func TestEmptyCycles(t *testing.T) {
+	h := &harness{version: map[string]int{"a": 1}}
+	a := info("a")
+	for _, step := range []string{"fresh", "after a cycle and a Sweep"} {
+		s := h.cycle()
+		if _, ok := h.m.Score(s, a); ok {
+			t.Errorf("%s: a node got a score from a cycle without nodes", step)
+		}
+		if _, ok := h.m.Stamp(s, a.Node()); ok {
+			t.Errorf("%s: a node got a stamp from a cycle without nodes", step)
+		}
+		h.score(t, h.cycle(a), a, 10)
+		h.m.Sweep()
+		h.m.Sweep()
+	}
+	if n := h.m.Len(); n != 1 {
+		t.Errorf("%d entries, want 1", n)
+	}
+}
+
+// BenchmarkCycle is one burst cycle as the full profile runs it: 1000 nodes known, ~420
+// prepared (the framework's adaptive share at 1000 nodes, from a rotating start), every stamp
+// still valid but the last cycle's chosen node, then one Score per prepared node.
+func BenchmarkCycle(b *testing.B) {
+	const known, perCycle = 1000, 420
+	nodes := make([]fwk.NodeInfo, known)
+	for i := range nodes {
+		nodes[i] = info(fmt.Sprint("n", i))
+	}
+	version := make(map[*v1.Node]*int, known)
+	for _, ni := range nodes {
+		version[ni.Node()] = new(int)
+	}
+	type st struct {
+		v    *int
+		seen int
+	}
+	var m Memo[st]
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := (i * perCycle) % known
+		cycle := make([]fwk.NodeInfo, 0, perCycle)
+		for j := 0; j < perCycle; j++ {
+			cycle = append(cycle, nodes[(start+j)%known])
+		}
+		*version[cycle[i%perCycle].Node()]++
+		state := framework.NewCycleState()
+		m.Prepare(state, cycle,
+			func(s *st) bool { return *s.v == s.seen },
+			func(ni fwk.NodeInfo, s *st) int64 {
+				v := version[ni.Node()]
+				*s = st{v: v, seen: *v}
+				return int64(*v)
+			})
+		for _, ni := range cycle {
+			if _, ok := m.Score(state, ni); !ok {
+				b.Fatal("prepared node not found")
+			}
+		}
+	}
+}

@@ -15,9 +15,9 @@ import (
 // result for as long as those stay the same.
 type ScoreFunc func(st NodeState, nodeInfo fwk.NodeInfo) int64
 
-// scoreMemo is the engine's nodememo (the full Berth profile ran at 0.7x of the default plugins
-// while each Score looked its node up in the snapshot and summed its placed pods). A score is
-// reused while, besides the node object (the memo's key):
+// scoreMemo is the engine's nodememo: without it each Score looked its node up in the snapshot
+// and summed its placed pods (e2e/bench/README.md has the figures). A score is reused while,
+// besides the node object (the memo's key):
 //   - the load snapshot is the same;
 //   - the node's placed pods are the same (the tracker replaces a bucket's slice on every
 //     change, so the slice pointer says whether the sum still holds);
