@@ -29,7 +29,9 @@ func TestFilter(t *testing.T) {
 		// snapshotOnly are pods the snapshot's NodeInfo holds but this index has not seen
 		// (another profile's reservation, a binding the handler has not processed yet).
 		snapshotOnly []*v1.Pod
-		pod          *v1.Pod
+		// indexOnly are pods the index has seen bound but the snapshot does not hold yet.
+		indexOnly []*v1.Pod
+		pod       *v1.Pod
 		// want is "" for a fit, else a substring of the UnschedulableAndUnresolvable reason.
 		want string
 	}{
@@ -60,6 +62,12 @@ func TestFilter(t *testing.T) {
 			existing: []*v1.Pod{newPod("t2").class("a").on("n1").pod()}, pod: newPod("t1").class("a").pod()},
 		{name: "snapshot-only replica, spreading", args: spread, snapshotOnly: []*v1.Pod{newPod("t1").class("a").owned("Job", "j").on("n1").pod()},
 			pod: newPod("t1").class("a").owned("Job", "j").pod(), want: "replica of Job/j"},
+		{name: "index-only pod of another class, empty snapshot: the snapshot decides", indexOnly: []*v1.Pod{newPod("t2").class("b").on("n1").pod()},
+			pod: newPod("t1").class("a").pod()},
+		{name: "index-only unclassed pod, strict, empty snapshot", args: strict, indexOnly: []*v1.Pod{newPod("t2").on("n1").pod()},
+			pod: newPod("t1").class("a").pod()},
+		{name: "index-only pod of another class beside a snapshot pod", indexOnly: []*v1.Pod{newPod("t2").class("b").on("n1").pod()},
+			existing: []*v1.Pod{newPod("t3").class("a").on("n1").pod()}, pod: newPod("t1").class("a").pod()},
 		{name: "assumed pod unreserved", reserved: []reservation{{pod: newPod("t2").class("b").pod(), node: "n1", unreserve: true}},
 			pod: newPod("t1").class("a").pod()},
 		{name: "terminated pod does not count", existing: []*v1.Pod{newPod("t2").class("b").on("n1").phase(v1.PodSucceeded).pod()},
@@ -110,6 +118,9 @@ func TestFilter(t *testing.T) {
 			for _, p := range tc.deleted {
 				h.OnDelete(p)
 				delete(snap, p)
+			}
+			for _, p := range tc.indexOnly {
+				h.OnAdd(p, false)
 			}
 			ctx := context.Background()
 			for _, r := range tc.reserved {
@@ -192,6 +203,49 @@ func TestNominatedAndVictims(t *testing.T) {
 	}
 	if got := pl.Index().Summary()["n1"].Classes["b"]; got != 1 {
 		t.Fatalf("cycle deltas leaked into the index: class b count %d", got)
+	}
+	// The clones' deltas are theirs: the cycle's own state still sees the victim.
+	if s := pl.Filter(ctx, cs, pod, ni); s.IsSuccess() {
+		t.Fatal("after filtering clones, the cycle's own state lost the victim")
+	}
+}
+
+// TestFilterReadsItsOwnCycle: Filter and Score must read the state of the CycleState they are
+// given, not whichever cycle wrote last (the plugin keeps the last one at hand).
+func TestFilterReadsItsOwnCycle(t *testing.T) {
+	ctx := context.Background()
+	pl := newTestPlugin(t, nil)
+	holder := newPod("t2").class("b").on("n1").pod()
+	pl.PodHandler().OnAdd(holder, false)
+	ni := nodeInfo("n1", holder)
+	podA, podB := newPod("t1").class("a").pod(), newPod("t1").class("b").pod()
+	csA, csB := framework.NewCycleState(), framework.NewCycleState()
+	for _, c := range []struct {
+		cs  fwk.CycleState
+		pod *v1.Pod
+	}{{csA, podA}, {csB, podB}} {
+		if _, s := pl.PreFilter(ctx, c.cs, c.pod, nil); !s.IsSuccess() {
+			t.Fatal(s)
+		}
+	}
+	tests := []struct {
+		name   string
+		cs     fwk.CycleState
+		pod    *v1.Pod
+		fits   bool
+		scores int64
+	}{
+		{"older cycle, class a", csA, podA, false, 0},
+		{"last cycle, class b", csB, podB, true, fwk.MaxNodeScore},
+		{"clone of the older cycle", csA.Clone(), podA, false, 0},
+	}
+	for _, tt := range tests {
+		if s := pl.Filter(ctx, tt.cs, tt.pod, ni); s.IsSuccess() != tt.fits {
+			t.Errorf("%s: Filter = %v, want fits=%v", tt.name, s, tt.fits)
+		}
+		if got, s := pl.Score(ctx, tt.cs, tt.pod, ni); !s.IsSuccess() || got != tt.scores {
+			t.Errorf("%s: Score = %d, %v; want %d", tt.name, got, s, tt.scores)
+		}
 	}
 }
 

@@ -44,6 +44,15 @@ type InstanceIsolation struct {
 
 	synced     func() bool
 	syncedOnce atomic.Bool
+	// last is the state PreFilter or PreScore wrote and the CycleState it went into: Filter and
+	// Score run once per node, and reading the framework's CycleState is a concurrent map
+	// lookup each time, while the cycle's own state is one pointer comparison away.
+	last atomic.Pointer[lastState]
+}
+
+type lastState struct {
+	cs fwk.CycleState
+	st *cycleState
 }
 
 var (
@@ -179,7 +188,7 @@ func (pl *InstanceIsolation) PreFilter(ctx context.Context, cs fwk.CycleState, p
 	if !pl.participates(&pc) {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	cs.Write(stateKey, &cycleState{pc: pc})
+	pl.writeState(cs, &cycleState{pc: pc})
 	return nil, nil
 }
 
@@ -218,6 +227,22 @@ func (pl *InstanceIsolation) RemovePod(_ context.Context, cs fwk.CycleState, _ *
 	return pl.adjust(cs, pi.GetPod(), nodeInfo, -1)
 }
 
+// writeState stores st in cs and remembers the pair for state.
+func (pl *InstanceIsolation) writeState(cs fwk.CycleState, st *cycleState) {
+	cs.Write(stateKey, st)
+	pl.last.Store(&lastState{cs: cs, st: st})
+}
+
+// state is the cycle's state in cs: the one last written when cs is the CycleState it went
+// into, else read from cs (a clone the framework made to add nominated pods or try
+// preemption holds its own copy).
+func (pl *InstanceIsolation) state(cs fwk.CycleState) (*cycleState, error) {
+	if l := pl.last.Load(); l != nil && l.cs == cs {
+		return l.st, nil
+	}
+	return readState(cs)
+}
+
 func readState(cs fwk.CycleState) (*cycleState, error) {
 	d, err := cs.Read(stateKey)
 	if err != nil {
@@ -234,7 +259,7 @@ func readState(cs fwk.CycleState) (*cycleState, error) {
 // replica of the same controller). UnschedulableAndUnresolvable: preemption is not asked to
 // evict another tenant's pods to make room; see README.
 func (pl *InstanceIsolation) Filter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
-	st, err := readState(cs)
+	st, err := pl.state(cs)
 	if err != nil {
 		return fwk.AsStatus(err)
 	}
@@ -243,6 +268,11 @@ func (pl *InstanceIsolation) Filter(_ context.Context, cs fwk.CycleState, _ *v1.
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
 	pods := nodeInfo.GetPods()
+	if len(pods) == 0 && len(st.delta) == 0 {
+		// why: a node without pods admits every pod whatever the index says (it agrees, or
+		// the snapshot decides, and an empty snapshot refuses nothing), so no lookup.
+		return nil
+	}
 	reason, ok := pl.index.verdictIfPods(node.Name, st.delta[node.Name], len(pods), &st.pc, pl.strict, pl.spread)
 	if !ok {
 		// why: the snapshot holds pods the index does not (yet), e.g. a pod another profile
@@ -272,7 +302,7 @@ func (pl *InstanceIsolation) PreScore(_ context.Context, cs fwk.CycleState, pod 
 	if pc.exempt || pc.conflict != "" {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	cs.Write(stateKey, &cycleState{pc: pc})
+	pl.writeState(cs, &cycleState{pc: pc})
 	return nil
 }
 
@@ -280,7 +310,7 @@ func (pl *InstanceIsolation) PreScore(_ context.Context, cs fwk.CycleState, pod 
 // class at all (an unclassed pod), 0 elsewhere, so a class fills its nodes before claiming an
 // empty one and unclassed pods leave empty nodes to the classes.
 func (pl *InstanceIsolation) Score(_ context.Context, cs fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
-	st, err := readState(cs)
+	st, err := pl.state(cs)
 	if err != nil {
 		return 0, fwk.AsStatus(err)
 	}
