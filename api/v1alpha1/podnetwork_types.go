@@ -46,7 +46,8 @@ type PodNetwork struct {
 }
 
 // PodNetworkSpec is one network and its grant.
-// +kubebuilder:validation:XValidation:rule="self.bridge == oldSelf.bridge && self.cidr == oldSelf.cidr && (has(self.gateway) == has(oldSelf.gateway)) && (!has(self.gateway) || self.gateway == oldSelf.gateway) && (has(self.vlan) == has(oldSelf.vlan)) && (!has(self.vlan) || self.vlan == oldSelf.vlan)",message="bridge, cidr, gateway and vlan are immutable (links and addresses exist on nodes); create another PodNetwork"
+// +kubebuilder:validation:XValidation:rule="self.bridge == oldSelf.bridge && self.cidr == oldSelf.cidr && (has(self.gateway) == has(oldSelf.gateway)) && (!has(self.gateway) || self.gateway == oldSelf.gateway) && (has(self.vlan) == has(oldSelf.vlan)) && (!has(self.vlan) || self.vlan == oldSelf.vlan) && (has(self.vxlan) == has(oldSelf.vxlan)) && (!has(self.vxlan) || self.vxlan == oldSelf.vxlan)",message="bridge, cidr, gateway, vlan and vxlan are immutable (links and addresses exist on nodes); create another PodNetwork"
+// +kubebuilder:validation:XValidation:rule="!(has(self.vlan) && has(self.vxlan))",message="a network carries a VLAN or a VXLAN, not both",fieldPath=".vxlan"
 // +kubebuilder:validation:XValidation:rule="!has(self.gateway) || !isCIDR(self.cidr) || !isIP(self.gateway) || cidr(self.cidr).containsIP(self.gateway)",message="gateway must be inside cidr",fieldPath=".gateway"
 // +kubebuilder:validation:XValidation:rule="!has(self.gateway) || !isCIDR(self.cidr) || self.gateway != self.cidr.split('/')[0]",message="gateway cannot be the network address",fieldPath=".gateway"
 // +kubebuilder:validation:XValidation:rule="!has(self.routes) || !isCIDR(self.cidr) || self.routes.all(r, !isCIDR(r.destination) || cidr(r.destination).ip().family() == cidr(self.cidr).ip().family())",message="route destinations must be of the cidr's address family",fieldPath=".routes"
@@ -93,6 +94,13 @@ type PodNetworkSpec struct {
 	// +optional
 	VLAN *PodNetworkVLAN `json:"vlan,omitempty"`
 
+	// VXLAN joins the network's bridges on every node into one layer-2 segment through a
+	// VXLAN of a host interface (its address is the tunnel's local end), found by multicast:
+	// the nodes' uplinks must carry the group. Set mtu to the uplink's MTU minus 50 (the
+	// VXLAN header). The parent must be in the operator's allowed parents.
+	// +optional
+	VXLAN *PodNetworkVXLAN `json:"vxlan,omitempty"`
+
 	// Routes every attached pod gets through this network. Never a default route, and never
 	// to loopback, link-local, multicast or the cluster's own ranges.
 	// +kubebuilder:validation:MaxItems=16
@@ -117,6 +125,29 @@ type PodNetworkVLAN struct {
 	// +kubebuilder:validation:MaxLength=15
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,14}$`
 	Parent string `json:"parent"`
+}
+
+// PodNetworkVXLAN is a VXLAN segment over a host interface, its peers found by multicast.
+type PodNetworkVXLAN struct {
+	// VNI is the VXLAN network identifier.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16777215
+	VNI int32 `json:"vni"`
+	// Parent is the host interface the VXLAN's packets leave and arrive through.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,14}$`
+	Parent string `json:"parent"`
+	// Group is the IPv4 multicast group the nodes' VXLAN ends join to find each other.
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:XValidation:rule="isIP(self) && ip(self).family() == 4 && cidr('224.0.0.0/4').containsIP(self) && !cidr('224.0.0.0/24').containsIP(self)",message="must be an IPv4 multicast group outside 224.0.0.0/24 (link-local control), e.g. 239.1.1.1"
+	Group string `json:"group"`
+	// Port is the UDP port of the VXLAN (default 4789, IANA's).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +kubebuilder:default=4789
+	// +optional
+	Port int32 `json:"port,omitempty"`
 }
 
 // PodNetworkStatus is written by the operator alone.

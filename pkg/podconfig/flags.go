@@ -12,7 +12,7 @@ import (
 // decided), and returns a function that parses and checks them after fs.Parse.
 func BindPolicyFlags(fs *flag.FlagSet) func() (Policy, error) {
 	prefix := fs.String("podconfig-bridge-prefix", DefaultBridgePrefix, "prefix every PodNetwork bridge must start with")
-	parents := fs.String("podconfig-allowed-parents", "", "comma-separated host interfaces whose VLANs PodNetworks may use; empty: none")
+	parents := fs.String("podconfig-allowed-parents", "", "comma-separated host interfaces whose VLANs and VXLANs PodNetworks may use; empty: none")
 	cidrs := fs.String("podconfig-cluster-cidrs", "",
 		"comma-separated pod and service CIDRs of the cluster: PodNetworks overlapping them are refused (the operator also discovers ServiceCIDRs and node podCIDRs)")
 	nodeNets := fs.String("podconfig-node-networks", "",

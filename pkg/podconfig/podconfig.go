@@ -73,7 +73,28 @@ type Network struct {
 	Gateway netip.Addr // invalid when there is none
 	MTU     int        // 0: the kernel's default
 	VLAN    *VLAN
+	VXLAN   *VXLAN
 	Routes  []RouteSpec
+}
+
+// VXLAN is a VXLAN segment over a host interface put on a network's bridge, its peers found
+// through a multicast group.
+type VXLAN struct {
+	Parent string
+	VNI    int
+	Group  netip.Addr
+	Port   int
+}
+
+// DefaultVXLANPort is IANA's VXLAN port, used when a PodNetwork names none.
+const DefaultVXLANPort = 4789
+
+// VXLANPort is port, or DefaultVXLANPort when it is 0 (unset).
+func VXLANPort(port int32) int {
+	if port == 0 {
+		return DefaultVXLANPort
+	}
+	return int(port)
 }
 
 // VLAN is a host interface's VLAN put on a network's bridge.
@@ -109,6 +130,13 @@ func NetworkOf(pn *berthv1alpha1.PodNetwork) (Network, error) {
 	}
 	if v := pn.Spec.VLAN; v != nil {
 		n.VLAN = &VLAN{Parent: v.Parent, ID: int(v.ID)}
+	}
+	if v := pn.Spec.VXLAN; v != nil {
+		g, err := netip.ParseAddr(v.Group)
+		if err != nil {
+			return Network{}, err
+		}
+		n.VXLAN = &VXLAN{Parent: v.Parent, VNI: int(v.VNI), Group: g, Port: VXLANPort(v.Port)}
 	}
 	for _, r := range pn.Spec.Routes {
 		dst, err := netip.ParsePrefix(r.Destination)

@@ -108,6 +108,10 @@ func ValidateNetworkSpec(spec *berthv1alpha1.PodNetworkSpec, path *field.Path) f
 		errs = append(errs, field.Invalid(path.Child("mtu"), *spec.MTU, "must be 68..65535"))
 	}
 	errs = append(errs, validateVLAN(spec.VLAN, spec.Bridge, path.Child("vlan"))...)
+	errs = append(errs, validateVXLAN(spec.VXLAN, spec.Bridge, path.Child("vxlan"))...)
+	if spec.VLAN != nil && spec.VXLAN != nil {
+		errs = append(errs, field.Forbidden(path.Child("vxlan"), "a network carries a VLAN or a VXLAN, not both"))
+	}
 	prefix, cidrErrs, ok := validateCIDR(spec.CIDR, path.Child("cidr"))
 	errs = append(errs, cidrErrs...)
 	if !ok {
@@ -146,6 +150,30 @@ func validateVLAN(v *berthv1alpha1.PodNetworkVLAN, bridge string, vp *field.Path
 		errs = append(errs, field.Invalid(vp.Child("parent"), v.Parent, msg))
 	} else if v.Parent == bridge {
 		errs = append(errs, field.Invalid(vp.Child("parent"), v.Parent, "cannot be the network's own bridge"))
+	}
+	return errs
+}
+
+// validateVXLAN wants a VNI, a parent link other than the network's own bridge, an IPv4
+// multicast group outside the link-local control block, and a port.
+func validateVXLAN(v *berthv1alpha1.PodNetworkVXLAN, bridge string, vp *field.Path) field.ErrorList {
+	if v == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if v.VNI < 1 || v.VNI > 1<<24-1 {
+		errs = append(errs, field.Invalid(vp.Child("vni"), v.VNI, "must be 1..16777215"))
+	}
+	if msg := validateHostLinkName(v.Parent); msg != "" {
+		errs = append(errs, field.Invalid(vp.Child("parent"), v.Parent, msg))
+	} else if v.Parent == bridge {
+		errs = append(errs, field.Invalid(vp.Child("parent"), v.Parent, "cannot be the network's own bridge"))
+	}
+	if g, err := netip.ParseAddr(v.Group); err != nil || !g.Is4() || !g.IsMulticast() || g.IsLinkLocalMulticast() {
+		errs = append(errs, field.Invalid(vp.Child("group"), v.Group, "must be an IPv4 multicast group outside 224.0.0.0/24 (link-local control), e.g. 239.1.1.1"))
+	}
+	if v.Port < 0 || v.Port > 65535 {
+		errs = append(errs, field.Invalid(vp.Child("port"), v.Port, "must be 1..65535 (0: the default 4789)"))
 	}
 	return errs
 }
@@ -282,6 +310,9 @@ func (p Policy) ValidateNetwork(pn *berthv1alpha1.PodNetwork, reserved []NamedPr
 	if v := pn.Spec.VLAN; v != nil && !contains(p.AllowedParents, v.Parent) {
 		errs = append(errs, field.Forbidden(path.Child("vlan", "parent"), fmt.Sprintf("%s is not in the allowed parents (podConfig.allowedParents)", v.Parent)))
 	}
+	if v := pn.Spec.VXLAN; v != nil && !contains(p.AllowedParents, v.Parent) {
+		errs = append(errs, field.Forbidden(path.Child("vxlan", "parent"), fmt.Sprintf("%s is not in the allowed parents (podConfig.allowedParents)", v.Parent)))
+	}
 	if c, err := netip.ParsePrefix(pn.Spec.CIDR); err == nil {
 		if r, bad := overlapping(c.Masked(), reserved); bad {
 			errs = append(errs, field.Forbidden(path.Child("cidr"), fmt.Sprintf("%s overlaps %s", c.Masked(), r)))
@@ -343,6 +374,10 @@ func (p Policy) AcceptNetworks(all []berthv1alpha1.PodNetwork, reserved []NamedP
 					errs = append(errs, field.Forbidden(path.Child("cidr"), fmt.Sprintf("%s overlaps %s of PodNetwork %s (older)", mine.Masked(), theirs.Masked(), o.Name)))
 				case pn.Spec.VLAN != nil && o.Spec.VLAN != nil && *pn.Spec.VLAN == *o.Spec.VLAN:
 					errs = append(errs, field.Forbidden(path.Child("vlan"), fmt.Sprintf("VLAN %d of %s belongs to PodNetwork %s (older)", pn.Spec.VLAN.ID, pn.Spec.VLAN.Parent, o.Name)))
+				case pn.Spec.VXLAN != nil && o.Spec.VXLAN != nil && pn.Spec.VXLAN.VNI == o.Spec.VXLAN.VNI && VXLANPort(pn.Spec.VXLAN.Port) == VXLANPort(o.Spec.VXLAN.Port):
+					// why: the kernel keeps one VXLAN device per VNI and port on a node, and two
+					// networks on one segment would join each other's pods.
+					errs = append(errs, field.Forbidden(path.Child("vxlan"), fmt.Sprintf("VXLAN %d (port %d) belongs to PodNetwork %s (older)", pn.Spec.VXLAN.VNI, VXLANPort(pn.Spec.VXLAN.Port), o.Name)))
 				}
 			}
 		}

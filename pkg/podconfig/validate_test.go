@@ -92,6 +92,18 @@ func TestValidateNetwork(t *testing.T) {
 		{"vlan id out of range", func(s *berthv1alpha1.PodNetworkSpec) {
 			s.VLAN = &berthv1alpha1.PodNetworkVLAN{ID: 4095, Parent: "ens9"}
 		}, "spec.vlan.id", "1..4094"},
+		{"accepted vxlan on allowed parent", func(s *berthv1alpha1.PodNetworkSpec) { s.VXLAN = vxlan(100, "ens9", "239.1.1.1") }, "", ""},
+		{"vxlan parent not allow-listed", func(s *berthv1alpha1.PodNetworkSpec) { s.VXLAN = vxlan(100, "eth0", "239.1.1.1") }, "spec.vxlan.parent", "allowed parents"},
+		{"vxlan vni out of range", func(s *berthv1alpha1.PodNetworkSpec) { s.VXLAN = vxlan(1<<24, "ens9", "239.1.1.1") }, "spec.vxlan.vni", "1..16777215"},
+		{"vxlan unicast group", func(s *berthv1alpha1.PodNetworkSpec) { s.VXLAN = vxlan(100, "ens9", "10.0.0.1") }, "spec.vxlan.group", "multicast"},
+		{"vxlan link-local control group", func(s *berthv1alpha1.PodNetworkSpec) { s.VXLAN = vxlan(100, "ens9", "224.0.0.5") }, "spec.vxlan.group", "224.0.0.0/24"},
+		{"vxlan IPv6 group", func(s *berthv1alpha1.PodNetworkSpec) { s.VXLAN = vxlan(100, "ens9", "ff05::1") }, "spec.vxlan.group", "IPv4"},
+		{"vxlan parent is the bridge", func(s *berthv1alpha1.PodNetworkSpec) { s.VXLAN = vxlan(100, s.Bridge, "239.1.1.1") }, "spec.vxlan.parent", "own bridge"},
+		{"vxlan port out of range", func(s *berthv1alpha1.PodNetworkSpec) { s.VXLAN = vxlan(100, "ens9", "239.1.1.1"); s.VXLAN.Port = 70000 }, "spec.vxlan.port", "1..65535"},
+		{"vlan and vxlan", func(s *berthv1alpha1.PodNetworkSpec) {
+			s.VLAN = &berthv1alpha1.PodNetworkVLAN{ID: 100, Parent: "ens9"}
+			s.VXLAN = vxlan(100, "ens9", "239.1.1.1")
+		}, "spec.vxlan", "not both"},
 		{"cidr does not parse", cidr("192.168.100.0/33", ""), "spec.cidr", "must be a CIDR"},
 		{"cidr host bits", cidr("192.168.100.7/24", ""), "spec.cidr", "host bits"},
 		{"metadata service", cidr("169.254.169.0/24", "169.254.169.254"), "spec.cidr", "169.254.169.254"},
@@ -194,6 +206,11 @@ func TestAcceptNetworks(t *testing.T) {
 		pn.Status.Conditions = []metav1.Condition{{Type: berthv1alpha1.ConditionAccepted, Status: metav1.ConditionTrue}}
 		return pn
 	}
+	withVXLAN := func(s berthv1alpha1.PodNetworkSpec, vni, port int32) berthv1alpha1.PodNetworkSpec {
+		s.VXLAN = vxlan(vni, "ens9", "239.1.1.1")
+		s.VXLAN.Port = port
+		return s
+	}
 	vlan := func(s berthv1alpha1.PodNetworkSpec, id int32) berthv1alpha1.PodNetworkSpec {
 		s.VLAN = &berthv1alpha1.PodNetworkVLAN{ID: id, Parent: "ens9"}
 		return s
@@ -210,6 +227,10 @@ func TestAcceptNetworks(t *testing.T) {
 			map[string]string{"b": "spec.cidr"}},
 		{"same VLAN: newer refused", []berthv1alpha1.PodNetwork{mk("a", 0, vlan(spec("berth1", "192.168.1.0/24"), 7)), mk("b", 1, vlan(spec("berth2", "192.168.2.0/24"), 7))},
 			map[string]string{"b": "spec.vlan"}},
+		{"same VXLAN (default port = 4789): newer refused", []berthv1alpha1.PodNetwork{mk("a", 0, withVXLAN(spec("berth1", "192.168.1.0/24"), 7, 0)), mk("b", 1, withVXLAN(spec("berth2", "192.168.2.0/24"), 7, 4789))},
+			map[string]string{"b": "spec.vxlan"}},
+		{"same VNI on another port: both accepted", []berthv1alpha1.PodNetwork{mk("a", 0, withVXLAN(spec("berth1", "192.168.1.0/24"), 7, 0)), mk("b", 1, withVXLAN(spec("berth2", "192.168.2.0/24"), 7, 8472))},
+			nil},
 		{"refused older squats nothing", []berthv1alpha1.PodNetwork{mk("squat", 0, spec("berth1", "0.0.0.0/0")), mk("b", 1, spec("berth1", "192.168.2.0/24"))},
 			map[string]string{"squat": "spec.cidr"}},
 		{"same age: name orders", []berthv1alpha1.PodNetwork{mk("z", 0, spec("berth1", "192.168.2.0/24")), mk("a", 0, spec("berth1", "192.168.1.0/24"))},
@@ -281,4 +302,8 @@ func TestBind(t *testing.T) {
 	if got := HostPeerName("uid-1", "net1"); len(got) > MaxInterfaceName || got == HostPeerName("uid-2", "net1") || got != HostPeerName("uid-1", "net1") {
 		t.Fatalf("HostPeerName %q: must be ≤15 characters, stable, and differ between pods", got)
 	}
+}
+
+func vxlan(vni int32, parent, group string) *berthv1alpha1.PodNetworkVXLAN {
+	return &berthv1alpha1.PodNetworkVXLAN{VNI: vni, Parent: parent, Group: group}
 }

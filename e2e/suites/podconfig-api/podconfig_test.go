@@ -373,6 +373,19 @@ func (e *env) testCEL(t *testing.T) {
 		{"VLAN 4095", create(pn("cel-16", func(s *berthv1alpha1.PodNetworkSpec) {
 			s.VLAN = &berthv1alpha1.PodNetworkVLAN{ID: 4095, Parent: vlanParent}
 		})), true, "spec.vlan.id"},
+		{"VXLAN with a unicast group", create(pn("cel-19", func(s *berthv1alpha1.PodNetworkSpec) {
+			s.VXLAN = &berthv1alpha1.PodNetworkVXLAN{VNI: 10, Parent: vlanParent, Group: "10.0.0.1"}
+		})), true, "must be an IPv4 multicast group"},
+		{"VXLAN VNI past 24 bits", create(pn("cel-20", func(s *berthv1alpha1.PodNetworkSpec) {
+			s.VXLAN = &berthv1alpha1.PodNetworkVXLAN{VNI: 1 << 24, Parent: vlanParent, Group: "239.1.1.1"}
+		})), true, "spec.vxlan.vni"},
+		{"VLAN and VXLAN at once", create(pn("cel-21", func(s *berthv1alpha1.PodNetworkSpec) {
+			s.VLAN = &berthv1alpha1.PodNetworkVLAN{ID: 7, Parent: vlanParent}
+			s.VXLAN = &berthv1alpha1.PodNetworkVXLAN{VNI: 10, Parent: vlanParent, Group: "239.1.1.1"}
+		})), true, "a VLAN or a VXLAN, not both"},
+		{"an accepted network's VXLAN added", update(func(s *berthv1alpha1.PodNetworkSpec) {
+			s.VXLAN = &berthv1alpha1.PodNetworkVXLAN{VNI: 10, Parent: vlanParent, Group: "239.1.1.1"}
+		}), true, "immutable"},
 		{"bridge not an interface name", create(pn("cel-17", func(s *berthv1alpha1.PodNetworkSpec) { s.Bridge = "Berth_0" })), true, "spec.bridge"},
 		{"MTU below 68", create(pn("cel-18", func(s *berthv1alpha1.PodNetworkSpec) { s.MTU = ptr.To[int32](60) })), true, "spec.mtu"},
 		{"an accepted network's range changed", update(func(s *berthv1alpha1.PodNetworkSpec) { s.CIDR = "192.168.62.0/24" }), true, "immutable"},

@@ -56,6 +56,9 @@ type Attachment struct {
 	// VLAN is the VLAN sub-interface of an allow-listed parent the agent enslaves to Bridge
 	// next to the veth; nil for none.
 	VLAN *VLANSpec
+	// VXLAN is the VXLAN link over an allow-listed parent the agent enslaves to Bridge; nil
+	// for none (a network has a VLAN or a VXLAN, not both).
+	VXLAN *VXLANSpec
 }
 
 // RouteSpec is one route inside the pod through the interface; Via invalid = on-link.
@@ -73,8 +76,8 @@ type Dataplane interface {
 	// RemoveUnusedBridges deletes bridges the agent created that have no port and are not in
 	// keep; it returns their names.
 	RemoveUnusedBridges(keep map[string]bool) ([]string, error)
-	// RemoveUnusedVLANs deletes VLAN sub-interfaces the agent created whose names
-	// (VLANLinkName) are not in keep; it returns their names.
+	// RemoveUnusedVLANs deletes VLAN sub-interfaces and VXLAN links the agent created whose
+	// names (VLANLinkName, VXLANLinkName) are not in keep; it returns their names.
 	RemoveUnusedVLANs(keep map[string]bool) ([]string, error)
 	// HostRanges are the ranges of the addresses on the node's links the agent did not
 	// create: the node's own networks, which no PodNetwork may overlap.
@@ -147,6 +150,11 @@ func (l *Links) Apply(a Attachment) error {
 		// The VLAN first: a parent or kernel that cannot carry it fails the attachment before
 		// anything is made in the pod.
 		if err := l.ensureVLAN(*a.VLAN, br); err != nil {
+			return err
+		}
+	}
+	if a.VXLAN != nil {
+		if err := l.ensureVXLAN(*a.VXLAN, br); err != nil {
 			return err
 		}
 	}
@@ -513,7 +521,7 @@ func vanished(err error) bool {
 
 // foreign refuses a bridge of Berth's that carries what Berth did not put there: a global
 // address other than the network's gateway, or a port that is not one of the agent's host
-// peers or VLAN links. Someone else uses it; joining a tenant's pod to it would join theirs.
+// peers or VLAN or VXLAN links. Someone else uses it; joining a tenant's pod to it would join theirs.
 func (l *Links) foreign(br netlink.Link, gw netip.Addr, bits int) error {
 	name := br.Attrs().Name
 	addrs, err := l.host.AddrList(br, netlink.FAMILY_ALL)
@@ -537,7 +545,7 @@ func (l *Links) foreign(br netlink.Link, gw netip.Addr, bits int) error {
 			continue
 		}
 		peer := k.Type() == "veth" && IsHostPeerName(k.Attrs().Name) && Marked(k)
-		if !peer && !ownedVLAN(k, byIndex) {
+		if !peer && !ownedUplink(k, byIndex) {
 			return &ConflictError{Msg: fmt.Sprintf("bridge %s has port %s, which Berth did not add; refused", name, k.Attrs().Name)}
 		}
 	}

@@ -51,7 +51,7 @@ func (e *Executor) Sweep(ctx context.Context) error {
 }
 
 // gcShared removes what attachments share on the node once no live entry of this node needs
-// it: first the agent's VLAN sub-interfaces (a VLAN link is a bridge port), then the agent's
+// it: first the agent's VLAN sub-interfaces and VXLAN links (bridge ports), then the agent's
 // bridges that have no port left. It refreshes the per-state gauge.
 func (e *Executor) gcShared() ([]string, error) {
 	keepBridges, keepVLANs := map[string]bool{}, map[string]bool{}
@@ -73,6 +73,11 @@ func (e *Executor) gcShared() ([]string, error) {
 			keepBridges[en.Bridge] = true
 			if pn := e.network(nets[en.Attachment]); pn != nil && pn.Spec.VLAN != nil {
 				keepVLANs[VLANLinkName(pn.Spec.VLAN.Parent, int(pn.Spec.VLAN.ID))] = true
+				keepBridges[pn.Spec.Bridge] = true
+			}
+			if pn := e.network(nets[en.Attachment]); pn != nil && pn.Spec.VXLAN != nil {
+				v := pn.Spec.VXLAN
+				keepVLANs[VXLANLinkName(v.Parent, int(v.VNI), podconfig.VXLANPort(v.Port))] = true
 				keepBridges[pn.Spec.Bridge] = true
 			}
 		}

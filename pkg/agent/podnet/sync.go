@@ -141,7 +141,7 @@ func (e *Executor) entry(ctx context.Context, pc *berthv1alpha1.PodConfig, specE
 	}
 	a := Attachment{NetNS: sb.NetNS, Interface: att.Name, HostPeer: hp, Bridge: network.Bridge, Gateway: network.Gateway,
 		Address: netip.PrefixFrom(addr, network.Prefix.Bits()), Alias: pc.Namespace + "/" + pod.Name + " " + att.Name,
-		VLAN: network.VLAN, MTU: network.MTU, Routes: network.Routes}
+		VLAN: network.VLAN, VXLAN: network.VXLAN, MTU: network.MTU, Routes: network.Routes}
 	start := time.Now()
 	err = e.cfg.Dataplane.Apply(a)
 	e.applySeconds.Observe(time.Since(start).Seconds())

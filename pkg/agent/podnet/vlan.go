@@ -127,6 +127,14 @@ func (l *Links) ensureVLAN(spec VLANSpec, br netlink.Link) error {
 			return fmt.Errorf("VLAN link %s after creation: %w", name, err)
 		}
 	}
+	return l.joinBridge(v, alias, br, fmt.Sprintf("VLAN %d of %s", spec.ID, spec.Parent))
+}
+
+// joinBridge marks the agent's uplink port link (a VLAN or VXLAN link named for what) with
+// alias, makes it a port of br and sets it up. One uplink link is one bridge port: two
+// networks (bridges) on one VLAN or VXLAN would bridge them together.
+func (l *Links) joinBridge(v netlink.Link, alias string, br netlink.Link, what string) error {
+	name := v.Attrs().Name
 	if v.Attrs().Alias != alias {
 		if err := l.host.LinkSetAlias(v, alias); err != nil {
 			return fmt.Errorf("marking %s: %w", name, err)
@@ -135,13 +143,11 @@ func (l *Links) ensureVLAN(spec VLANSpec, br netlink.Link) error {
 	switch m := v.Attrs().MasterIndex; {
 	case m == br.Attrs().Index:
 	case m != 0:
-		// One VLAN sub-interface is one bridge port: two networks (bridges) on one VLAN of one
-		// parent would bridge them together.
 		other := strconv.Itoa(m)
 		if ml, err := l.host.LinkByIndex(m); err == nil {
 			other = ml.Attrs().Name
 		}
-		return &ConflictError{Msg: fmt.Sprintf("VLAN %d of %s (%s) is already a port of bridge %s; one VLAN joins one bridge", spec.ID, spec.Parent, name, other)}
+		return &ConflictError{Msg: fmt.Sprintf("%s (%s) is already a port of bridge %s; it joins one bridge", what, name, other)}
 	default:
 		if err := l.host.LinkSetMaster(v, br); err != nil {
 			return fmt.Errorf("enslaving %s to %s: %w", name, br.Attrs().Name, err)
@@ -153,9 +159,9 @@ func (l *Links) ensureVLAN(spec VLANSpec, br netlink.Link) error {
 	return nil
 }
 
-// RemoveUnusedVLANs implements Dataplane: it deletes the VLAN sub-interfaces the agent created
-// whose names are not in keep, and returns them. A VLAN link the agent did not create is never
-// touched, nor is any parent.
+// RemoveUnusedVLANs implements Dataplane: it deletes the VLAN sub-interfaces and VXLAN links
+// the agent created whose names are not in keep, and returns them. A link the agent did not
+// create is never touched, nor is any parent.
 func (l *Links) RemoveUnusedVLANs(keep map[string]bool) ([]string, error) {
 	links, err := l.list()
 	if err != nil {
@@ -173,12 +179,12 @@ func (l *Links) RemoveUnusedVLANs(keep map[string]bool) ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
-// unusedVLANs are the agent's VLAN links among links that keep does not name.
+// unusedVLANs are the agent's VLAN and VXLAN links among links that keep does not name.
 func unusedVLANs(links []netlink.Link, keep map[string]bool) []netlink.Link {
 	byIndex := indexLinks(links)
 	var out []netlink.Link
 	for _, k := range links {
-		if ownedVLAN(k, byIndex) && !keep[k.Attrs().Name] {
+		if ownedUplink(k, byIndex) && !keep[k.Attrs().Name] {
 			out = append(out, k)
 		}
 	}
