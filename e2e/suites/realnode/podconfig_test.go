@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
@@ -68,31 +69,65 @@ func TestPodConfigAcrossRealNodes(t *testing.T) {
 		}
 		defer c.StopComponent(a)
 	}
-	// The kernel decides which outcome is right: probe it with a VLAN the test makes itself.
-	_, probeErr := nodes[0].InNetNS(ctx, "ip", "link", "add", "link", cluster.NodeUplink, "name", "e2evlprobe", "type", "vlan", "id", "4094")
-	supported := probeErr == nil
-	if supported {
-		if out, err := nodes[0].InNetNS(ctx, "ip", "link", "del", "e2evlprobe"); err != nil {
-			t.Fatalf("%v: %s", err, out)
-		}
-	}
-	t.Logf("the nodes' kernel supports 802.1Q VLANs: %v (%v)", supported, probeErr)
-
 	cl := framework.PodConfigClient(t, c)
-	const ns, tenantLabel, pcName, att = "multinode-podconfig", "berth.dev/e2e-tenant", "span", "vlan10"
+	const ns, tenantLabel = "multinode-podconfig", "berth.dev/e2e-tenant"
 	if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
 		t.Fatal(err)
 	}
 	if err := cl.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{tenantLabel: ns}}}, client.Merge); err != nil {
 		t.Fatal(err)
 	}
-	pn := framework.NewPodNetwork("multinode-vlan", "berth-mnvlan", "192.168.171.0/24", "", map[string]string{tenantLabel: ns})
-	pn.Spec.VLAN = &berthv1alpha1.PodNetworkVLAN{ID: 10, Parent: cluster.NodeUplink}
+	for _, tc := range []struct {
+		name, bridge, cidr, att string
+		uplink                  func(*berthv1alpha1.PodNetworkSpec)
+		probe                   []string // a link of the kind, made on the first node to ask its kernel
+		unsupported             string
+	}{{
+		name: "vlan", bridge: "berth-mnvlan", cidr: "192.168.171.0/24", att: "vlan10",
+		uplink: func(s *berthv1alpha1.PodNetworkSpec) {
+			s.VLAN = &berthv1alpha1.PodNetworkVLAN{ID: 10, Parent: cluster.NodeUplink}
+		},
+		probe:       []string{"ip", "link", "add", "link", cluster.NodeUplink, "name", "e2eprobe", "type", "vlan", "id", "4094"},
+		unsupported: "the node's kernel has no 802.1Q VLAN support",
+	}, {
+		// why: VXLAN carries the segment where 802.1Q is missing (this CI machine's kernel).
+		name: "vxlan", bridge: "berth-mnvx", cidr: "192.168.172.0/24", att: "vx4242",
+		uplink: func(s *berthv1alpha1.PodNetworkSpec) {
+			s.VXLAN = &berthv1alpha1.PodNetworkVXLAN{VNI: 4242, Parent: cluster.NodeUplink, Group: "239.7.7.7"}
+			s.MTU = ptr.To[int32](1400)
+		},
+		probe:       []string{"ip", "link", "add", "e2eprobe", "type", "vxlan", "id", "4094", "dev", cluster.NodeUplink, "group", "239.7.7.8", "dstport", "4789"},
+		unsupported: "the node's kernel has no VXLAN support",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The kernel decides which outcome is right: probe it with a link the test makes itself.
+			_, probeErr := nodes[0].InNetNS(ctx, tc.probe[0], tc.probe[1:]...)
+			supported := probeErr == nil
+			if supported {
+				if out, err := nodes[0].InNetNS(ctx, "ip", "link", "del", "e2eprobe"); err != nil {
+					t.Fatalf("%v: %s", err, out)
+				}
+			}
+			t.Logf("the nodes' kernel supports %s: %v (%v)", tc.name, supported, probeErr)
+			pn := framework.NewPodNetwork("multinode-"+tc.name, tc.bridge, tc.cidr, "", map[string]string{tenantLabel: ns})
+			tc.uplink(&pn.Spec)
+			spanNodes(ctx, t, c, cl, nodes, ns, "span-"+tc.name, tc.att, pn, supported, tc.unsupported)
+		})
+	}
+}
+
+// spanNodes attaches a pod on each of nodes to pn through a PodConfig named pcName; where the
+// kernel supports pn's uplink the pods talk across the nodes from their allocated addresses,
+// where it does not every entry says unsupported. Deleting the PodConfig brings both nodes'
+// links and addresses back to what they were.
+func spanNodes(ctx context.Context, t *testing.T, c *cluster.Cluster, cl client.Client, nodes []*cluster.RealNode, ns, pcName, att string,
+	pn *berthv1alpha1.PodNetwork, supported bool, unsupported string) {
 	if _, err := framework.CreatePodNetwork(ctx, cl, pn, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	podOn := map[string]string{"a": nodes[0].NodeName, "b": nodes[1].NodeName}
-	for _, p := range []string{"a", "b"} {
+	podOn := map[string]string{pcName + "-a": nodes[0].NodeName, pcName + "-b": nodes[1].NodeName}
+	names := []string{pcName + "-a", pcName + "-b"}
+	for _, p := range names {
 		pod := framework.NetechoPod(ns, p, podOn[p], map[string]string{berthv1alpha1.PodConfigLabel: pcName})
 		if err := cl.Create(ctx, pod); err != nil {
 			t.Fatal(err)
@@ -105,9 +140,11 @@ func TestPodConfigAcrossRealNodes(t *testing.T) {
 	// must bring them back to exactly this.
 	before := map[string][]string{}
 	for _, rn := range nodes {
-		if before[rn.NodeName], err = framework.NodeNetState(ctx, rn); err != nil {
+		st, err := framework.NodeNetState(ctx, rn)
+		if err != nil {
 			t.Fatal(err)
 		}
+		before[rn.NodeName] = withoutCNIVeths(st)
 	}
 	pc := &berthv1alpha1.PodConfig{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pcName}, Spec: berthv1alpha1.PodConfigSpec{
 		PodSelector:        &metav1.LabelSelector{MatchLabels: map[string]string{berthv1alpha1.PodConfigLabel: pcName}},
@@ -117,7 +154,7 @@ func TestPodConfigAcrossRealNodes(t *testing.T) {
 	}
 	wantState, wantErr := berthv1alpha1.AttachmentConfigured, ""
 	if !supported {
-		wantState, wantErr = berthv1alpha1.AttachmentFailed, "the node's kernel has no 802.1Q VLAN support"
+		wantState, wantErr = berthv1alpha1.AttachmentFailed, unsupported
 	}
 	pc = framework.WaitPodConfig(ctx, t, cl, ns, pcName, fmt.Sprintf("both entries %s %q", wantState, wantErr), 90*time.Second, func(pc *berthv1alpha1.PodConfig) bool {
 		ok := len(pc.Status.Pods) == 2
@@ -137,7 +174,7 @@ func TestPodConfigAcrossRealNodes(t *testing.T) {
 				addr[en.Pod] = ip.String()
 			}
 		}
-		for _, dir := range [][2]string{{"a", "b"}, {"b", "a"}} {
+		for _, dir := range [][2]string{{names[0], names[1]}, {names[1], names[0]}} {
 			from, to := dir[0], dir[1]
 			for _, proto := range []string{"udp", "tcp"} {
 				pod := &corev1.Pod{}
@@ -146,7 +183,7 @@ func TestPodConfigAcrossRealNodes(t *testing.T) {
 				}
 				var rep framework.NetechoReply
 				var err error
-				// why: the first datagram may race ARP across the link bridge.
+				// why: the first datagram may race ARP (and, on a VXLAN, the group's flood) across the link bridge.
 				for i := 0; i < 3; i++ {
 					if rep, err = framework.NetechoSend(ctx, c.RealNodeNamed(podOn[from]), pod.Status.PodIP, proto, net.JoinHostPort(addr[to], "7777")); err == nil {
 						break
@@ -159,6 +196,7 @@ func TestPodConfigAcrossRealNodes(t *testing.T) {
 				if host, _, _ := net.SplitHostPort(rep.SeenFrom); host != addr[from] || rep.Server != to {
 					t.Errorf("%s -> %s (%s): answered by %s seeing %s; want %s seeing %s", from, to, proto, rep.Server, rep.SeenFrom, to, addr[from])
 				}
+				t.Logf("%s on %s -> %s on %s over %s (%s): answered by %s, seeing %s", from, podOn[from], to, podOn[to], att, proto, rep.Server, rep.SeenFrom)
 			}
 		}
 	}
@@ -170,15 +208,24 @@ func TestPodConfigAcrossRealNodes(t *testing.T) {
 		var after []string
 		var readErr error
 		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			after, readErr = framework.NodeNetState(ctx, rn)
+			// why: keep the last state read whole; a read cut off by the deadline shows nothing.
+			st, err := framework.NodeNetState(ctx, rn)
+			if readErr = err; err == nil {
+				after = withoutCNIVeths(st)
+			}
 			return readErr == nil && slices.Equal(after, before[rn.NodeName]), nil
 		})
 		if err != nil {
+			// why: say what else happened meanwhile (a pod's sandbox re-created changes its veth).
+			evs, _ := c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+			for _, e := range evs.Items {
+				t.Logf("event %s %s/%s %s: %s", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+			}
 			t.Errorf("node %s: links and addresses not back to what they were (%v):\nbefore %s\nafter  %s", rn.NodeName, readErr,
 				strings.Join(before[rn.NodeName], "\n       "), strings.Join(after, "\n       "))
 		}
 	}
-	for _, p := range []string{"a", "b"} {
+	for _, p := range names {
 		if err := cl.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p}}); err != nil {
 			t.Fatal(err)
 		}
@@ -186,4 +233,18 @@ func TestPodConfigAcrossRealNodes(t *testing.T) {
 	if err := framework.DeletePodNetwork(ctx, cl, pn.Name, time.Minute); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// withoutCNIVeths drops the CNI plugin's pod veths (and their addresses) from a NodeNetState:
+// they come and go with pod sandboxes, which the kubelet may re-create at any time under load,
+// and Berth never creates or names a link veth*. Every other link, Berth's included, stays.
+func withoutCNIVeths(state []string) []string {
+	var out []string
+	for _, l := range state {
+		if f := strings.Fields(l); len(f) > 1 && strings.HasPrefix(f[1], "veth") {
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
 }
