@@ -91,19 +91,9 @@ func findVLAN(links []netlink.Link, parent netlink.Link, spec VLANSpec) (netlink
 // master): a parent that is down leaves the VLAN without carrier, which is the administrator's
 // call.
 func (l *Links) ensureVLAN(spec VLANSpec, br netlink.Link) error {
-	parent, err := l.host.LinkByName(spec.Parent)
-	if notFound(err) {
-		return fmt.Errorf("parent %s of VLAN %d does not exist on the node", spec.Parent, spec.ID)
-	}
+	parent, links, err := l.uplinkParent(spec.Parent, br, fmt.Sprintf("VLAN %d", spec.ID))
 	if err != nil {
-		return fmt.Errorf("parent %s: %w", spec.Parent, err)
-	}
-	if parent.Attrs().Index == br.Attrs().Index {
-		return &ConflictError{Msg: fmt.Sprintf("parent %s is the attachment's bridge itself", spec.Parent)}
-	}
-	links, err := l.list()
-	if err != nil {
-		return fmt.Errorf("listing host links: %w", err)
+		return err
 	}
 	v, err := findVLAN(links, parent, spec)
 	if err != nil {
@@ -128,6 +118,26 @@ func (l *Links) ensureVLAN(spec VLANSpec, br netlink.Link) error {
 		}
 	}
 	return l.joinBridge(v, alias, br, fmt.Sprintf("VLAN %d of %s", spec.ID, spec.Parent))
+}
+
+// uplinkParent looks up the parent of an uplink link (what names it in errors) and lists the
+// host's links; the parent must exist and not be the attachment's bridge br.
+func (l *Links) uplinkParent(name string, br netlink.Link, what string) (netlink.Link, []netlink.Link, error) {
+	parent, err := l.host.LinkByName(name)
+	if notFound(err) {
+		return nil, nil, fmt.Errorf("parent %s of %s does not exist on the node", name, what)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("parent %s: %w", name, err)
+	}
+	if parent.Attrs().Index == br.Attrs().Index {
+		return nil, nil, &ConflictError{Msg: fmt.Sprintf("parent %s is the attachment's bridge itself", name)}
+	}
+	links, err := l.list()
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing host links: %w", err)
+	}
+	return parent, links, nil
 }
 
 // joinBridge marks the agent's uplink port link (a VLAN or VXLAN link named for what) with

@@ -81,19 +81,9 @@ func findVXLAN(links []netlink.Link, spec VXLANSpec) (netlink.Link, error) {
 // parent itself is never changed.
 func (l *Links) ensureVXLAN(spec VXLANSpec, br netlink.Link) error {
 	what := fmt.Sprintf("VXLAN %d of %s", spec.VNI, spec.Parent)
-	parent, err := l.host.LinkByName(spec.Parent)
-	if notFound(err) {
-		return fmt.Errorf("parent %s of %s does not exist on the node", spec.Parent, what)
-	}
+	parent, links, err := l.uplinkParent(spec.Parent, br, fmt.Sprintf("VXLAN %d", spec.VNI))
 	if err != nil {
-		return fmt.Errorf("parent %s: %w", spec.Parent, err)
-	}
-	if parent.Attrs().Index == br.Attrs().Index {
-		return &ConflictError{Msg: fmt.Sprintf("parent %s is the attachment's bridge itself", spec.Parent)}
-	}
-	links, err := l.list()
-	if err != nil {
-		return fmt.Errorf("listing host links: %w", err)
+		return err
 	}
 	v, err := findVXLAN(links, spec)
 	if err != nil {
