@@ -75,13 +75,12 @@ func TestSummariesMedianAndOrder(t *testing.T) {
 }
 
 func TestPairedCPURatioPairsRounds(t *testing.T) {
-	ms := func(v float64) time.Duration { return time.Duration(v * 99 * float64(time.Millisecond)) } // 100 pods: CPU / 99
 	r := &Result{Options: Options{Profiles: []Profile{{Name: "full"}, {Name: "floor", Binary: FloorBinary}}}, Runs: []Run{
-		{Profile: "full", Round: 1, Pods: 100, CPU: ms(3)}, {Profile: "floor", Round: 1, Pods: 100, CPU: ms(2)},
-		{Profile: "full", Round: 2, Pods: 100, CPU: ms(6)}, {Profile: "floor", Round: 2, Pods: 100, CPU: ms(6)},
-		{Profile: "full", Round: 3, Pods: 100, CPU: ms(2.2)}, {Profile: "floor", Round: 3, Pods: 100, CPU: ms(2)},
+		{Profile: "full", Round: 1, Pods: 100, CPU: cpu100(3)}, {Profile: "floor", Round: 1, Pods: 100, CPU: cpu100(2)},
+		{Profile: "full", Round: 2, Pods: 100, CPU: cpu100(6)}, {Profile: "floor", Round: 2, Pods: 100, CPU: cpu100(6)},
+		{Profile: "full", Round: 3, Pods: 100, CPU: cpu100(2.2)}, {Profile: "floor", Round: 3, Pods: 100, CPU: cpu100(2)},
 		// A round the floor did not finish pairs with nothing.
-		{Profile: "full", Round: 4, Pods: 100, CPU: ms(9)},
+		{Profile: "full", Round: 4, Pods: 100, CPU: cpu100(9)},
 	}}
 	tests := []struct {
 		a, b   string
@@ -138,6 +137,11 @@ func TestWithTwinsFollowsEachBerthProfile(t *testing.T) {
 	if len(full) != 2 || full[0].Setup == nil || full[1].Setup != nil || full[1].Profiles != full[0].Profiles {
 		t.Errorf("twin of the full profile: want the same configuration without a Setup of its own")
 	}
+}
+
+// cpu100 is the CPU of a 100-pod run that CPUPerPod reports as msPerPod.
+func cpu100(msPerPod float64) time.Duration {
+	return time.Duration(msPerPod * 99 * float64(time.Millisecond))
 }
 
 func tailLog(path string) string {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestIsolationGoalLine(t *testing.T) {
@@ -30,18 +29,17 @@ func TestIsolationGoalLine(t *testing.T) {
 // The goal compares CPU per pod round by round: berth mode's against the no-class run of the
 // same round, as a speed (above 1: cheaper).
 func TestPrintIsolationRatiosPairsCPU(t *testing.T) {
-	ms := func(v float64) time.Duration { return time.Duration(v * 99 * float64(time.Millisecond)) }
 	profiles, err := IsolationProfiles(5)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &Result{Options: Options{Profiles: profiles}, Runs: []Run{
-		{Profile: IsolationBerthMode, Round: 1, Pods: 100, PodsPerS: 300, CPU: ms(2)},
-		{Profile: IsolationNoClass, Round: 1, Pods: 100, PodsPerS: 310, CPU: ms(2)},
-		{Profile: IsolationBerthMode, Round: 2, Pods: 100, PodsPerS: 200, CPU: ms(4)},
-		{Profile: IsolationNoClass, Round: 2, Pods: 100, PodsPerS: 200, CPU: ms(2)},
-		{Profile: IsolationBerthMode, Round: 3, Pods: 100, PodsPerS: 250, CPU: ms(2.1)},
-		{Profile: IsolationNoClass, Round: 3, Pods: 100, PodsPerS: 250, CPU: ms(2)},
+		{Profile: IsolationBerthMode, Round: 1, Pods: 100, PodsPerS: 300, CPU: cpu100(2)},
+		{Profile: IsolationNoClass, Round: 1, Pods: 100, PodsPerS: 310, CPU: cpu100(2)},
+		{Profile: IsolationBerthMode, Round: 2, Pods: 100, PodsPerS: 200, CPU: cpu100(4)},
+		{Profile: IsolationNoClass, Round: 2, Pods: 100, PodsPerS: 200, CPU: cpu100(2)},
+		{Profile: IsolationBerthMode, Round: 3, Pods: 100, PodsPerS: 250, CPU: cpu100(2.1)},
+		{Profile: IsolationNoClass, Round: 3, Pods: 100, PodsPerS: 250, CPU: cpu100(2)},
 	}}
 	var out bytes.Buffer
 	r.PrintIsolationRatios(&out)
