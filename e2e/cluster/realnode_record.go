@@ -114,17 +114,22 @@ func TeardownKilled(dir string, logf func(string, ...any)) error {
 	// host-side sockets teardown removes.
 	first := &RealNode{NodeName: rec.NodeName, CgroupName: rec.CgroupName, Network: rec.Network,
 		NetNSInode: rec.NetNSInode, cgroups: rec.Cgroups, paths: newRealNodePaths(dir)}
-	first.ContainerdSocket = first.paths.Socket
+	// why: the socket as recorded (every node's lives under Dir/cri/<name>), never re-derived.
+	first.paths.Socket = criSocket(dir, rec.NodeName)
 	rs := &realNodes{nodes: []*RealNode{first}, sysctls: rec.Sysctls, createdHostPaths: rec.CreatedHostPaths}
 	names := []string{rec.NodeName}
 	for _, n := range rec.Nodes {
 		if n.Name == rec.NodeName {
+			if n.Socket != "" {
+				first.paths.Socket = n.Socket
+			}
 			continue
 		}
 		names = append(names, n.Name)
 		rs.nodes = append(rs.nodes, &RealNode{NodeName: n.Name, CgroupName: n.CgroupName, NetNSInode: n.NetNSInode,
 			ContainerdSocket: n.Socket, paths: realNodePaths{Socket: n.Socket}})
 	}
+	first.ContainerdSocket = first.paths.Socket
 	c.real = rs
 	logf("tearing down real nodes %s left by a killed run (cgroup %s)", strings.Join(names, ", "), rec.CgroupName)
 	return c.realNodeTeardown()
