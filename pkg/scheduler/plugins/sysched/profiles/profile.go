@@ -70,23 +70,11 @@ const ProfileIDLabel = "spo.x-k8s.io/profile-id"
 // because a partially readable profile scores better than treating it as missing. A nil profile
 // means the object cannot be identified (no name).
 func ParseProfile(obj map[string]interface{}) (*Profile, []error) {
+	p, err := profileMeta(obj)
+	if err != nil {
+		return nil, []error{err}
+	}
 	var errs []error
-	meta, _ := obj["metadata"].(map[string]interface{})
-	name, _ := meta["name"].(string)
-	if name == "" {
-		return nil, []error{fmt.Errorf("metadata.name missing or not a string")}
-	}
-	ns, _ := meta["namespace"].(string)
-	p := &Profile{Key: Key{Namespace: ns, Name: name}, ID: "SeccompProfile-" + name}
-	if ls, ok := meta["labels"].(map[string]interface{}); ok {
-		if id, ok := ls[ProfileIDLabel].(string); ok && id != "" {
-			p.ID = id
-		}
-	}
-
-	if st, ok := obj["status"].(map[string]interface{}); ok {
-		p.LocalhostProfile, _ = st["localhostProfile"].(string)
-	}
 	spec, ok := obj["spec"].(map[string]interface{})
 	if !ok {
 		if obj["spec"] != nil {
@@ -116,6 +104,34 @@ func ParseProfile(obj map[string]interface{}) (*Profile, []error) {
 		errs = append(errs, fmt.Errorf("spec.syscalls has %d entries, only the first %d are read", len(entries), MaxSyscallEntries))
 		entries = entries[:MaxSyscallEntries]
 	}
+	return p, append(errs, p.readSyscalls(entries)...)
+}
+
+// profileMeta reads the profile's key, ID and localhost profile; a profile without a name is
+// an error.
+func profileMeta(obj map[string]interface{}) (*Profile, error) {
+	meta, _ := obj["metadata"].(map[string]interface{})
+	name, _ := meta["name"].(string)
+	if name == "" {
+		return nil, fmt.Errorf("metadata.name missing or not a string")
+	}
+	ns, _ := meta["namespace"].(string)
+	p := &Profile{Key: Key{Namespace: ns, Name: name}, ID: "SeccompProfile-" + name}
+	if ls, ok := meta["labels"].(map[string]interface{}); ok {
+		if id, ok := ls[ProfileIDLabel].(string); ok && id != "" {
+			p.ID = id
+		}
+	}
+	if st, ok := obj["status"].(map[string]interface{}); ok {
+		p.LocalhostProfile, _ = st["localhostProfile"].(string)
+	}
+	return p, nil
+}
+
+// readSyscalls appends the allowed (or logged) syscall names of entries to p.Syscalls, once
+// each, up to MaxNamesTotal names, and says what it skipped.
+func (p *Profile) readSyscalls(entries []interface{}) []error {
+	var errs []error
 	seen := map[string]struct{}{}
 	total := 0
 	for i, e := range entries {
@@ -135,21 +151,12 @@ func ParseProfile(obj map[string]interface{}) (*Profile, []error) {
 		}
 		for j, n := range names {
 			if total >= MaxNamesTotal {
-				errs = append(errs, fmt.Errorf("more than %d syscall names, rest ignored", MaxNamesTotal))
-				return p, errs
+				return append(errs, fmt.Errorf("more than %d syscall names, rest ignored", MaxNamesTotal))
 			}
 			total++
-			s, ok := n.(string)
-			s = strings.TrimSpace(s)
-			switch {
-			case !ok:
-				errs = append(errs, fmt.Errorf("spec.syscalls[%d].names[%d] is %T, want string", i, j, n))
-				continue
-			case s == "":
-				errs = append(errs, fmt.Errorf("spec.syscalls[%d].names[%d] is empty", i, j))
-				continue
-			case len(s) > MaxNameLength:
-				errs = append(errs, fmt.Errorf("spec.syscalls[%d].names[%d] longer than %d bytes", i, j, MaxNameLength))
+			s, err := syscallName(n, i, j)
+			if err != nil {
+				errs = append(errs, err)
 				continue
 			}
 			if _, dup := seen[s]; dup {
@@ -159,7 +166,22 @@ func ParseProfile(obj map[string]interface{}) (*Profile, []error) {
 			p.Syscalls = append(p.Syscalls, s)
 		}
 	}
-	return p, errs
+	return errs
+}
+
+// syscallName is names[j] of syscalls[i], trimmed, or why it cannot be one.
+func syscallName(n interface{}, i, j int) (string, error) {
+	s, ok := n.(string)
+	s = strings.TrimSpace(s)
+	switch {
+	case !ok:
+		return "", fmt.Errorf("spec.syscalls[%d].names[%d] is %T, want string", i, j, n)
+	case s == "":
+		return "", fmt.Errorf("spec.syscalls[%d].names[%d] is empty", i, j)
+	case len(s) > MaxNameLength:
+		return "", fmt.Errorf("spec.syscalls[%d].names[%d] longer than %d bytes", i, j, MaxNameLength)
+	}
+	return s, nil
 }
 
 // BaseKey returns the key of the profile's base in the same scope, and false when there is no
