@@ -515,158 +515,22 @@ func (s *state) score(node string, p bitset) int64 {
 // annotations, bindings) is unioned; any container whose effective profile is not Localhost
 // runs unconfined or with the runtime default, so the full set is added for it.
 func (s *state) computePodSetLocked(pod *v1.Pod) podSet {
-	var ps podSet
-	var set bitset
-	refSeen := map[profiles.Key]struct{}{}
-	missingSeen := map[string]struct{}{}
-
-	addRef := func(label string, cands []profiles.Key) {
-		for _, k := range cands {
-			if _, ok := refSeen[k]; !ok {
-				refSeen[k] = struct{}{}
-				ps.refs = append(ps.refs, k)
-			}
-		}
-		for _, k := range cands {
-			if e := s.profiles[k]; e != nil {
-				if e.allowAll {
-					ps.usesFull = true
-				}
-				set = set.or(e.resolved)
-				ps.used = append(ps.used, k)
-				if len(e.unknown) > 0 {
-					ps.skipped = append(ps.skipped, fmt.Sprintf("SeccompProfile %s names syscalls Linux does not have (%s); counted as names all the same",
-						k.String(), strings.Join(e.unknown, ", ")))
-				}
-				return
-			}
-		}
-		ps.usesFull = true
-		if _, ok := missingSeen[label]; !ok {
-			missingSeen[label] = struct{}{}
-			ps.missing = append(ps.missing, label)
-		}
-	}
-	addPath := func(p string) {
-		p = strings.TrimPrefix(strings.TrimSpace(p), localhostPrefix)
-		if k, ok := s.byPath[p]; ok {
-			addRef(p, []profiles.Key{k})
-			return
-		}
-		cands := profiles.KeysForPath(p)
-		if len(cands) == 0 {
-			ps.usesFull = true
-			return
-		}
-		addRef(p, cands)
-	}
-	bindingCands := func(name string) []profiles.Key {
-		return []profiles.Key{{Namespace: pod.Namespace, Name: name}, {Name: name}}
-	}
-
-	// Bindings as SPO's webhook applies them: in the order the API lists them (by name), a
-	// binding whose podSelector does not select the pod is skipped, so is one whose profile
-	// does not exist (SPO skips it rather than block every pod of the namespace; its keys are
-	// still tracked, so the pod is recomputed when the profile appears), and among the rest
-	// the last one for an image, or for "*", wins: SPO v1 overwrites a container's profile with
-	// each matching binding in turn, and remembers the last "*" as the pod default.
-	var byImage = map[string]string{}
-	var wildcard string
-	podImages := map[string]bool{}
-	for _, cs := range [][]v1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for _, c := range cs {
-			podImages[c.Image] = true
-		}
-	}
-	if bs := s.bindings[pod.Namespace]; len(bs) > 0 {
-		names := make([]string, 0, len(bs))
-		for n := range bs {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			b := bs[n]
-			if !b.Matches(pod.Labels) || (b.Image != profiles.SelectAllImages && !podImages[b.Image]) {
-				continue
-			}
-			cands := bindingCands(b.ProfileName)
-			exists := false
-			for _, k := range cands {
-				if _, seen := refSeen[k]; !seen {
-					refSeen[k] = struct{}{}
-					ps.refs = append(ps.refs, k)
-				}
-				exists = exists || s.profiles[k] != nil
-			}
-			if !exists {
-				ps.skipped = append(ps.skipped, fmt.Sprintf("ProfileBinding %s/%s names SeccompProfile %s, which does not exist; skipped, as SPO does", b.Namespace, b.Name, b.ProfileName))
-				continue
-			}
-			if b.Image == profiles.SelectAllImages {
-				wildcard = b.ProfileName
-			} else {
-				byImage[b.Image] = b.ProfileName
-			}
-		}
-	}
-
-	type ctr struct {
-		name, image string
-		sc          *v1.SecurityContext
-		bindable    bool
-	}
-	var ctrs []ctr
-	for _, c := range pod.Spec.InitContainers {
-		ctrs = append(ctrs, ctr{c.Name, c.Image, c.SecurityContext, true})
-	}
-	for _, c := range pod.Spec.Containers {
-		ctrs = append(ctrs, ctr{c.Name, c.Image, c.SecurityContext, true})
-	}
-	for _, c := range pod.Spec.EphemeralContainers {
-		// SPO's webhook only patches pod creation; ephemeral containers never get bindings.
-		ctrs = append(ctrs, ctr{c.Name, c.Image, c.SecurityContext, false})
-	}
-
+	b := &podSetBuilder{s: s, pod: pod, refSeen: map[profiles.Key]struct{}{}, missingSeen: map[string]struct{}{}}
+	byImage, wildcard := b.bindings()
+	ctrs := podContainers(pod)
 	// Pod level: securityContext wins over the legacy annotation, as in the kubelet.
-	type level struct {
-		set            bool
-		localhost      string // "" when set but not Localhost
-		runtimeDefault bool
-	}
-	fromField := func(sp *v1.SeccompProfile) level {
-		if sp == nil {
-			return level{}
-		}
-		if sp.Type == v1.SeccompProfileTypeLocalhost && sp.LocalhostProfile != nil {
-			return level{set: true, localhost: *sp.LocalhostProfile}
-		}
-		return level{set: true, runtimeDefault: sp.Type == v1.SeccompProfileTypeRuntimeDefault}
-	}
-	fromAnnotation := func(v string, ok bool) level {
-		if !ok {
-			return level{}
-		}
-		if strings.HasPrefix(v, localhostPrefix) {
-			return level{set: true, localhost: strings.TrimPrefix(v, localhostPrefix)}
-		}
-		return level{set: true, runtimeDefault: v == v1.SeccompProfileRuntimeDefault || v == v1.DeprecatedSeccompProfileDockerDefault}
-	}
-	var podLevel level
+	var podLevel seccompLevel
 	if pod.Spec.SecurityContext != nil {
-		podLevel = fromField(pod.Spec.SecurityContext.SeccompProfile)
+		podLevel = levelOfField(pod.Spec.SecurityContext.SeccompProfile)
 	}
 	if !podLevel.set {
 		v, ok := pod.Annotations[annotationPodSeccomp]
-		podLevel = fromAnnotation(v, ok)
+		podLevel = levelOfAnnotation(v, ok)
 	}
-
 	containerBound := false
 	bound := make([]string, len(ctrs))
 	for i, c := range ctrs {
-		if !c.bindable {
-			continue
-		}
-		if pn, ok := byImage[c.image]; ok {
+		if pn, ok := byImage[c.image]; ok && c.bindable {
 			bound[i] = pn
 			containerBound = true
 		}
@@ -678,67 +542,239 @@ func (s *state) computePodSetLocked(pod *v1.Pod) podSet {
 
 	// Union of every Localhost reference on the pod, in a fixed order.
 	if podBinding != "" {
-		addRef(podBinding, bindingCands(podBinding))
+		b.addRef(podBinding, b.bindingCands(podBinding))
 	} else if podLevel.localhost != "" {
-		addPath(podLevel.localhost)
+		b.addPath(podLevel.localhost)
 	}
 	for i, c := range ctrs {
-		var eff level
-		switch {
-		case bound[i] != "":
-			addRef(bound[i], bindingCands(bound[i]))
-			continue
-		case c.sc != nil && c.sc.SeccompProfile != nil:
-			eff = fromField(c.sc.SeccompProfile)
-		default:
-			v, ok := pod.Annotations[annotationContainerSeccomp+c.name]
-			eff = fromAnnotation(v, ok)
-		}
-		if !eff.set {
-			if podBinding != "" {
-				continue
-			}
-			eff = podLevel
-		}
-		if eff.localhost == "" {
-			switch {
-			case !eff.runtimeDefault && (eff.set || !s.unsetIsRuntimeDefault):
-				ps.usesFull = true // Unconfined, or unset on a kubelet that defaults to it
-			case s.runtimeDefaultKeys != nil:
-				addRef("RuntimeDefault ("+s.runtimeDefaultKeys[1].Name+")", s.runtimeDefaultKeys)
-			case s.runtimeDefault != nil:
-				set = set.or(*s.runtimeDefault)
-			default:
-				ps.usesFull = true
-			}
-			continue
-		}
-		addPath(eff.localhost)
+		b.addContainer(c, bound[i], podBinding != "", podLevel)
 	}
-	// Legacy annotations are all read, sorted, even for containers that no longer exist or
-	// are overridden by a field, so the result never depends on map iteration order.
+	b.addLegacyAnnotations()
+	ps := b.ps
+	if len(ctrs) == 0 && len(ps.refs) == 0 {
+		ps.usesFull = true
+	}
+	if ps.usesFull {
+		b.set = b.set.or(s.full)
+	}
+	ps.set = b.set
+	ps.size = b.set.count()
+	ps.gen = s.gen
+	return ps
+}
+
+// podSetBuilder gathers one pod's syscall set under the state's read lock.
+type podSetBuilder struct {
+	s           *state
+	pod         *v1.Pod
+	ps          podSet
+	set         bitset
+	refSeen     map[profiles.Key]struct{}
+	missingSeen map[string]struct{}
+}
+
+// track records k as a profile the pod refers to (so the pod is recomputed when it changes).
+func (b *podSetBuilder) track(k profiles.Key) {
+	if _, ok := b.refSeen[k]; !ok {
+		b.refSeen[k] = struct{}{}
+		b.ps.refs = append(b.ps.refs, k)
+	}
+}
+
+// addRef adds the first existing profile of cands (label names the reference in messages);
+// none existing means the full set, and the reference is reported missing.
+func (b *podSetBuilder) addRef(label string, cands []profiles.Key) {
+	for _, k := range cands {
+		b.track(k)
+	}
+	for _, k := range cands {
+		if e := b.s.profiles[k]; e != nil {
+			if e.allowAll {
+				b.ps.usesFull = true
+			}
+			b.set = b.set.or(e.resolved)
+			b.ps.used = append(b.ps.used, k)
+			if len(e.unknown) > 0 {
+				b.ps.skipped = append(b.ps.skipped, fmt.Sprintf("SeccompProfile %s names syscalls Linux does not have (%s); counted as names all the same",
+					k.String(), strings.Join(e.unknown, ", ")))
+			}
+			return
+		}
+	}
+	b.ps.usesFull = true
+	if _, ok := b.missingSeen[label]; !ok {
+		b.missingSeen[label] = struct{}{}
+		b.ps.missing = append(b.ps.missing, label)
+	}
+}
+
+// addPath adds the profile a Localhost path names; a path that names no profile means the
+// full set.
+func (b *podSetBuilder) addPath(p string) {
+	p = strings.TrimPrefix(strings.TrimSpace(p), localhostPrefix)
+	if k, ok := b.s.byPath[p]; ok {
+		b.addRef(p, []profiles.Key{k})
+		return
+	}
+	cands := profiles.KeysForPath(p)
+	if len(cands) == 0 {
+		b.ps.usesFull = true
+		return
+	}
+	b.addRef(p, cands)
+}
+
+func (b *podSetBuilder) bindingCands(name string) []profiles.Key {
+	return []profiles.Key{{Namespace: b.pod.Namespace, Name: name}, {Name: name}}
+}
+
+// bindings applies ProfileBindings as SPO's webhook does: in the order the API lists them (by
+// name), a binding whose podSelector does not select the pod is skipped, so is one whose
+// profile does not exist (SPO skips it rather than block every pod of the namespace; its keys
+// are still tracked, so the pod is recomputed when the profile appears), and among the rest
+// the last one for an image, or for "*", wins: SPO v1 overwrites a container's profile with
+// each matching binding in turn, and remembers the last "*" as the pod default.
+func (b *podSetBuilder) bindings() (byImage map[string]string, wildcard string) {
+	byImage = map[string]string{}
+	bs := b.s.bindings[b.pod.Namespace]
+	if len(bs) == 0 {
+		return byImage, ""
+	}
+	podImages := map[string]bool{}
+	for _, cs := range [][]v1.Container{b.pod.Spec.InitContainers, b.pod.Spec.Containers} {
+		for _, c := range cs {
+			podImages[c.Image] = true
+		}
+	}
+	names := make([]string, 0, len(bs))
+	for n := range bs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		pb := bs[n]
+		if !pb.Matches(b.pod.Labels) || (pb.Image != profiles.SelectAllImages && !podImages[pb.Image]) {
+			continue
+		}
+		exists := false
+		for _, k := range b.bindingCands(pb.ProfileName) {
+			b.track(k)
+			exists = exists || b.s.profiles[k] != nil
+		}
+		if !exists {
+			b.ps.skipped = append(b.ps.skipped, fmt.Sprintf("ProfileBinding %s/%s names SeccompProfile %s, which does not exist; skipped, as SPO does", pb.Namespace, pb.Name, pb.ProfileName))
+			continue
+		}
+		if pb.Image == profiles.SelectAllImages {
+			wildcard = pb.ProfileName
+		} else {
+			byImage[pb.Image] = pb.ProfileName
+		}
+	}
+	return byImage, wildcard
+}
+
+// podContainer is one container of any kind, as the seccomp rules see it.
+type podContainer struct {
+	name, image string
+	sc          *v1.SecurityContext
+	bindable    bool
+}
+
+func podContainers(pod *v1.Pod) []podContainer {
+	var ctrs []podContainer
+	for _, c := range pod.Spec.InitContainers {
+		ctrs = append(ctrs, podContainer{c.Name, c.Image, c.SecurityContext, true})
+	}
+	for _, c := range pod.Spec.Containers {
+		ctrs = append(ctrs, podContainer{c.Name, c.Image, c.SecurityContext, true})
+	}
+	for _, c := range pod.Spec.EphemeralContainers {
+		// SPO's webhook only patches pod creation; ephemeral containers never get bindings.
+		ctrs = append(ctrs, podContainer{c.Name, c.Image, c.SecurityContext, false})
+	}
+	return ctrs
+}
+
+// seccompLevel is a seccomp setting at the pod or a container.
+type seccompLevel struct {
+	set            bool
+	localhost      string // "" when set but not Localhost
+	runtimeDefault bool
+}
+
+func levelOfField(sp *v1.SeccompProfile) seccompLevel {
+	if sp == nil {
+		return seccompLevel{}
+	}
+	if sp.Type == v1.SeccompProfileTypeLocalhost && sp.LocalhostProfile != nil {
+		return seccompLevel{set: true, localhost: *sp.LocalhostProfile}
+	}
+	return seccompLevel{set: true, runtimeDefault: sp.Type == v1.SeccompProfileTypeRuntimeDefault}
+}
+
+func levelOfAnnotation(v string, ok bool) seccompLevel {
+	if !ok {
+		return seccompLevel{}
+	}
+	if strings.HasPrefix(v, localhostPrefix) {
+		return seccompLevel{set: true, localhost: strings.TrimPrefix(v, localhostPrefix)}
+	}
+	return seccompLevel{set: true, runtimeDefault: v == v1.SeccompProfileRuntimeDefault || v == v1.DeprecatedSeccompProfileDockerDefault}
+}
+
+// addContainer adds what container c runs with: its binding (bound), else its own setting,
+// else the pod's (unless a pod-wide binding covers it: podBound).
+func (b *podSetBuilder) addContainer(c podContainer, bound string, podBound bool, podLevel seccompLevel) {
+	var eff seccompLevel
+	switch {
+	case bound != "":
+		b.addRef(bound, b.bindingCands(bound))
+		return
+	case c.sc != nil && c.sc.SeccompProfile != nil:
+		eff = levelOfField(c.sc.SeccompProfile)
+	default:
+		v, ok := b.pod.Annotations[annotationContainerSeccomp+c.name]
+		eff = levelOfAnnotation(v, ok)
+	}
+	if !eff.set {
+		if podBound {
+			return
+		}
+		eff = podLevel
+	}
+	if eff.localhost != "" {
+		b.addPath(eff.localhost)
+		return
+	}
+	switch s := b.s; {
+	case !eff.runtimeDefault && (eff.set || !s.unsetIsRuntimeDefault):
+		b.ps.usesFull = true // Unconfined, or unset on a kubelet that defaults to it
+	case s.runtimeDefaultKeys != nil:
+		b.addRef("RuntimeDefault ("+s.runtimeDefaultKeys[1].Name+")", s.runtimeDefaultKeys)
+	case s.runtimeDefault != nil:
+		b.set = b.set.or(*s.runtimeDefault)
+	default:
+		b.ps.usesFull = true
+	}
+}
+
+// addLegacyAnnotations adds every Localhost legacy annotation, sorted, even for containers
+// that no longer exist or are overridden by a field, so the result never depends on map
+// iteration order.
+func (b *podSetBuilder) addLegacyAnnotations() {
 	var annKeys []string
-	for k := range pod.Annotations {
+	for k := range b.pod.Annotations {
 		if k == annotationPodSeccomp || strings.HasPrefix(k, annotationContainerSeccomp) {
 			annKeys = append(annKeys, k)
 		}
 	}
 	sort.Strings(annKeys)
 	for _, k := range annKeys {
-		if v := pod.Annotations[k]; strings.HasPrefix(v, localhostPrefix) {
-			addPath(v)
+		if v := b.pod.Annotations[k]; strings.HasPrefix(v, localhostPrefix) {
+			b.addPath(v)
 		}
 	}
-	if len(ctrs) == 0 && len(ps.refs) == 0 {
-		ps.usesFull = true
-	}
-	if ps.usesFull {
-		set = set.or(s.full)
-	}
-	ps.set = set
-	ps.size = set.count()
-	ps.gen = s.gen
-	return ps
 }
 
 // ownedByDaemonSet reports whether a DaemonSet controls pod.
