@@ -157,17 +157,7 @@ func NewSnapshot(resp *loadapi.Response, fetchedAt, serverNow time.Time) *Snapsh
 	// cycle's data competing for the cache: the entries sit in one array and the names in one
 	// string, so the lookups of a cycle touch a few contiguous blocks, not one scattered
 	// allocation per node and per name.
-	n := len(resp.Data.NodeMetricsMap)
-	size := 0
-	for name := range resp.Data.NodeMetricsMap {
-		size += len(name)
-	}
-	for name := range resp.Nodes {
-		if _, dup := resp.Data.NodeMetricsMap[name]; !dup {
-			n++
-			size += len(name)
-		}
-	}
+	n, size := snapshotSize(resp)
 	var arena strings.Builder
 	arena.Grow(size)
 	entries := make([]nodeEntry, 0, n)
@@ -213,20 +203,40 @@ func NewSnapshot(resp *loadapi.Response, fetchedAt, serverNow time.Time) *Snapsh
 		// because a reallocation would leave the map pointing at copies.
 		panic(fmt.Sprintf("loadaware: snapshot sized %d nodes/%d bytes, filled %d/%d", n, size, len(entries), arena.Len()))
 	}
-	keys := arena.String()
-	rekeyed := make(map[string]*nodeEntry, n)
-	off := 0
-	for i, name := range order {
-		rekeyed[keys[off:off+len(name)]] = &entries[i]
-		off += len(name)
-	}
-	s.nodes = rekeyed
+	s.nodes = rekey(arena.String(), order, entries)
 	for _, e := range s.nodes {
 		if e.hasMetrics && !e.stale && e.updated.After(s.newest) {
 			s.newest = e.updated
 		}
 	}
 	return s
+}
+
+// snapshotSize counts the nodes a response names (in either part, once) and their names' bytes.
+func snapshotSize(resp *loadapi.Response) (n, size int) {
+	n = len(resp.Data.NodeMetricsMap)
+	for name := range resp.Data.NodeMetricsMap {
+		size += len(name)
+	}
+	for name := range resp.Nodes {
+		if _, dup := resp.Data.NodeMetricsMap[name]; !dup {
+			n++
+			size += len(name)
+		}
+	}
+	return n, size
+}
+
+// rekey maps each name of order, sliced from keys (the names written one after another), to
+// its entry.
+func rekey(keys string, order []string, entries []nodeEntry) map[string]*nodeEntry {
+	m := make(map[string]*nodeEntry, len(order))
+	off := 0
+	for i, name := range order {
+		m[keys[off:off+len(name)]] = &entries[i]
+		off += len(name)
+	}
+	return m
 }
 
 // digest reads a node's metrics, clamping every CPU and memory value into [0,100] % whatever
