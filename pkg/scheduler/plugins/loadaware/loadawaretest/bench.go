@@ -65,9 +65,14 @@ func BenchmarkScore(b *testing.B, build func(b *testing.B, w *Watcher) ScoreRese
 			}
 		})
 	}
-	// The scheduler's shape: one cycle scores many nodes from parallel workers, each with a few
-	// pods placed since the last report (2000 pods over 1000 nodes).
-	b.Run("nodes=1000/placed=2000/parallel", func(b *testing.B) {
+	b.Run("nodes=1000/placed=2000/parallel", func(b *testing.B) { benchmarkParallelScore(b, build, prepare, incoming) })
+}
+
+// benchmarkParallelScore is the scheduler's shape: one cycle scores many nodes from parallel
+// workers, each with a few pods placed since the last report (2000 pods over 1000 nodes).
+func benchmarkParallelScore(b *testing.B, build func(b *testing.B, w *Watcher) ScoreReserver,
+	prepare func(ctx context.Context, state fwk.CycleState, pod *v1.Pod) *fwk.Status, incoming *v1.Pod) {
+	{
 		const n = 1000
 		metrics := map[string][]watcher.Metric{}
 		infos := make([]*framework.NodeInfo, n)
@@ -106,5 +111,5 @@ func BenchmarkScore(b *testing.B, build func(b *testing.B, w *Watcher) ScoreRese
 				}
 			}
 		})
-	})
+	}
 }
