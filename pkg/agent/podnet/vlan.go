@@ -68,19 +68,32 @@ func indexLinks(links []netlink.Link) map[int]netlink.Link {
 // in the way (an administrator's VLAN with that ID on that parent, which the kernel would not
 // let exist twice, or another link under the agent's name).
 func findVLAN(links []netlink.Link, parent netlink.Link, spec VLANSpec) (netlink.Link, error) {
-	name := VLANLinkName(spec.Parent, spec.ID)
+	return findUplink(links, VLANLinkName(spec.Parent, spec.ID), fmt.Sprintf("VLAN %d of %s", spec.ID, spec.Parent),
+		func(k netlink.Link) bool {
+			v, ok := k.(*netlink.Vlan)
+			return ok && k.Attrs().ParentIndex == parent.Attrs().Index && v.VlanId == spec.ID
+		}, ownedVLAN, func(other string) string {
+			return fmt.Sprintf("VLAN %d of %s already exists as %s, which Berth did not create (it is left alone)", spec.ID, spec.Parent, other)
+		})
+}
+
+// findUplink looks in links for the agent's uplink link named name: it returns the link when
+// the one that is the same (same says so) is the agent's own under that name, nil when there
+// is none, and a ConflictError when another link is the same (taken says how, naming it) or
+// holds the name (what names the uplink).
+func findUplink(links []netlink.Link, name, what string, same func(netlink.Link) bool,
+	owned func(netlink.Link, map[int]netlink.Link) bool, taken func(other string) string) (netlink.Link, error) {
 	byIndex := indexLinks(links)
 	for _, k := range links {
 		a := k.Attrs()
-		v, isVLAN := k.(*netlink.Vlan)
-		sameVLAN := isVLAN && a.ParentIndex == parent.Attrs().Index && v.VlanId == spec.ID
+		isSame := same(k)
 		switch {
-		case sameVLAN && a.Name == name && ownedVLAN(k, byIndex):
+		case isSame && a.Name == name && owned(k, byIndex):
 			return k, nil
-		case sameVLAN:
-			return nil, &ConflictError{Msg: fmt.Sprintf("VLAN %d of %s already exists as %s, which Berth did not create (it is left alone)", spec.ID, spec.Parent, a.Name)}
+		case isSame:
+			return nil, &ConflictError{Msg: taken(a.Name)}
 		case a.Name == name:
-			return nil, &ConflictError{Msg: fmt.Sprintf("a %s named %s exists on the node and is not Berth's VLAN %d of %s", k.Type(), name, spec.ID, spec.Parent)}
+			return nil, &ConflictError{Msg: fmt.Sprintf("a %s named %s exists on the node and is not Berth's %s", k.Type(), name, what)}
 		}
 	}
 	return nil, nil

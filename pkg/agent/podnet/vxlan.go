@@ -58,22 +58,13 @@ func ownedUplink(link netlink.Link, byIndex map[int]netlink.Link) bool {
 // a ConflictError when something the agent did not create holds the VNI and port (the kernel
 // keeps one per node) or the agent's name.
 func findVXLAN(links []netlink.Link, spec VXLANSpec) (netlink.Link, error) {
-	name := VXLANLinkName(spec.Parent, spec.VNI, spec.Port)
-	byIndex := indexLinks(links)
-	for _, k := range links {
-		a := k.Attrs()
-		v, isVXLAN := k.(*netlink.Vxlan)
-		same := isVXLAN && v.VxlanId == spec.VNI && v.Port == spec.Port
-		switch {
-		case same && a.Name == name && ownedVXLAN(k, byIndex):
-			return k, nil
-		case same:
-			return nil, &ConflictError{Msg: fmt.Sprintf("VXLAN %d (port %d) already exists on the node as %s, which Berth did not create (it is left alone)", spec.VNI, spec.Port, a.Name)}
-		case a.Name == name:
-			return nil, &ConflictError{Msg: fmt.Sprintf("a %s named %s exists on the node and is not Berth's VXLAN %d of %s", k.Type(), name, spec.VNI, spec.Parent)}
-		}
-	}
-	return nil, nil
+	return findUplink(links, VXLANLinkName(spec.Parent, spec.VNI, spec.Port), fmt.Sprintf("VXLAN %d of %s", spec.VNI, spec.Parent),
+		func(k netlink.Link) bool {
+			v, ok := k.(*netlink.Vxlan)
+			return ok && v.VxlanId == spec.VNI && v.Port == spec.Port
+		}, ownedVXLAN, func(other string) string {
+			return fmt.Sprintf("VXLAN %d (port %d) already exists on the node as %s, which Berth did not create (it is left alone)", spec.VNI, spec.Port, other)
+		})
 }
 
 // ensureVXLAN makes the VXLAN link of spec exist (on parent, joined to the multicast group,
