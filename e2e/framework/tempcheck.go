@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/berth-sched/berth/e2e/cluster"
 )
 
@@ -70,6 +73,7 @@ func BerthTempEntries(dir string) []string {
 // RunIsolated is a suite's whole TestMain when it needs nothing else: it runs the tests with
 // IsolateTemp and exits non-zero if they failed or left anything named berth-* behind.
 func RunIsolated(m interface{ Run() int }) {
+	quietControllerRuntime()
 	check := IsolateTemp()
 	code := m.Run()
 	if err := check(); err != nil {
@@ -84,6 +88,7 @@ func RunIsolated(m interface{ Run() int }) {
 // the tests, stops the cluster, and exits non-zero if the tests failed, the cluster did not
 // start, or anything named berth-* was left behind.
 func RunWithCluster(m interface{ Run() int }, cfg cluster.Config, timeout time.Duration, set func(*cluster.Cluster)) {
+	quietControllerRuntime()
 	check := IsolateTemp()
 	code := func() int {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -103,3 +108,8 @@ func RunWithCluster(m interface{ Run() int }, cfg cluster.Config, timeout time.D
 	}
 	os.Exit(code)
 }
+
+// quietControllerRuntime gives controller-runtime a logger that drops everything: the suites'
+// clients log nothing worth reading, and without a logger controller-runtime prints a goroutine
+// stack ("log.SetLogger(...) was never called") that reads like a panic in CI output.
+func quietControllerRuntime() { ctrllog.SetLogger(logr.Discard()) }
