@@ -230,6 +230,15 @@ func spanNodes(ctx context.Context, t *testing.T, c *cluster.Cluster, cl client.
 			t.Fatal(err)
 		}
 	}
+	// why: wait until the pods are gone: their sandboxes' CNI ports leave the node's CNI bridge
+	// as they go (changing its address), which the next case's before/after would see.
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: berthv1alpha1.PodConfigLabel + "=" + pcName})
+		return err == nil && len(pods.Items) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("pods of %s not gone: %v", pcName, err)
+	}
 	if err := framework.DeletePodNetwork(ctx, cl, pn.Name, time.Minute); err != nil {
 		t.Fatal(err)
 	}
