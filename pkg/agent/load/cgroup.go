@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -205,7 +206,7 @@ func scanKubeletRoots(base string) []string {
 			for _, name := range subdirs(filepath.Join(base, rel)) {
 				child := filepath.Join(rel, name)
 				if name == "kubepods" || name == "kubepods.slice" {
-					if rel != "" && len(out) < kubeletRootMax && !contains(out, rel) {
+					if rel != "" && len(out) < kubeletRootMax && !slices.Contains(out, rel) {
 						out = append(out, rel)
 					}
 					continue
@@ -233,15 +234,6 @@ func subdirs(dir string) []string {
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (c *Cgroups) readV2(p PodRef) (PodCounters, error) {

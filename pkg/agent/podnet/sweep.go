@@ -71,14 +71,11 @@ func (e *Executor) gcShared() ([]string, error) {
 				continue
 			}
 			keepBridges[en.Bridge] = true
-			if pn := e.network(nets[en.Attachment]); pn != nil && pn.Spec.VLAN != nil {
-				keepVLANs[VLANLinkName(pn.Spec.VLAN.Parent, int(pn.Spec.VLAN.ID))] = true
-				keepBridges[pn.Spec.Bridge] = true
-			}
-			if pn := e.network(nets[en.Attachment]); pn != nil && pn.Spec.VXLAN != nil {
-				v := pn.Spec.VXLAN
-				keepVLANs[VXLANLinkName(v.Parent, int(v.VNI), podconfig.VXLANPort(v.Port))] = true
-				keepBridges[pn.Spec.Bridge] = true
+			if pn := e.network(nets[en.Attachment]); pn != nil {
+				if name := uplinkName(&pn.Spec); name != "" {
+					keepVLANs[name] = true
+					keepBridges[pn.Spec.Bridge] = true
+				}
 			}
 		}
 	}
@@ -91,4 +88,16 @@ func (e *Executor) gcShared() ([]string, error) {
 	bridges, berr := e.cfg.Dataplane.RemoveUnusedBridges(keepBridges)
 	e.swept.WithLabelValues("bridge").Add(float64(len(bridges)))
 	return append(vlans, bridges...), errors.Join(verr, berr)
+}
+
+// uplinkName is the host name of the VLAN or VXLAN link a network puts on its bridge, "" for
+// none.
+func uplinkName(spec *berthv1alpha1.PodNetworkSpec) string {
+	switch {
+	case spec.VLAN != nil:
+		return VLANLinkName(spec.VLAN.Parent, int(spec.VLAN.ID))
+	case spec.VXLAN != nil:
+		return VXLANLinkName(spec.VXLAN.Parent, int(spec.VXLAN.VNI), podconfig.VXLANPort(spec.VXLAN.Port))
+	}
+	return ""
 }
