@@ -185,7 +185,7 @@ func (r *Reconciler) round(ctx context.Context, rb *berthv1alpha1.Rebalancer, po
 	evict := func(ctx context.Context, m Move) (Outcome, error) {
 		return r.evict(ctx, rb, status, number, pol, st, m)
 	}
-	res, err := pol.Plan(ctx, in, &st.anomalies, r.fit, evict)
+	res, err := pol.Plan(ctx, in, &st.anomalies, r.fitter(ctx), evict)
 	if err != nil {
 		return err
 	}
@@ -195,6 +195,21 @@ func (r *Reconciler) round(ctx context.Context, rb *berthv1alpha1.Rebalancer, po
 	summariseRound(status, rb.Generation, pol, in, res)
 	logRound(ctx, pol, summary, res)
 	return r.writeStatus(ctx, rb, status)
+}
+
+// fitter gives each profile's pods their profile's InstanceIsolation verdict, read from the
+// configurations the operator rendered. What cannot be read falls back to the plugin's default
+// args (logged): a round never stops for it.
+func (r *Reconciler) fitter(ctx context.Context) *Fitter {
+	profiles, problems, err := readProfiles(ctx, r.APIReader)
+	if err != nil {
+		log.FromContext(ctx).Info("scheduler profiles not read; InstanceIsolation checked with its default args", "err", err.Error())
+		return r.fit
+	}
+	if len(problems) > 0 {
+		log.FromContext(ctx).Info("some scheduler profiles not read; their pods checked with InstanceIsolation's default args", "problems", problems)
+	}
+	return r.fit.WithProfiles(ctx, profiles)
 }
 
 // keptMoves drops the moves past their cooldown; the rest are kept for the planner.

@@ -19,15 +19,22 @@ import (
 
 // Fitter runs the scheduler's own Filter verdicts for one pod on one node, in process: the
 // upstream NodeUnschedulable, TaintToleration, NodeAffinity and NodeResourcesFit plugins and
-// Berth's InstanceIsolation, each PreFilter then Filter, exactly as a scheduling cycle calls
-// them. Why in process rather than asking the scheduler: a round checks many pod×node pairs,
+// Berth's InstanceIsolation with the args of the pod's profile, each PreFilter then Filter,
+// exactly as a scheduling cycle calls them. Why in process rather than asking the scheduler: a round checks many pod×node pairs,
 // and the verdict must not depend on the scheduler being reachable.
 type Fitter struct {
 	plugins []fwk.FilterPlugin
+	// isolation is InstanceIsolation with its default args, for pods of a profile whose
+	// configuration was not read; byProfile holds each read profile's own (nil: the profile
+	// runs no InstanceIsolation).
+	isolation fwk.FilterPlugin
+	byProfile map[string]fwk.FilterPlugin
 }
 
-// NewFitter builds the plugins with their default arguments. InstanceIsolation gets an empty
-// index, so its Filter counts the classes of the pods given for the node (its own fallback).
+// NewFitter builds the upstream plugins with their default arguments and InstanceIsolation
+// with its defaults (WithProfiles gives each profile its own). InstanceIsolation gets an
+// empty index, so its Filter counts the classes of the pods given for the node (its own
+// fallback).
 func NewFitter(ctx context.Context) (*Fitter, error) {
 	fts := feature.Features{}
 	var out []fwk.FilterPlugin
@@ -55,15 +62,40 @@ func NewFitter(ctx context.Context) (*Fitter, error) {
 		func() error { return add(tainttoleration.New(ctx, nil, nil, fts)) },
 		func() error { return add(nodeaffinity.New(ctx, &config.NodeAffinityArgs{}, nil, fts)) },
 		func() error { return add(noderesources.NewFit(ctx, fitArgs, nil, fts)) },
-		func() error {
-			return add(instanceisolation.NewWithIndex(ctx, iiArgs, instanceisolation.NewIndex()), nil)
-		},
 	} {
 		if err := step(); err != nil {
 			return nil, fmt.Errorf("building the Filter plugins: %w", err)
 		}
 	}
-	return &Fitter{plugins: out}, nil
+	return &Fitter{plugins: out, isolation: instanceisolation.NewWithIndex(ctx, iiArgs, instanceisolation.NewIndex())}, nil
+}
+
+// WithProfiles returns a Fitter that gives pods of the named profiles their profile's
+// InstanceIsolation verdict (or none where the profile does not run it); other pods keep
+// the defaults.
+func (f *Fitter) WithProfiles(ctx context.Context, profiles map[string]Isolation) *Fitter {
+	g := *f
+	g.byProfile = make(map[string]fwk.FilterPlugin, len(profiles))
+	for name, iso := range profiles {
+		if iso.Off {
+			g.byProfile[name] = nil
+			continue
+		}
+		g.byProfile[name] = instanceisolation.NewWithIndex(ctx, iso.Args, instanceisolation.NewIndex())
+	}
+	return &g
+}
+
+// pluginsFor is the Filter chain pod's profile runs.
+func (f *Fitter) pluginsFor(pod *corev1.Pod) []fwk.FilterPlugin {
+	iso, read := f.byProfile[pod.Spec.SchedulerName]
+	if !read {
+		iso = f.isolation
+	}
+	if iso == nil {
+		return f.plugins
+	}
+	return append(f.plugins[:len(f.plugins):len(f.plugins)], iso)
 }
 
 // Fits says whether pod passes every Filter on node holding pods; reason names the first plugin
@@ -75,7 +107,7 @@ func (f *Fitter) Fits(ctx context.Context, pod *corev1.Pod, node *corev1.Node, p
 	ni := framework.NewNodeInfo(pods...)
 	ni.SetNode(node)
 	nodes := []fwk.NodeInfo{ni}
-	for _, pl := range f.plugins {
+	for _, pl := range f.pluginsFor(pod) {
 		state := framework.NewCycleState()
 		if pf, ok := pl.(fwk.PreFilterPlugin); ok {
 			res, st := pf.PreFilter(ctx, state, p, nodes)
