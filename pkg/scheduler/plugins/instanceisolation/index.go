@@ -110,6 +110,10 @@ type counts struct {
 	unclassed int
 	owners    map[types.UID]int
 	pods      int
+	// sole is the class when the node holds exactly one, soleMsg the refusal naming it; both
+	// are rewritten only when the set of classes changes, so the common refusal (a node of one
+	// other class) ranges no map and builds no string.
+	sole, soleMsg string
 }
 
 // addPod counts one pod (n = 1) or discounts it (n = -1).
@@ -128,10 +132,22 @@ func (c *counts) add(classes []string, owner types.UID, n int) {
 	if c.classes == nil {
 		c.classes = map[string]int{}
 	}
+	keys := len(c.classes)
+	changed := false
 	for _, cl := range classes {
+		before := c.classes[cl]
 		c.classes[cl] += n
 		if c.classes[cl] == 0 {
 			delete(c.classes, cl)
+		}
+		changed = changed || (before == 0) != (c.classes[cl] == 0)
+	}
+	if changed || keys != len(c.classes) {
+		c.sole, c.soleMsg = "", ""
+		if len(c.classes) == 1 {
+			for cl := range c.classes {
+				c.sole, c.soleMsg = cl, refusalMsg(cl)
+			}
 		}
 	}
 	if owner != "" {
@@ -153,7 +169,7 @@ func (c *counts) clone() *counts {
 	if c == nil {
 		return nil
 	}
-	out := &counts{unclassed: c.unclassed, pods: c.pods}
+	out := &counts{unclassed: c.unclassed, pods: c.pods, sole: c.sole, soleMsg: c.soleMsg}
 	if c.classes != nil {
 		out.classes = make(map[string]int, len(c.classes))
 		for k, v := range c.classes {
@@ -209,13 +225,16 @@ func (v view) owner(uid types.UID) int {
 // classes on the node (one, while isolation holds), never over its pods.
 func (v view) otherClass(mine string) string {
 	if v.delta == nil {
-		// why: nearly every Filter sees a node without a cycle delta and with at most its own
+		// why: nearly every Filter sees a node without a cycle delta and with at most one
 		// class; ranging over a map costs more than the rest of the verdict.
 		if v.base == nil || len(v.base.classes) == 0 {
 			return ""
 		}
-		if _, ok := v.base.classes[mine]; ok && len(v.base.classes) == 1 {
-			return ""
+		if len(v.base.classes) == 1 {
+			if v.base.sole == mine {
+				return ""
+			}
+			return v.base.sole
 		}
 	}
 	best := ""
@@ -247,7 +266,10 @@ func verdict(v view, pc *podClass, strict, spread bool) string {
 		return ""
 	}
 	if other := v.otherClass(mine); other != "" {
-		return "node holds instance class " + other
+		if v.delta == nil && other == v.base.sole {
+			return v.base.soleMsg
+		}
+		return refusalMsg(other)
 	}
 	if strict {
 		if n := v.unclassed(); n > 0 {
@@ -259,6 +281,8 @@ func verdict(v view, pc *podClass, strict, spread bool) string {
 	}
 	return ""
 }
+
+func refusalMsg(other string) string { return "node holds instance class " + other }
 
 type podEntry struct {
 	node string
@@ -276,11 +300,15 @@ type Index struct {
 	mu    sync.RWMutex
 	pods  map[types.UID]*podEntry
 	nodes map[string]*counts
+	// classNodes is, per class, the set of nodes holding at least one of its pods. A set is
+	// never modified once stored (a change stores a copy), so a cycle can keep the one it read
+	// and Score checks it without the lock.
+	classNodes map[string]map[string]struct{}
 }
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{pods: map[types.UID]*podEntry{}, nodes: map[string]*counts{}}
+	return &Index{pods: map[types.UID]*podEntry{}, nodes: map[string]*counts{}, classNodes: map[string]map[string]struct{}{}}
 }
 
 // set records pod uid with class pc on node. Exempt pods are recorded too: they count only in
@@ -308,7 +336,44 @@ func (ix *Index) set(uid types.UID, node string, pc *podClass, assumed bool) {
 		c = &counts{}
 		ix.nodes[node] = c
 	}
-	c.addPod(&pe.pc, 1)
+	ix.addLocked(node, c, &pe.pc, 1)
+}
+
+// addLocked counts pc on node's counts c (n = ±1) and keeps classNodes in step.
+func (ix *Index) addLocked(node string, c *counts, pc *podClass, n int) {
+	c.addPod(pc, n)
+	if pc.exempt {
+		return
+	}
+	for _, cl := range pc.classes {
+		holds := c.classes[cl] > 0
+		set := ix.classNodes[cl]
+		if _, had := set[node]; had == holds {
+			continue
+		}
+		next := make(map[string]struct{}, len(set)+1)
+		for k := range set {
+			if k != node {
+				next[k] = struct{}{}
+			}
+		}
+		if holds {
+			next[node] = struct{}{}
+		}
+		if len(next) == 0 {
+			delete(ix.classNodes, cl)
+		} else {
+			ix.classNodes[cl] = next
+		}
+	}
+}
+
+// nodesOf is the set of nodes holding class cl, never modified afterwards: read it, do not
+// write it.
+func (ix *Index) nodesOf(cl string) map[string]struct{} {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.classNodes[cl]
 }
 
 // remove forgets uid. With onlyAssumedOn set, only an unconfirmed placement on that node is
@@ -332,7 +397,7 @@ func (ix *Index) removeLocked(uid types.UID) {
 	}
 	delete(ix.pods, uid)
 	if c := ix.nodes[pe.node]; c != nil {
-		c.addPod(&pe.pc, -1)
+		ix.addLocked(pe.node, c, &pe.pc, -1)
 		if c.empty() {
 			delete(ix.nodes, pe.node)
 		}

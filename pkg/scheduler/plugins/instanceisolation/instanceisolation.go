@@ -143,11 +143,15 @@ func (pl *InstanceIsolation) onPod(obj any) {
 type cycleState struct {
 	pc    podClass
 	delta map[string]*counts
+	// classNodes (when scoreSet) is the index's set of nodes holding the pod's class, read
+	// once at PreScore: Score, run once per scored node, checks it without the index's lock.
+	classNodes map[string]struct{}
+	scoreSet   bool
 }
 
 // Clone copies the delta: the framework clones the state before adding nominated pods.
 func (c *cycleState) Clone() fwk.StateData {
-	out := &cycleState{pc: c.pc}
+	out := &cycleState{pc: c.pc, classNodes: c.classNodes, scoreSet: c.scoreSet}
 	if len(c.delta) > 0 {
 		out.delta = make(map[string]*counts, len(c.delta))
 		for k, v := range c.delta {
@@ -293,16 +297,21 @@ func (pl *InstanceIsolation) Filter(_ context.Context, cs fwk.CycleState, _ *v1.
 	return nil
 }
 
-// PreScore skips Score for exempt pods.
+// PreScore skips Score for exempt pods and reads, for a classed pod, the nodes holding its
+// class.
 func (pl *InstanceIsolation) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	if st, err := readState(cs); err == nil && !st.pc.exempt {
-		return nil
+	st, err := readState(cs)
+	if err != nil || st.pc.exempt {
+		pc := pl.cls.classify(pod)
+		if pc.exempt || pc.conflict != "" {
+			return fwk.NewStatus(fwk.Skip)
+		}
+		st = &cycleState{pc: pc}
+		pl.writeState(cs, st)
 	}
-	pc := pl.cls.classify(pod)
-	if pc.exempt || pc.conflict != "" {
-		return fwk.NewStatus(fwk.Skip)
+	if cl := st.pc.class(); cl != "" {
+		st.classNodes, st.scoreSet = pl.index.nodesOf(cl), true
 	}
-	pl.writeState(cs, &cycleState{pc: pc})
 	return nil
 }
 
@@ -317,6 +326,12 @@ func (pl *InstanceIsolation) Score(_ context.Context, cs fwk.CycleState, _ *v1.P
 	node := nodeInfo.Node()
 	if node == nil {
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
+	}
+	if st.scoreSet {
+		if _, ok := st.classNodes[node.Name]; ok {
+			return fwk.MaxNodeScore, nil
+		}
+		return 0, nil
 	}
 	if pl.index.holds(node.Name, st.pc.class()) {
 		return fwk.MaxNodeScore, nil

@@ -1,0 +1,199 @@
+package instanceisolation
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// checkDerived compares what the index keeps beside its counts (per-class node sets, each
+// node's sole class and refusal message) with what they must be, recomputed from the counts.
+func checkDerived(t *testing.T, ix *Index, step string) {
+	t.Helper()
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	want := map[string]map[string]bool{}
+	for node, c := range ix.nodes {
+		for cl, n := range c.classes {
+			if n <= 0 {
+				t.Fatalf("%s: node %s holds %d pods of class %s", step, node, n, cl)
+			}
+			if want[cl] == nil {
+				want[cl] = map[string]bool{}
+			}
+			want[cl][node] = true
+		}
+		wantSole := ""
+		if len(c.classes) == 1 {
+			for cl := range c.classes {
+				wantSole = cl
+			}
+		}
+		if c.sole != wantSole || (wantSole != "" && c.soleMsg != refusalMsg(wantSole)) || (wantSole == "" && c.soleMsg != "") {
+			t.Fatalf("%s: node %s classes %v: sole %q (%q), want %q", step, node, c.classes, c.sole, c.soleMsg, wantSole)
+		}
+	}
+	if len(ix.classNodes) != len(want) {
+		t.Fatalf("%s: classNodes has %d classes, counts %d", step, len(ix.classNodes), len(want))
+	}
+	for cl, nodes := range want {
+		got := ix.classNodes[cl]
+		if len(got) != len(nodes) {
+			t.Fatalf("%s: class %s on %d nodes by classNodes, %d by counts", step, cl, len(got), len(nodes))
+		}
+		for n := range nodes {
+			if _, ok := got[n]; !ok {
+				t.Fatalf("%s: class %s: node %s missing from classNodes", step, cl, n)
+			}
+		}
+	}
+}
+
+// TestClassNodesFollowCounts drives the index with random binds, moves, relabels, Reserve,
+// Unreserve and deletes of pods with zero, one or two classes (and exempt ones), and checks
+// after each step that the per-class node sets and each node's sole class agree with the
+// counts; that a set read earlier is never changed by later writes; and that Score, from the
+// set PreScore reads, gives what the index's own lookup gives on every node.
+func TestClassNodesFollowCounts(t *testing.T) {
+	for _, seed := range []int64{1, 2, 3, 4, 5} {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			r := rand.New(rand.NewSource(seed))
+			pl := newTestPlugin(t, nil)
+			h := pl.PodHandler()
+			nodes := []string{"n0", "n1", "n2", "n3", "n4", "n5"}
+			classes := []string{"a", "b", "c"}
+			var live []*v1.Pod
+			type frozen struct {
+				cl   string
+				set  map[string]struct{}
+				copy map[string]bool
+			}
+			var kept []frozen
+			for step := 0; step < 400; step++ {
+				switch op := r.Intn(10); {
+				case op < 4 || len(live) == 0:
+					b := newPod("t1")
+					switch r.Intn(6) {
+					case 0:
+					case 1:
+						b.owned("DaemonSet", "ds")
+						b.class(classes[r.Intn(len(classes))])
+					case 2:
+						b.class(classes[r.Intn(len(classes))]).label("berth.dev/instance-class", classes[r.Intn(len(classes))])
+					default:
+						b.class(classes[r.Intn(len(classes))])
+					}
+					p := b.on(nodes[r.Intn(len(nodes))]).pod()
+					if r.Intn(3) == 0 {
+						_ = pl.Reserve(context.Background(), nil, p, p.Spec.NodeName)
+					} else {
+						h.OnAdd(p, false)
+					}
+					live = append(live, p)
+				case op < 6:
+					i := r.Intn(len(live))
+					old := live[i].DeepCopy()
+					p := live[i]
+					if r.Intn(2) == 0 {
+						p.Spec.NodeName = nodes[r.Intn(len(nodes))]
+					} else {
+						p.Labels["ipp-class"] = classes[r.Intn(len(classes))]
+					}
+					h.OnUpdate(old, p)
+				case op < 7:
+					i := r.Intn(len(live))
+					pl.Unreserve(context.Background(), nil, live[i], live[i].Spec.NodeName)
+				default:
+					i := r.Intn(len(live))
+					h.OnDelete(live[i])
+					live = append(live[:i], live[i+1:]...)
+				}
+				st := fmt.Sprintf("step %d", step)
+				checkDerived(t, pl.index, st)
+				for _, k := range kept {
+					if len(k.set) != len(k.copy) {
+						t.Fatalf("%s: a class %s set read earlier changed size", st, k.cl)
+					}
+					for n := range k.copy {
+						if _, ok := k.set[n]; !ok {
+							t.Fatalf("%s: a class %s set read earlier lost %s", st, k.cl, n)
+						}
+					}
+				}
+				cl := classes[r.Intn(len(classes))]
+				set := pl.index.nodesOf(cl)
+				cp := map[string]bool{}
+				for n := range set {
+					cp[n] = true
+				}
+				kept = append(kept, frozen{cl, set, cp})
+
+				pod := newPod("t2").class(cl).pod()
+				cs := framework.NewCycleState()
+				if _, s := pl.PreFilter(context.Background(), cs, pod, nil); !s.IsSuccess() {
+					t.Fatal(s)
+				}
+				if s := pl.PreScore(context.Background(), cs, pod, nil); !s.IsSuccess() {
+					t.Fatal(s)
+				}
+				for _, n := range append(nodes, "unknown") {
+					got, s := pl.Score(context.Background(), cs, pod, nodeInfo(n))
+					want := int64(0)
+					if pl.index.holds(n, cl) {
+						want = 100
+					}
+					if !s.IsSuccess() || got != want {
+						t.Fatalf("%s: class %s on %s: Score %d (%v), index says %d", st, cl, n, got, s, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRefusalNamesTheSmallestOtherClass: the cached message for a node of one class and the
+// ranged one for a node of several, or with a cycle delta, say the same thing.
+func TestRefusalNamesTheSmallestOtherClass(t *testing.T) {
+	tests := []struct {
+		name  string
+		base  []string // one pod per entry
+		delta []string
+		mine  string
+		want  string
+	}{
+		{"one other class", []string{"b", "b"}, nil, "a", "node holds instance class b"},
+		{"own class only", []string{"a"}, nil, "a", ""},
+		{"two classes, smallest other named", []string{"c", "b"}, nil, "a", "node holds instance class b"},
+		{"own and another", []string{"a", "c"}, nil, "a", "node holds instance class c"},
+		{"delta adds another", []string{"a"}, []string{"b"}, "a", "node holds instance class b"},
+		{"delta removes the other", []string{"b"}, []string{"-b"}, "a", ""},
+		{"empty", nil, nil, "a", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := &counts{}
+			for _, cl := range tt.base {
+				base.add([]string{cl}, "", 1)
+			}
+			var delta *counts
+			for _, cl := range tt.delta {
+				if delta == nil {
+					delta = &counts{}
+				}
+				if cl[0] == '-' {
+					delta.add([]string{cl[1:]}, "", -1)
+				} else {
+					delta.add([]string{cl}, "", 1)
+				}
+			}
+			got := verdict(view{base: base, delta: delta}, &podClass{classes: []string{tt.mine}}, false, false)
+			if got != tt.want {
+				t.Errorf("verdict = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
