@@ -159,6 +159,17 @@ func (a *Accounting) Running(node string) []string {
 	return out
 }
 
+// NodesUsed is how many nodes run at least one scenario pod.
+func (a *Accounting) NodesUsed() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	used := map[string]bool{}
+	for _, on := range a.running {
+		used[on] = true
+	}
+	return len(used)
+}
+
 // Expected is a node's utilisation with every pod at its mean use (no burst draw): what the
 // watcher's served value should average to, for the end-of-run cross-check.
 func (a *Accounting) Expected(node string) (cpu, mem float64) {

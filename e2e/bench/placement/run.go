@@ -247,6 +247,7 @@ func runOne(ctx context.Context, c *cluster.Cluster, p *pipeline, o Options, rc 
 	defer l.stop(c)
 
 	schedName := corev1.DefaultSchedulerName
+	var probe *placedProbe
 	if !rc.Stock() {
 		cfg, err := rc.render(l.watcher.URL, Timing{RefreshSeconds: o.RefreshSeconds})
 		if err != nil {
@@ -266,6 +267,9 @@ func runOne(ctx context.Context, c *cluster.Cluster, p *pipeline, o Options, rc 
 			return nil, fmt.Errorf("berth-scheduler never fetched the load watcher: %v\n%s", err, sched.Tail(20))
 		}
 		schedName = SchedulerName
+		if probe, err = newPlacedProbe(c, sched.Port); err != nil {
+			return nil, err
+		}
 	}
 
 	// The simulator: pods the API says run on a node add their use to its fixture /proc.
@@ -328,6 +332,9 @@ func runOne(ctx context.Context, c *cluster.Cluster, p *pipeline, o Options, rc 
 		if w+1 == o.KillWatcherAtWave {
 			c.StopComponent(l.watcher.Process)
 			r.Notes = append(r.Notes, fmt.Sprintf("load watcher stopped at wave %d (%.0f s) by the failure drill", w+1, time.Since(start).Seconds()))
+		}
+		if probe != nil {
+			o.Logf("%s wave %d: %s; %d nodes hold pods", rc.Name, w+1, probe.summary(ctx), acct.NodesUsed())
 		}
 		var leave, arrive []PodSpec
 		for _, ps := range sc.Pods {

@@ -1,0 +1,59 @@
+package placement
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/berth-sched/berth/e2e/cluster"
+	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/placedload"
+)
+
+// placedProbe reads what the scheduler's load-aware plugins add to nodes for placed pods their
+// window does not hold yet (/debug/berth/placed): with -v each wave logs it, so a run shows
+// whether the estimates of one wave are gone by the next (the agents measured the pods) or
+// still inflate the nodes the next wave is scored on.
+type placedProbe struct {
+	client *http.Client
+	url    string
+}
+
+func newPlacedProbe(c *cluster.Cluster, port int) (*placedProbe, error) {
+	client, err := framework.AdminLoopbackClient(c)
+	if err != nil {
+		return nil, err
+	}
+	return &placedProbe{client: client, url: "https://127.0.0.1:" + strconv.Itoa(port) + placedload.Path}, nil
+}
+
+// summary is the first plugin's added CPU over all nodes, and on how many nodes.
+func (p *placedProbe) summary(ctx context.Context) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
+	if err != nil {
+		return err.Error()
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	var a placedload.Answer
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		return fmt.Sprintf("%s: %v", p.url, err)
+	}
+	if len(a.Profiles) == 0 {
+		return "no load-aware plugin"
+	}
+	var milli int64
+	nodes := 0
+	for _, l := range a.Profiles[0].Nodes {
+		if l.MilliCPU > 0 {
+			milli += l.MilliCPU
+			nodes++
+		}
+	}
+	return fmt.Sprintf("%s adds %.2f cores for placed pods on %d nodes", a.Profiles[0].Plugin, float64(milli)/1000, nodes)
+}
