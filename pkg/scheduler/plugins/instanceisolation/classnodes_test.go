@@ -11,13 +11,23 @@ import (
 )
 
 // checkDerived compares what the index keeps beside its counts (per-class node sets, each
-// node's sole class and refusal message) with what they must be, recomputed from the counts.
+// node's sole class and refusal message, the number of classed nodes and of nodes per sole
+// class) with what they must be, recomputed from the counts.
 func checkDerived(t *testing.T, ix *Index, step string) {
 	t.Helper()
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	want := map[string]map[string]bool{}
+	classed, sole := 0, map[string]int{}
 	for node, c := range ix.nodes {
+		if len(c.classes) > 0 {
+			classed++
+		}
+		if len(c.classes) == 1 {
+			for cl := range c.classes {
+				sole[cl]++
+			}
+		}
 		for cl, n := range c.classes {
 			if n <= 0 {
 				t.Fatalf("%s: node %s holds %d pods of class %s", step, node, n, cl)
@@ -35,6 +45,14 @@ func checkDerived(t *testing.T, ix *Index, step string) {
 		}
 		if c.sole != wantSole || (wantSole != "" && c.soleMsg != refusalMsg(wantSole)) || (wantSole == "" && c.soleMsg != "") {
 			t.Fatalf("%s: node %s classes %v: sole %q (%q), want %q", step, node, c.classes, c.sole, c.soleMsg, wantSole)
+		}
+	}
+	if ix.classed != classed || len(ix.soleNodes) != len(sole) {
+		t.Fatalf("%s: %d classed nodes, %d classes with sole nodes; counts say %d, %v", step, ix.classed, len(ix.soleNodes), classed, sole)
+	}
+	for cl, n := range sole {
+		if ix.soleNodes[cl] != n {
+			t.Fatalf("%s: class %s alone on %d nodes, counts say %d", step, cl, ix.soleNodes[cl], n)
 		}
 	}
 	if len(ix.classNodes) != len(want) {

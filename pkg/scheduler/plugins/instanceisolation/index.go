@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	fwk "k8s.io/kube-scheduler/framework"
 )
 
 // MirrorPodAnnotation marks a static pod's mirror (kubelet's kubetypes.ConfigMirrorAnnotationKey).
@@ -304,11 +306,15 @@ type Index struct {
 	// never modified once stored (a change stores a copy), so a cycle can keep the one it read
 	// and Score checks it without the lock.
 	classNodes map[string]map[string]struct{}
+	// classed counts the nodes holding any class, soleNodes per class the nodes holding that
+	// class only: PreFilter's O(1) estimate of how many nodes a class may still use.
+	classed   int
+	soleNodes map[string]int
 }
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{pods: map[types.UID]*podEntry{}, nodes: map[string]*counts{}, classNodes: map[string]map[string]struct{}{}}
+	return &Index{pods: map[types.UID]*podEntry{}, nodes: map[string]*counts{}, classNodes: map[string]map[string]struct{}{}, soleNodes: map[string]int{}}
 }
 
 // set records pod uid with class pc on node. Exempt pods are recorded too: they count only in
@@ -341,9 +347,27 @@ func (ix *Index) set(uid types.UID, node string, pc *podClass, assumed bool) {
 
 // addLocked counts pc on node's counts c (n = ±1) and keeps classNodes in step.
 func (ix *Index) addLocked(node string, c *counts, pc *podClass, n int) {
+	wasClassed, wasSole := len(c.classes) > 0, c.sole
 	c.addPod(pc, n)
 	if pc.exempt {
 		return
+	}
+	if isClassed := len(c.classes) > 0; isClassed != wasClassed {
+		if isClassed {
+			ix.classed++
+		} else {
+			ix.classed--
+		}
+	}
+	if c.sole != wasSole {
+		if wasSole != "" {
+			if ix.soleNodes[wasSole]--; ix.soleNodes[wasSole] == 0 {
+				delete(ix.soleNodes, wasSole)
+			}
+		}
+		if c.sole != "" {
+			ix.soleNodes[c.sole]++
+		}
 	}
 	for _, cl := range pc.classes {
 		holds := c.classes[cl] > 0
@@ -428,6 +452,55 @@ func (ix *Index) verdictIfPods(node string, delta *counts, wantPods int, pc *pod
 		return "", false
 	}
 	return verdict(view{base: base, delta: delta}, pc, strict, spread), true
+}
+
+// maxNodeSet is the largest PreFilterResult allowedNodes returns: the scheduler's
+// minFeasibleNodesToFind. With fewer nodes than that the framework filters every node it is
+// given, and without the result it would look for at least that many feasible nodes, more
+// than the set holds, so it filters every node too: both ways the feasible nodes are the same.
+const maxNodeSet = 100
+
+// allowedNodes is the set of nodes in nodes that Filter may accept for pc at the start of a
+// cycle (no nominated pods or victims counted yet), when it has fewer than maxNodeSet nodes;
+// nil otherwise. A node is left out only when the index refuses it and holds exactly the pods
+// the snapshot's NodeInfo holds, i.e. when Filter would refuse it by the index too (a
+// nominated pod only adds classes, so it refuses with them as well); a node without pods, or
+// whose pod total differs from the index's (Filter then decides from its pods), stays in.
+func (ix *Index) allowedNodes(nodes []fwk.NodeInfo, pc *podClass, strict, spread bool) sets.Set[string] {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	// why: an O(1) estimate first, so a cycle with many usable nodes (the common case) does
+	// not range over every node. Refused by the index are at least the nodes holding a class
+	// other than the pod's (for a pod without a class, strict: any class).
+	refused := ix.classed
+	if cl := pc.class(); cl != "" {
+		refused -= ix.soleNodes[cl]
+	}
+	if len(nodes)-refused >= maxNodeSet {
+		return nil
+	}
+	out := sets.New[string]()
+	for _, ni := range nodes {
+		node := ni.Node()
+		if node == nil {
+			continue
+		}
+		if np := len(ni.GetPods()); np > 0 {
+			if c := ix.nodes[node.Name]; c != nil && c.pods == np && verdict(view{base: c}, pc, strict, spread) != "" {
+				continue
+			}
+		}
+		out.Insert(node.Name)
+		if len(out) >= maxNodeSet {
+			return nil
+		}
+	}
+	if len(out) == 0 {
+		// why: no node fits; the full scan gives the pod its per-node reasons ("node holds
+		// instance class X") rather than one line for every node.
+		return nil
+	}
+	return out
 }
 
 // holds says whether node holds pods of class cl ("": whether it holds no classed pod).

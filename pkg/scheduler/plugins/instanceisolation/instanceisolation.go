@@ -182,8 +182,10 @@ func (pl *InstanceIsolation) participates(pc *podClass) bool {
 }
 
 // PreFilter classifies the pod once per cycle. A pod with conflicting class labels is refused
-// outright; an exempt pod, and an unclassed one outside strict mode, skips Filter.
-func (pl *InstanceIsolation) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+// outright; an exempt pod, and an unclassed one outside strict mode, skips Filter. When the
+// pod may use fewer than maxNodeSet nodes, it returns them, so the framework filters and
+// scores only those instead of refusing every other node one by one (see allowedNodes).
+func (pl *InstanceIsolation) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	pl.waitSynced(ctx)
 	pc := pl.cls.classify(pod)
 	if pc.conflict != "" {
@@ -193,6 +195,9 @@ func (pl *InstanceIsolation) PreFilter(ctx context.Context, cs fwk.CycleState, p
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	pl.writeState(cs, &cycleState{pc: pc})
+	if set := pl.index.allowedNodes(nodes, &pc, pl.strict, pl.spread); set != nil {
+		return &fwk.PreFilterResult{NodeNames: set}, nil
+	}
 	return nil, nil
 }
 
