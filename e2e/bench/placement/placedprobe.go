@@ -9,6 +9,7 @@ import (
 
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/berth-sched/berth/pkg/placedload"
 )
 
@@ -17,16 +18,41 @@ import (
 // whether the estimates of one wave are gone by the next (the agents measured the pods) or
 // still inflate the nodes the next wave is scored on.
 type placedProbe struct {
-	client *http.Client
-	url    string
+	client  *http.Client
+	url     string
+	watcher string
 }
 
-func newPlacedProbe(c *cluster.Cluster, port int) (*placedProbe, error) {
+func newPlacedProbe(c *cluster.Cluster, port int, watcherURL string) (*placedProbe, error) {
 	client, err := framework.AdminLoopbackClient(c)
 	if err != nil {
 		return nil, err
 	}
-	return &placedProbe{client: client, url: "https://127.0.0.1:" + strconv.Itoa(port) + placedload.Path}, nil
+	return &placedProbe{client: client, url: "https://127.0.0.1:" + strconv.Itoa(port) + placedload.Path,
+		watcher: watcherURL + "/watcher?pods=true"}, nil
+}
+
+// reported counts the pods the watcher lists on nodes and those with measured use.
+func (p *placedProbe) reported(ctx context.Context) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.watcher, nil)
+	if err != nil {
+		return err.Error()
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	var doc loadapi.Response
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		return fmt.Sprintf("%s: %v", p.watcher, err)
+	}
+	listed, measured := 0, 0
+	for _, n := range doc.Nodes {
+		listed += len(n.PodUIDs)
+		measured += len(n.Pods)
+	}
+	return fmt.Sprintf("the watcher lists %d pods on nodes, %d with measured use", listed, measured)
 }
 
 // summary is the first plugin's added CPU over all nodes, and on how many nodes.
@@ -55,5 +81,5 @@ func (p *placedProbe) summary(ctx context.Context) string {
 			nodes++
 		}
 	}
-	return fmt.Sprintf("%s adds %.2f cores for placed pods on %d nodes", a.Profiles[0].Plugin, float64(milli)/1000, nodes)
+	return fmt.Sprintf("%s adds %.2f cores for placed pods on %d nodes; %s", a.Profiles[0].Plugin, float64(milli)/1000, nodes, p.reported(ctx))
 }

@@ -267,7 +267,7 @@ func runOne(ctx context.Context, c *cluster.Cluster, p *pipeline, o Options, rc 
 			return nil, fmt.Errorf("berth-scheduler never fetched the load watcher: %v\n%s", err, sched.Tail(20))
 		}
 		schedName = SchedulerName
-		if probe, err = newPlacedProbe(c, sched.Port); err != nil {
+		if probe, err = newPlacedProbe(c, sched.Port, l.watcher.URL); err != nil {
 			return nil, err
 		}
 	}

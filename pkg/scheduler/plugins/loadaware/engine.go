@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 )
@@ -34,6 +35,9 @@ type Engine struct {
 	Tracker *Tracker
 	now     func() time.Time
 	memo    scoreMemo
+	// nodes finds a node's capacity for Unreported (the debug answer), which scoring gets
+	// from the node object it scores; nil without an informer factory.
+	nodes corelisters.NodeLister
 	// timeRuleSaid is set once the log said the watcher sends no per-pod usage.
 	timeRuleSaid atomic.Bool
 }
@@ -84,6 +88,8 @@ func NewEngine(ctx context.Context, plugin string, args CommonArgs, handle fwk.H
 			if _, err := f.Core().V1().Pods().Informer().AddEventHandler(e.Tracker.EventHandler()); err != nil {
 				return nil, fmt.Errorf("%s: registering pod event handler: %w", plugin, err)
 			}
+			// The scheduler's own node informer: no new watch.
+			e.nodes = f.Core().V1().Nodes().Lister()
 		}
 	}
 	if !opts.NoLoop {
@@ -253,12 +259,24 @@ func RoundScore(x float64) int64 {
 	return int64(math.Round(math.Round(min(max(x, 0), 100)*1e9) / 1e9))
 }
 
+// unreportedOf is Score's reading of the node: with its capacity (from the scheduler's node
+// informer), measured per-pod use counts; by name alone only the time rule could apply, which
+// overstates every pod the agent has measured.
+func (e *Engine) unreportedOf(name string) Estimate {
+	if e.nodes != nil {
+		if node, err := e.nodes.Get(name); err == nil {
+			return e.NodeOf(node).Unreported
+		}
+	}
+	return e.Node(name).Unreported
+}
+
 // Unreported is what Score adds to each node for placed pods its report does not include yet,
 // for the nodes where that is not nothing (read for `kubectl berth nodes`, not in a cycle).
 func (e *Engine) Unreported() map[string]Estimate {
 	out := map[string]Estimate{}
 	for _, n := range e.Tracker.Nodes() {
-		if u := e.Node(n).Unreported; u != (Estimate{}) {
+		if u := e.unreportedOf(n); u != (Estimate{}) {
 			out[n] = u
 		}
 	}
