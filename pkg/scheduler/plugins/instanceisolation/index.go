@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
@@ -466,7 +467,12 @@ const maxNodeSet = 100
 // the snapshot's NodeInfo holds, i.e. when Filter would refuse it by the index too (a
 // nominated pod only adds classes, so it refuses with them as well); a node without pods, or
 // whose pod total differs from the index's (Filter then decides from its pods), stays in.
-func (ix *Index) allowedNodes(nodes []fwk.NodeInfo, pc *podClass, strict, spread bool) sets.Set[string] {
+//
+// The set is also withheld when none of its nodes matches the pod's required node selector or
+// affinity: the pod cannot be placed, and without the set its failure names, node by node,
+// the class in the way rather than "didn't satisfy plugin InstanceIsolation" for every node
+// outside the set. The decision is the same either way.
+func (ix *Index) allowedNodes(nodes []fwk.NodeInfo, pod *v1.Pod, pc *podClass, strict, spread bool) sets.Set[string] {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	// why: an O(1) estimate first, so a cycle with many usable nodes (the common case) does
@@ -480,6 +486,8 @@ func (ix *Index) allowedNodes(nodes []fwk.NodeInfo, pc *podClass, strict, spread
 		return nil
 	}
 	out := sets.New[string]()
+	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	matched := false
 	for _, ni := range nodes {
 		node := ni.Node()
 		if node == nil {
@@ -494,10 +502,16 @@ func (ix *Index) allowedNodes(nodes []fwk.NodeInfo, pc *podClass, strict, spread
 		if len(out) >= maxNodeSet {
 			return nil
 		}
+		if !matched {
+			// why: an error (a selector that does not parse) counts as a match: NodeAffinity
+			// reports it on the nodes of the set.
+			ok, err := affinity.Match(node)
+			matched = ok || err != nil
+		}
 	}
-	if len(out) == 0 {
-		// why: no node fits; the full scan gives the pod its per-node reasons ("node holds
-		// instance class X") rather than one line for every node.
+	if !matched {
+		// why: no node may take the pod (or none at all is left); the full scan gives the pod
+		// its per-node reasons ("node holds instance class X").
 		return nil
 	}
 	return out

@@ -195,7 +195,7 @@ func (pl *InstanceIsolation) PreFilter(ctx context.Context, cs fwk.CycleState, p
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	pl.writeState(cs, &cycleState{pc: pc})
-	if set := pl.index.allowedNodes(nodes, &pc, pl.strict, pl.spread); set != nil {
+	if set := pl.index.allowedNodes(nodes, pod, &pc, pl.strict, pl.spread); set != nil {
 		return &fwk.PreFilterResult{NodeNames: set}, nil
 	}
 	return nil, nil

@@ -6,7 +6,9 @@ import (
 	"math/rand"
 	"testing"
 
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/plugintest"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
@@ -169,7 +171,13 @@ func TestPreFilterResultIsWhatFilterAccepts(t *testing.T) {
 	}
 }
 
-// TestPreFilterResultTable: the threshold and the cases a node must stay in the set.
+// hostNode is a NodeInfo whose node carries its hostname label, as the kubelet sets it.
+func hostNode(name string, pods ...*v1.Pod) fwk.NodeInfo {
+	return plugintest.NodeInfoOf(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1.LabelHostname: name}}}, pods...)
+}
+
+// TestPreFilterResultTable: the threshold, the cases a node must stay in the set, and the
+// pod's node selector.
 func TestPreFilterResultTable(t *testing.T) {
 	ctx := context.Background()
 	build := func(nOther, nOwn, nEmpty int) (*InstanceIsolation, []fwk.NodeInfo) {
@@ -180,12 +188,12 @@ func TestPreFilterResultTable(t *testing.T) {
 			for i := 0; i < n; i++ {
 				name := fmt.Sprintf("%s%03d", prefix, i)
 				if class == "" {
-					nis = append(nis, nodeInfo(name))
+					nis = append(nis, hostNode(name))
 					continue
 				}
 				p := newPod("t1").class(class).on(name).pod()
 				h.OnAdd(p, false)
-				nis = append(nis, nodeInfo(name, p))
+				nis = append(nis, hostNode(name, p))
 			}
 		}
 		add("other", nOther, "b")
@@ -199,13 +207,19 @@ func TestPreFilterResultTable(t *testing.T) {
 		wantSet              bool
 		wantSize             int
 		extraSnapshotPodNode bool // a pod of class b only the snapshot holds, on an "own" node
+		// hostname, when set, is the pod's nodeSelector on kubernetes.io/hostname.
+		hostname string
 	}{
-		{"99 usable of 1000", 901, 4, 95, true, 99, false},
-		{"100 usable of 1000", 900, 4, 96, false, 0, false},
-		{"all usable", 0, 10, 990, false, 0, false},
-		{"none usable", 1000, 0, 0, false, 0, false},
-		{"only own nodes", 996, 4, 0, true, 4, false},
-		{"own node the index has not caught up with", 996, 4, 0, true, 4, true},
+		{"99 usable of 1000", 901, 4, 95, true, 99, false, ""},
+		{"100 usable of 1000", 900, 4, 96, false, 0, false, ""},
+		{"all usable", 0, 10, 990, false, 0, false, ""},
+		{"none usable", 1000, 0, 0, false, 0, false, ""},
+		{"only own nodes", 996, 4, 0, true, 4, false, ""},
+		{"own node the index has not caught up with", 996, 4, 0, true, 4, true, ""},
+		{"selector on a node of the set", 996, 4, 0, true, 4, false, "own002"},
+		// why: no node of the set may take the pod; without a set its failure names the class
+		// in the way on other000.
+		{"selector on a refused node", 996, 4, 0, false, 0, false, "other000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -219,9 +233,12 @@ func TestPreFilterResultTable(t *testing.T) {
 					pods = append(pods, pi.GetPod())
 				}
 				pods = append(pods, newPod("t2").class("b").on(own.Node().Name).pod())
-				nis[tt.other] = nodeInfo(own.Node().Name, pods...)
+				nis[tt.other] = hostNode(own.Node().Name, pods...)
 			}
 			pod := newPod("t3").class("a").pod()
+			if tt.hostname != "" {
+				pod.Spec.NodeSelector = map[string]string{v1.LabelHostname: tt.hostname}
+			}
 			cs := framework.NewCycleState()
 			res, s := pl.PreFilter(ctx, cs, pod, nis)
 			if !s.IsSuccess() {
