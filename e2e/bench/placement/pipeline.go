@@ -8,6 +8,9 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -58,7 +61,7 @@ func newPipeline(ctx context.Context, c *cluster.Cluster, sc *Scenario, advance 
 	var mu sync.Mutex
 	err = parallel(ctx, 8, len(sc.Nodes), func(i int) error {
 		n := sc.Nodes[i]
-		pod, err := stack.AgentPod(ctx, c, agentNamespace, agentAccount, "berth-agent-"+n.Name, n.Name)
+		pod, err := stack.AgentPod(ctx, c, agentNamespace, agentAccount, "berth-agent-"+n.Name, n.Name, chartAgentRequests)
 		if err != nil {
 			return err
 		}
@@ -191,6 +194,15 @@ func (p *pipeline) startLive(ctx context.Context, name string, sample, report ti
 		return nil, fmt.Errorf("%w\nload watcher log:\n%s", err, w.Tail(10))
 	}
 	return l, nil
+}
+
+// chartAgentRequests gives a fake agent pod the requests the chart's DaemonSet gives the real
+// one. why: the simulator writes no cgroup for it, so the scheduler never sees it measured;
+// without requests TargetLoadPacking would predict it at defaultRequests (1 CPU) and add that
+// to every node until the window has held the pod, in the first runs of a table only.
+func chartAgentRequests(p *corev1.Pod) {
+	p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("32Mi")}
 }
 
 // stop ends the agents (waiting for them) and the watcher process.

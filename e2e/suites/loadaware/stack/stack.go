@@ -126,7 +126,7 @@ func WatcherKubeconfig(ctx context.Context, c *cluster.Cluster, name, agentNS st
 
 // AgentPod creates the (fake) agent pod of a node, bound directly to it as a DaemonSet's pod
 // would be, and waits until KWOK reports it Running.
-func AgentPod(ctx context.Context, c *cluster.Cluster, ns, sa, name, node string) (*corev1.Pod, error) {
+func AgentPod(ctx context.Context, c *cluster.Cluster, ns, sa, name, node string, mutate ...func(*corev1.Pod)) (*corev1.Pod, error) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "berth-agent", "agent-pod": name}},
 		Spec: corev1.PodSpec{
@@ -136,6 +136,9 @@ func AgentPod(ctx context.Context, c *cluster.Cluster, ns, sa, name, node string
 			// KWOK nodes carry no taints by default; tolerate everything as the DaemonSet does.
 			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 		},
+	}
+	for _, m := range mutate {
+		m(pod)
 	}
 	if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
