@@ -305,8 +305,8 @@ func TestBoundsUnder100000Pods(t *testing.T) {
 	st.mu.Lock()
 	for e := st.ll.Front(); e != nil; e = e.Next() {
 		a := e.Value.(*attempt)
-		if len(a.scored) > 3 || len(a.refused) > 3 {
-			t.Fatalf("attempt holds %d scored, %d refused nodes", len(a.scored), len(a.refused))
+		if len(a.scored) > 3 || a.refused.count() > 3 {
+			t.Fatalf("attempt holds %d scored, %d refused nodes", len(a.scored), a.refused.count())
 		}
 	}
 	if len(st.evicted) > 50 {

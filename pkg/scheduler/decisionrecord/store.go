@@ -135,6 +135,9 @@ func (s *store) len() int {
 
 type reasonKey struct{ plugin, reason string }
 
+// otherReasons counts the refusals past maxReasons distinct pairs.
+var otherReasons = reasonKey{"*", "other reasons"}
+
 // maxReasons bounds the distinct (plugin, reason) pairs counted per attempt.
 const maxReasons = 64
 
@@ -150,8 +153,7 @@ type attempt struct {
 	// takes no lock. anyRefused says refused may be non-empty.
 	feasible   atomic.Int64
 	anyRefused atomic.Bool
-	refused    map[string]*decisionapi.Verdict
-	reasons    map[reasonKey]int
+	refused    refusals
 	scored     []decisionapi.NodeRecord
 	sealed     bool
 }
@@ -173,35 +175,12 @@ func (a *attempt) filter(node string, st *fwk.Status) {
 	if st.IsSuccess() {
 		a.feasible.Add(1)
 		if a.anyRefused.Load() {
-			a.mu.Lock()
-			delete(a.refused, node) // passed on a second evaluation (nominated node first)
-			a.mu.Unlock()
+			a.refused.passed(node)
 		}
 		return
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.anyRefused.Store(true)
-	if a.refused == nil {
-		a.refused = make(map[string]*decisionapi.Verdict)
-		a.reasons = make(map[reasonKey]int)
-	}
-	v := verdictOf(st)
-	if _, seen := a.refused[node]; !seen {
-		rs := v.Reasons
-		if len(rs) == 0 {
-			rs = []string{v.Code}
-		}
-		for _, r := range rs {
-			k := reasonKey{v.Plugin, r}
-			if _, ok := a.reasons[k]; !ok && len(a.reasons) >= maxReasons {
-				// Reasons that name the node would grow without bound on big clusters.
-				k = reasonKey{"*", "other reasons"}
-			}
-			a.reasons[k]++
-		}
-	}
-	a.refused[node] = v
+	a.refused.add(node, verdictOf(st))
 }
 
 func (a *attempt) preFilter(st *fwk.Status) {
@@ -340,7 +319,7 @@ func (a *attempt) result(node string, feasibleOnly bool, err error) {
 		a.rec.Outcome = decisionapi.OutcomeScheduled
 		a.rec.ScoringSkipped = feasibleOnly
 	case a.rec.Outcome == decisionapi.OutcomeError:
-	case err != nil && a.rec.PreFilter == nil && a.feasible.Load() == 0 && len(a.refused) == 0:
+	case err != nil && a.rec.PreFilter == nil && a.feasible.Load() == 0 && a.refused.count() == 0:
 		a.rec.Outcome = decisionapi.OutcomeError
 		a.rec.Error = err.Error()
 	default:
@@ -375,17 +354,9 @@ func (a *attempt) sealLocked() {
 		return
 	}
 	a.sealed = true
-	a.rec.Refused = len(a.refused)
-	if len(a.refused) <= a.topK {
-		return
-	}
-	names := make([]string, 0, len(a.refused))
-	for n := range a.refused {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names[a.topK:] {
-		delete(a.refused, n)
+	a.rec.Refused = a.refused.count()
+	if a.rec.Refused > a.topK {
+		a.refused.keepFirst(a.topK)
 	}
 }
 
@@ -395,9 +366,10 @@ func (a *attempt) snapshot() decisionapi.Record {
 	r := a.rec
 	r.Feasible = int(a.feasible.Load())
 	if !a.sealed {
-		r.Refused = len(a.refused)
+		r.Refused = a.refused.count()
 	}
-	r.Nodes = make([]decisionapi.NodeRecord, 0, len(a.scored)+len(a.refused))
+	names, refused := a.refused.first(a.topK)
+	r.Nodes = make([]decisionapi.NodeRecord, 0, len(a.scored)+len(names))
 	chosenListed := false
 	for _, n := range a.scored {
 		n.Chosen = n.Node == r.Chosen
@@ -412,34 +384,16 @@ func (a *attempt) snapshot() decisionapi.Record {
 	// Chosen first, then by total.
 	sort.SliceStable(r.Nodes, func(i, j int) bool { return r.Nodes[i].Chosen && !r.Nodes[j].Chosen })
 	listedFeasible := len(r.Nodes)
-	names := make([]string, 0, len(a.refused))
-	for n := range a.refused {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	if len(names) > a.topK {
-		names = names[:a.topK]
-	}
 	for _, n := range names {
-		v := *a.refused[n]
+		v := *refused[n]
 		r.Nodes = append(r.Nodes, decisionapi.NodeRecord{Node: n, Filter: &v})
 	}
 	if r.Feasible > listedFeasible {
 		r.OmittedFeasible = r.Feasible - listedFeasible
 	}
 	r.OmittedRefused = r.Refused - len(names)
-	for k, c := range a.reasons {
-		r.RefusedBy = append(r.RefusedBy, decisionapi.ReasonCount{Plugin: k.plugin, Reason: k.reason, Nodes: c})
+	if rs := a.refused.reasonCounts(); len(rs) > 0 {
+		r.RefusedBy = rs
 	}
-	sort.Slice(r.RefusedBy, func(i, j int) bool {
-		x, y := r.RefusedBy[i], r.RefusedBy[j]
-		if x.Nodes != y.Nodes {
-			return x.Nodes > y.Nodes
-		}
-		if x.Plugin != y.Plugin {
-			return x.Plugin < y.Plugin
-		}
-		return x.Reason < y.Reason
-	})
 	return r
 }
