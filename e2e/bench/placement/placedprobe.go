@@ -34,18 +34,9 @@ func newPlacedProbe(c *cluster.Cluster, port int, watcherURL string) (*placedPro
 
 // reported counts the pods the watcher lists on nodes and those with measured use.
 func (p *placedProbe) reported(ctx context.Context) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.watcher, nil)
-	if err != nil {
-		return err.Error()
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err.Error()
-	}
-	defer resp.Body.Close()
 	var doc loadapi.Response
-	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
-		return fmt.Sprintf("%s: %v", p.watcher, err)
+	if err := getJSON(ctx, http.DefaultClient, p.watcher, &doc); err != nil {
+		return err.Error()
 	}
 	listed, measured := 0, 0
 	for _, n := range doc.Nodes {
@@ -57,18 +48,9 @@ func (p *placedProbe) reported(ctx context.Context) string {
 
 // summary is the first plugin's added CPU over all nodes, and on how many nodes.
 func (p *placedProbe) summary(ctx context.Context) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url, nil)
-	if err != nil {
-		return err.Error()
-	}
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return err.Error()
-	}
-	defer resp.Body.Close()
 	var a placedload.Answer
-	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
-		return fmt.Sprintf("%s: %v", p.url, err)
+	if err := getJSON(ctx, p.client, p.url, &a); err != nil {
+		return err.Error()
 	}
 	if len(a.Profiles) == 0 {
 		return "no load-aware plugin"
@@ -82,4 +64,20 @@ func (p *placedProbe) summary(ctx context.Context) string {
 		}
 	}
 	return fmt.Sprintf("%s adds %.2f cores for placed pods on %d nodes; %s", a.Profiles[0].Plugin, float64(milli)/1000, nodes, p.reported(ctx))
+}
+
+func getJSON(ctx context.Context, c *http.Client, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("%s: %w", url, err)
+	}
+	return nil
 }
