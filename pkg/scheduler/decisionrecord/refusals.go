@@ -82,30 +82,41 @@ func (r *refusals) count() int {
 
 // first returns the refused nodes' names in order, at most limit, with their verdicts.
 func (r *refusals) first(limit int) ([]string, map[string]*decisionapi.Verdict) {
-	all := map[string]*decisionapi.Verdict{}
-	for i := range r.shards {
-		s := &r.shards[i]
+	names := r.firstNames(limit)
+	out := make(map[string]*decisionapi.Verdict, len(names))
+	for _, n := range names {
+		s := r.shard(n)
 		s.mu.Lock()
-		for n, v := range s.refused {
-			all[n] = v
+		if v, ok := s.refused[n]; ok {
+			out[n] = v
 		}
 		s.mu.Unlock()
 	}
-	names := make([]string, 0, len(all))
-	for n := range all {
-		names = append(names, n)
+	return names, out
+}
+
+// firstNames is the first limit refused nodes by name.
+func (r *refusals) firstNames(limit int) []string {
+	var names []string
+	for i := range r.shards {
+		s := &r.shards[i]
+		s.mu.Lock()
+		for n := range s.refused {
+			names = append(names, n)
+		}
+		s.mu.Unlock()
 	}
 	sort.Strings(names)
 	if len(names) > limit {
 		names = names[:limit]
 	}
-	return names, all
+	return names
 }
 
 // keepFirst drops all but the first limit refused nodes by name, so a finished attempt's
 // memory is bounded whatever the cluster size.
 func (r *refusals) keepFirst(limit int) {
-	names, _ := r.first(limit)
+	names := r.firstNames(limit)
 	keep := make(map[string]bool, len(names))
 	for _, n := range names {
 		keep[n] = true

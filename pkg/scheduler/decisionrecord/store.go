@@ -385,7 +385,11 @@ func (a *attempt) snapshot() decisionapi.Record {
 	sort.SliceStable(r.Nodes, func(i, j int) bool { return r.Nodes[i].Chosen && !r.Nodes[j].Chosen })
 	listedFeasible := len(r.Nodes)
 	for _, n := range names {
-		v := *refused[n]
+		vp, ok := refused[n]
+		if !ok {
+			continue // passed on a second evaluation while this was read
+		}
+		v := *vp
 		r.Nodes = append(r.Nodes, decisionapi.NodeRecord{Node: n, Filter: &v})
 	}
 	if r.Feasible > listedFeasible {
