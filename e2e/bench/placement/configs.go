@@ -74,6 +74,7 @@ var catalog = []RunConfig{
 	{Key: "both-filter", Name: "TLP 40+LVRB+filter", Plugins: tlp(40, 1) + lvrb(1) + imageLocality, WaitPlugin: "TargetLoadPacking", thresholds: filter},
 	{Key: "tlp40-lvrb", Name: "TLP 40+LVRB", Plugins: tlp(40, 1) + lvrb(1) + imageLocality, WaitPlugin: "TargetLoadPacking"},
 	{Key: "tlp40-nds", Name: "TLP 40 noDefScore", Plugins: tlp(40, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
+	{Key: "tlp50-nds", Name: "TLP 50 noDefScore", Plugins: tlp(50, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
 	{Key: "tlp60-nds", Name: "TLP 60 noDefScore", Plugins: tlp(60, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
 	{Key: "tlp40-w5", Name: "TLP 40 weight 5", Plugins: tlp(40, 5) + imageLocality, WaitPlugin: "TargetLoadPacking"},
 	{Key: "both-filter-nds", Name: "TLP 40+LVRB+filter noDefScore", Plugins: tlp(40, 1) + lvrb(1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", thresholds: filter},
