@@ -251,14 +251,14 @@ func secondaryScheduler(t *testing.T, r *Rendered) *berthv1alpha1.SecondarySched
 // configuration carries the plugins and weights the values asked for.
 func TestDefaultCRValidatesLikeTheOperator(t *testing.T) {
 	want := map[string]map[string]int32{
-		"default":        {"TargetLoadPacking": 1, "LoadVariationRiskBalancing": 1},
+		"default":        {"TargetLoadPacking": 1},
 		"scheduler-only": {"SySched": 3},
 		"prometheus":     {"TargetLoadPacking": 5},
 		"ha":             {"TargetLoadPacking": 2, "LoadVariationRiskBalancing": 1, "SySched": 1},
-		"podconfig":      {"TargetLoadPacking": 1, "LoadVariationRiskBalancing": 1},
-		"agent-images":   {"TargetLoadPacking": 1, "LoadVariationRiskBalancing": 1},
-		"isolation":      {"TargetLoadPacking": 1, "LoadVariationRiskBalancing": 1, "InstanceIsolation": 10},
-		"rebalancer":     {"TargetLoadPacking": 1, "LoadVariationRiskBalancing": 1},
+		"podconfig":      {"TargetLoadPacking": 1},
+		"agent-images":   {"TargetLoadPacking": 1},
+		"isolation":      {"TargetLoadPacking": 1, "InstanceIsolation": 10},
+		"rebalancer":     {"TargetLoadPacking": 1},
 	}
 	// Value sets that also render InstanceIsolation's isolated profile (a second one).
 	isolated := map[string]string{"isolation": "berth-scheduler-isolated"}

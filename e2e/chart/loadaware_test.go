@@ -10,8 +10,8 @@ import (
 )
 
 // TestLoadAwareModes: scheduler.loadAware.mode fills what scheduler.plugins leaves null
-// (balance by default, pack on request), explicit switches win, and an unknown mode is refused
-// at render naming the field.
+// (pack by default, balance on request; neither sets a usage Filter unless usageThresholds
+// does), explicit switches win, and an unknown mode is refused at render naming the field.
 func TestLoadAwareModes(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -22,14 +22,18 @@ func TestLoadAwareModes(t *testing.T) {
 		wantCPU   any // usageThresholds.cpu as decoded (float64), nil: none
 		wantErr   string
 	}{
-		{name: "default: balance", values: `{}`, wantTLP: true, wantLVRB: true},
-		{name: "pack", values: `{scheduler: {loadAware: {mode: pack}}}`, wantTLP: true, wantNoDef: true, wantCPU: 80.0},
+		{name: "default: pack", values: `{}`, wantTLP: true, wantNoDef: true},
+		{name: "pack", values: `{scheduler: {loadAware: {mode: pack}}}`, wantTLP: true, wantNoDef: true},
+		{name: "balance", values: `{scheduler: {loadAware: {mode: balance}}}`, wantTLP: true, wantLVRB: true},
+		{name: "balance with thresholds", values: `{scheduler: {loadAware: {mode: balance, usageThresholds: {cpu: 85}}}}`,
+			wantTLP: true, wantLVRB: true, wantCPU: 85.0},
 		{name: "pack with own thresholds", values: `{scheduler: {loadAware: {mode: pack, usageThresholds: {cpu: 70}}}}`,
 			wantTLP: true, wantNoDef: true, wantCPU: 70.0},
 		{name: "balance with an explicit switch", values: `{scheduler: {loadAware: {mode: balance}, plugins: {loadVariationRiskBalancing: {enabled: false}, disableDefaultScore: true}}}`,
 			wantTLP: true, wantNoDef: true},
 		{name: "pack with LVRB turned on", values: `{scheduler: {loadAware: {mode: pack}, plugins: {loadVariationRiskBalancing: {enabled: true}}}}`,
-			wantTLP: true, wantLVRB: true, wantNoDef: true, wantCPU: 80.0},
+			wantTLP: true, wantLVRB: true, wantNoDef: true},
+		{name: "pack without TargetLoadPacking keeps the upstream scores", values: `{scheduler: {plugins: {targetLoadPacking: {enabled: false}, sySched: {enabled: true}}}}`},
 		{name: "unknown mode", values: `{scheduler: {loadAware: {mode: spread}}}`, wantErr: "mode"},
 	}
 	for _, tc := range tests {

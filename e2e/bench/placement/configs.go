@@ -79,12 +79,14 @@ var catalog = []RunConfig{
 	{Key: "tlp40-w5", Name: "TLP 40 weight 5", Plugins: tlp(40, 5) + imageLocality, WaitPlugin: "TargetLoadPacking"},
 	{Key: "both-filter-nds", Name: "TLP 40+LVRB+filter noDefScore", Plugins: tlp(40, 1) + lvrb(1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", thresholds: filter},
 	// The chart's presets (scheduler.loadAware.mode): what values.yaml renders for each.
-	{Key: "pack", Name: "pack: TLP 40 noDefScore+filter", Plugins: tlp(40, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", thresholds: filter},
+	{Key: "pack", Name: "pack: TLP 40 noDefScore", Plugins: tlp(40, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
 	{Key: "balance", Name: "balance: TLP 40+LVRB", Plugins: tlp(40, 1) + lvrb(1) + imageLocality, WaitPlugin: "TargetLoadPacking"},
-	// Tuning variants of pack: requests of containers without a CPU limit predicted at 1× and
-	// 0.5× (the upstream default 1.5× predicts more than most pods use).
-	{Key: "pack-m1", Name: "pack, multiplier 1", Plugins: tlpm(40, 1, "1") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", thresholds: filter},
-	{Key: "pack-m05", Name: "pack, multiplier 0.5", Plugins: tlpm(40, 1, "0.5") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", thresholds: filter},
+	// Tuning variants of pack: with the usage Filter at 80/90 (pack's default until the table
+	// showed it stranding pods at the 60 % level), and requests of containers without a CPU limit
+	// predicted at 1× and 0.5× (the upstream default 1.5× predicts more than most pods use).
+	{Key: "pack-filter", Name: "pack+filter 80/90", Plugins: tlp(40, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", thresholds: filter},
+	{Key: "pack-m1", Name: "pack+filter, multiplier 1", Plugins: tlpm(40, 1, "1") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", thresholds: filter},
+	{Key: "pack-m05", Name: "pack+filter, multiplier 0.5", Plugins: tlpm(40, 1, "0.5") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", thresholds: filter},
 }
 
 // TableRuns are the realistic table's runs: the stock scheduler and the chart's two presets.
@@ -262,7 +264,7 @@ func chartRunFrom(v chartValues) (RunConfig, error) {
 	p := v.Scheduler.Plugins
 	mode := v.Scheduler.LoadAware.Mode
 	if mode == "" {
-		mode = "balance"
+		mode = "pack"
 	}
 	if mode != "pack" && mode != "balance" {
 		return RunConfig{}, fmt.Errorf("chart run: scheduler.loadAware.mode %q, want pack or balance", mode)
@@ -298,11 +300,7 @@ func chartRunFrom(v chartValues) (RunConfig, error) {
 		names = append(names, "noDefScore")
 	}
 	rc := RunConfig{Key: "chart", Plugins: sb.String(), WaitPlugin: wait}
-	th := v.Scheduler.LoadAware.UsageThresholds
-	if len(th) == 0 && pack {
-		th = filter // the chart's pack default, the same 80/90 as the filter runs
-	}
-	if len(th) > 0 {
+	if th := v.Scheduler.LoadAware.UsageThresholds; len(th) > 0 {
 		rc.thresholds = th
 		names = append(names, "filter")
 	}

@@ -243,17 +243,17 @@ func TestChartRun(t *testing.T) {
 		name2   string
 		wantErr string
 	}{
-		{name: "no mode: balance", mutate: func(*chartValues) {},
-			want: []string{"LoadVariationRiskBalancing", "targetUtilization: 55"}, notWant: []string{"usageThresholds"}, name2: "chart balance: TLP 55+LVRB"},
-		{name: "pack: TLP alone, no default scores, filter 80/90", mutate: func(v *chartValues) { v.Scheduler.LoadAware.Mode = "pack" },
+		{name: "no mode: pack", mutate: func(*chartValues) {},
+			want: []string{"targetUtilization: 55", "NodeResourcesBalancedAllocation"}, notWant: []string{"LoadVariationRiskBalancing", "usageThresholds"}, name2: "chart pack: TLP 55+noDefScore"},
+		{name: "pack: TLP alone, no default scores, no filter", mutate: func(v *chartValues) { v.Scheduler.LoadAware.Mode = "pack" },
 			// disableDefaultScore renders the upstream score plugins in the disabled list.
-			want:    []string{"targetUtilization: 55", "weight: 3", "cpu: 80", "memory: 90", "NodeResourcesBalancedAllocation"},
-			notWant: []string{"LoadVariationRiskBalancing"}, name2: "chart pack: TLP 55+noDefScore+filter"},
+			want:    []string{"targetUtilization: 55", "weight: 3", "NodeResourcesBalancedAllocation"},
+			notWant: []string{"LoadVariationRiskBalancing", "usageThresholds"}, name2: "chart pack: TLP 55+noDefScore"},
 		{name: "pack with own thresholds", mutate: func(v *chartValues) {
 			v.Scheduler.LoadAware.Mode = "pack"
 			v.Scheduler.LoadAware.UsageThresholds = map[string]int{"cpu": 70}
 		},
-			want: []string{"cpu: 70"}, notWant: []string{"cpu: 80", "LoadVariationRiskBalancing"}, name2: "chart pack: TLP 55+noDefScore+filter"},
+			want: []string{"cpu: 70"}, notWant: []string{"memory", "LoadVariationRiskBalancing"}, name2: "chart pack: TLP 55+noDefScore+filter"},
 		{name: "balance: TLP and LVRB next to the default scores, no filter", mutate: func(v *chartValues) { v.Scheduler.LoadAware.Mode = "balance" },
 			want: []string{"LoadVariationRiskBalancing"}, notWant: []string{"usageThresholds", "NodeResourcesBalancedAllocation"}, name2: "chart balance: TLP 55+LVRB"},
 		{name: "explicit switches win over the mode", mutate: func(v *chartValues) {
