@@ -2,6 +2,7 @@ package placement
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -341,3 +342,24 @@ func TestPrintReportsFailures(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// TestDefaultTargetIsTheChart's: the table measures against, and its presets pack to, the
+// target the chart ships; a chart change without the bench's would compare the wrong thing.
+func TestDefaultTargetIsTheChart(t *testing.T) {
+	v, err := readChartValues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.Scheduler.Plugins.TargetLoadPacking.TargetUtilization; got != DefaultTarget {
+		t.Fatalf("charts/berth/values.yaml targetUtilization %d, DefaultTarget %d", got, DefaultTarget)
+	}
+	for _, key := range TableRuns[1:] {
+		rcs, err := Runs([]string{key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("targetUtilization: %d", DefaultTarget); !strings.Contains(rcs[0].Plugins, want) {
+			t.Errorf("%s does not pack to the chart's target (%s):%s", key, want, rcs[0].Plugins)
+		}
+	}
+}

@@ -83,7 +83,7 @@ func (o *Options) Defaults() {
 		o.TimeScale = 1
 	}
 	if o.Target == 0 {
-		o.Target = 40
+		o.Target = DefaultTarget
 	}
 }
 

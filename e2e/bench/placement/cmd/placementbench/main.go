@@ -34,7 +34,7 @@ func main() {
 	flag.Uint64Var(&o.Scenario.Seed, "seed", 1, "-single: workload seed (same seed, same nodes, pods, uses and waves)")
 	flag.Float64Var(&o.Scenario.PodScale, "pod-scale", 1, "-single: multiplies every pod's requests and use (large values make pods bigger than any node)")
 	flag.DurationVar(&o.WavePause, "wave-pause", 0, "-single: pause between waves (must exceed the report interval plus the scheduler refresh; default 5s)")
-	flag.Float64Var(&o.Target, "target", 40, "the utilisation the near-target share and overshoot are measured against (the chart's targetUtilization)")
+	flag.Float64Var(&o.Target, "target", placement.DefaultTarget, "the utilisation the near-target share and overshoot are measured against (default: the chart's targetUtilization)")
 	flag.DurationVar(&o.Settle, "settle", 8*time.Second, "wait after the last wave before the end figures")
 	flag.IntVar(&o.KillWatcherAtWave, "kill-watcher-at-wave", 0, "failure drill: stop the load watcher at the start of this wave (1-based) of every run; 0: never")
 	runs := flag.String("runs", "", "comma-separated runs (default: "+strings.Join(placement.TableRuns, ",")+" for the table, "+strings.Join(placement.DefaultRuns, ",")+
