@@ -80,8 +80,8 @@ var catalog = []RunConfig{
 	{Key: "both-filter-nds", Name: "TLP 40+LVRB+filter noDefScore", Plugins: tlp(40, 1) + lvrb(1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", thresholds: filter},
 	// The chart's presets (scheduler.loadAware.mode) at the chart's targetUtilization
 	// (DefaultTarget): what values.yaml renders for each.
-	{Key: "pack", Name: "pack: TLP 60 noDefScore", Plugins: tlp(DefaultTarget, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
-	{Key: "balance", Name: "balance: TLP 60+LVRB", Plugins: tlp(DefaultTarget, 1) + lvrb(1) + imageLocality, WaitPlugin: "TargetLoadPacking"},
+	{Key: "pack", Name: fmt.Sprintf("pack: TLP %d noDefScore", DefaultTarget), Plugins: tlp(DefaultTarget, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
+	{Key: "balance", Name: fmt.Sprintf("balance: TLP %d+LVRB", DefaultTarget), Plugins: tlp(DefaultTarget, 1) + lvrb(1) + imageLocality, WaitPlugin: "TargetLoadPacking"},
 	// Tuning variants of pack at upstream's target 40 (the chart's until 2026-11-25): with the
 	// usage Filter at 80/90 (pack's default until the table showed it stranding pods at the 60 %
 	// level), and requests of containers without a CPU limit predicted at 1× and 0.5× (the
@@ -290,7 +290,8 @@ func chartRunFrom(v chartValues) (RunConfig, error) {
 	var sb strings.Builder
 	names := []string{mode + ":"}
 	wait := ""
-	if t := p.TargetLoadPacking; orMode(t.Enabled, true) {
+	tlpOn := orMode(p.TargetLoadPacking.Enabled, true)
+	if t := p.TargetLoadPacking; tlpOn {
 		fmt.Fprintf(&sb, "\ntargetLoadPacking:\n  weight: %d\n  args:\n    %%[1]s\n    targetUtilization: %d\n    defaultRequestsMultiplier: %q",
 			t.Weight, t.TargetUtilization, t.DefaultRequestsMultiplier)
 		if cpu := t.DefaultRequests["cpu"]; cpu != "" {
@@ -312,7 +313,8 @@ func chartRunFrom(v chartValues) (RunConfig, error) {
 	if n := p.NodeImageLocality; n.Enabled {
 		fmt.Fprintf(&sb, "\nnodeImageLocality:\n  weight: %d\n  args: {useNodeStatus: true, tieBreakSmallImages: true}", n.Weight)
 	}
-	if orMode(p.DisableDefaultScore, pack) {
+	// As the template: pack without TargetLoadPacking keeps the upstream scores.
+	if orMode(p.DisableDefaultScore, pack && tlpOn) {
 		sb.WriteString(noDefaultScore)
 		names = append(names, "noDefScore")
 	}

@@ -263,6 +263,10 @@ func TestChartRun(t *testing.T) {
 			v.Scheduler.Plugins.DisableDefaultScore = &yes
 			v.Scheduler.LoadAware.UsageThresholds = map[string]int{"cpu": 85}
 		}, want: []string{"cpu: 85", "NodeResourcesBalancedAllocation"}, notWant: []string{"LoadVariationRiskBalancing"}, name2: "chart balance: TLP 55+noDefScore+filter"},
+		{name: "pack without TargetLoadPacking keeps the upstream scores", mutate: func(v *chartValues) {
+			v.Scheduler.Plugins.TargetLoadPacking.Enabled = &no
+			v.Scheduler.Plugins.LoadVariationRiskBalancing.Enabled = &yes
+		}, want: []string{"LoadVariationRiskBalancing"}, notWant: []string{"NodeResourcesBalancedAllocation", "targetLoadPacking"}, name2: "chart pack: LVRB"},
 		{name: "unknown mode", mutate: func(v *chartValues) { v.Scheduler.LoadAware.Mode = "spread" }, wantErr: "want pack or balance"},
 		{name: "no load-aware plugin", mutate: func(v *chartValues) {
 			v.Scheduler.Plugins.TargetLoadPacking.Enabled = &no
