@@ -157,6 +157,9 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"threshold over 100", `scheduler: {loadAware: {usageThresholds: {cpu: 150}}}`, "/scheduler/loadAware/usageThresholds/cpu"},
 		{"target utilisation 0", `scheduler: {plugins: {targetLoadPacking: {targetUtilization: 0}}}`, "/scheduler/plugins/targetLoadPacking/targetUtilization"},
 		{"negative variance margin", `scheduler: {plugins: {loadVariationRiskBalancing: {safeVarianceMargin: "-1"}}}`, "/scheduler/plugins/loadVariationRiskBalancing/safeVarianceMargin"},
+		{"TargetLoadPacking margin over 10", `scheduler: {plugins: {targetLoadPacking: {varianceMargin: "10.5"}}}`, "/scheduler/plugins/targetLoadPacking/varianceMargin"},
+		{"TargetLoadPacking margin not a decimal", `scheduler: {plugins: {targetLoadPacking: {varianceMargin: "1e1"}}}`, "/scheduler/plugins/targetLoadPacking/varianceMargin"},
+		{"TargetLoadPacking margin as a number", `scheduler: {plugins: {targetLoadPacking: {varianceMargin: 1}}}`, "/scheduler/plugins/targetLoadPacking/varianceMargin"},
 		{"expired action", `scheduler: {loadAware: {expiredMetricsAction: Ignore}}`, "/scheduler/loadAware/expiredMetricsAction"},
 		{"neutral score 101", `scheduler: {loadAware: {neutralScore: 101}}`, "/scheduler/loadAware/neutralScore"},
 		{"log level", `scheduler: {logLevel: Loud}`, "/scheduler/logLevel"},
@@ -301,6 +304,20 @@ func TestDefaultCRValidatesLikeTheOperator(t *testing.T) {
 		ss := secondaryScheduler(t, render(t, "ha"))
 		if a := ss.Spec.Plugins.TargetLoadPacking.Args.WatcherAddress; a != "http://10.96.100.100:2020" {
 			t.Errorf("watcherAddress %q", a)
+		}
+	})
+	t.Run("varianceMargin reaches TargetLoadPacking's args", func(t *testing.T) {
+		v := map[string]any{"scheduler": map[string]any{"plugins": map[string]any{"targetLoadPacking": map[string]any{"varianceMargin": "1.5"}}}}
+		r, err := Render("berth", "berth-system", v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss := secondaryScheduler(t, r)
+		if m := ss.Spec.Plugins.TargetLoadPacking.Args.VarianceMargin; m == nil || *m != "1.5" {
+			t.Fatalf("varianceMargin %v, want 1.5", m)
+		}
+		if _, err := schedconfig.Render(ss, nil); err != nil {
+			t.Errorf("the operator refuses the rendered margin: %v", err)
 		}
 	})
 	t.Run("values the schema allows but a plugin refuses are caught", func(t *testing.T) {

@@ -154,6 +154,9 @@ type LoadDetail struct {
 	PodMemoryBytes   int64   `json:"podMemoryBytes,omitempty"`
 	PredictedPercent float64 `json:"predictedPercent,omitempty"`
 	TargetPercent    int64   `json:"targetPercent,omitempty"`
+	// HeadroomPercent is TargetLoadPacking's varianceMargin times the window's CPU standard
+	// deviation: part of PredictedPercent, absent with the upstream margin 0.
+	HeadroomPercent float64 `json:"headroomPercent,omitempty"`
 
 	// LoadVariationRiskBalancing: per resource, mean and standard deviation in % of
 	// allocatable and the score it gives (the node's score is the lower one); absent (zero)

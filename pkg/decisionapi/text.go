@@ -219,8 +219,12 @@ func tlpText(d *LoadDetail) string {
 	if d.Neutral {
 		return "load " + d.Freshness + ": neutral score"
 	}
-	return fmt.Sprintf("measured %s %% of %dm; + pod %dm + unreported %dm → %s %% (target %d %%); %s",
-		num(d.MeasuredPercent), d.CapacityMilliCPU, d.PodMilliCPU, d.UnreportedMilliCPU, num(d.PredictedPercent), d.TargetPercent, sampleText(d))
+	headroom := ""
+	if d.HeadroomPercent > 0 {
+		headroom = fmt.Sprintf(" + headroom %s %%", num(d.HeadroomPercent))
+	}
+	return fmt.Sprintf("measured %s %% of %dm; + pod %dm + unreported %dm%s → %s %% (target %d %%); %s",
+		num(d.MeasuredPercent), d.CapacityMilliCPU, d.PodMilliCPU, d.UnreportedMilliCPU, headroom, num(d.PredictedPercent), d.TargetPercent, sampleText(d))
 }
 
 func lvrbText(d *LoadDetail) string {

@@ -19,9 +19,10 @@ const (
 	DefaultAssumedPodExpirySeconds int64 = 300
 	DefaultNeutralScore            int64 = 50
 
-	DefaultTargetUtilization  int64  = 40
-	DefaultRequestsMilliCores int64  = 1000
-	DefaultRequestsMultiplier string = "1.5"
+	DefaultTargetUtilization  int64   = 40
+	DefaultRequestsMilliCores int64   = 1000
+	DefaultRequestsMultiplier string  = "1.5"
+	DefaultVarianceMargin     Decimal = "0"
 
 	DefaultSafeVarianceMargin      Decimal = "1"
 	DefaultSafeVarianceSensitivity Decimal = "1"
@@ -85,6 +86,7 @@ func SetDefaults_TargetLoadPackingArgs(obj *TargetLoadPackingArgs) {
 		obj.DefaultRequests[corev1.ResourceCPU] = *resource.NewMilliQuantity(DefaultRequestsMilliCores, resource.DecimalSI)
 	}
 	setDefault(&obj.DefaultRequestsMultiplier, DefaultRequestsMultiplier)
+	setDefault(&obj.VarianceMargin, DefaultVarianceMargin)
 }
 
 // SetDefaults_LoadVariationRiskBalancingArgs fills unset fields.

@@ -106,6 +106,13 @@ type TargetLoadPackingArgs struct {
 	// string, as upstream (default "1.5").
 	// +optional
 	DefaultRequestsMultiplier *string `json:"defaultRequestsMultiplier,omitempty"`
+	// VarianceMargin (Berth's; upstream has no such field) adds this many standard deviations
+	// of the node's CPU over the scored window to its predicted utilisation, so a node whose
+	// load swings keeps that much headroom under the target and a steady one packs up to it: a
+	// decimal in a string, at most 10 (default "0": upstream's score).
+	// +kubebuilder:validation:XValidation:rule="double(self) <= 10.0",message="varianceMargin must be at most 10"
+	// +optional
+	VarianceMargin *Decimal `json:"varianceMargin,omitempty"`
 }
 
 // LoadVariationRiskBalancingArgs are LoadVariationRiskBalancing's arguments: upstream's names

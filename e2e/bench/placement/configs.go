@@ -42,6 +42,12 @@ func tlp(target, weight int) string { return tlpm(target, weight, "1.5") }
 // tlpm is tlp with another defaultRequestsMultiplier (what a container without a CPU limit is
 // predicted to use, times its request).
 func tlpm(target, weight int, multiplier string) string {
+	return tlpv(target, weight, multiplier, "0")
+}
+
+// tlpv is tlpm with a varianceMargin (standard deviations of the node's CPU window kept free
+// under the target).
+func tlpv(target, weight int, multiplier, margin string) string {
 	return fmt.Sprintf(`
 targetLoadPacking:
   weight: %d
@@ -49,7 +55,8 @@ targetLoadPacking:
     %%[1]s
     targetUtilization: %d
     defaultRequests: {cpu: "1"}
-    defaultRequestsMultiplier: %q`, weight, target, multiplier)
+    defaultRequestsMultiplier: %q
+    varianceMargin: %q`, weight, target, multiplier, margin)
 }
 
 func lvrb(weight int) string {
@@ -81,6 +88,12 @@ var catalog = []RunConfig{
 	// The chart's presets (scheduler.loadAware.mode) at the chart's targetUtilization
 	// (DefaultTarget): what values.yaml renders for each.
 	{Key: "pack", Name: fmt.Sprintf("pack: TLP %d noDefScore", DefaultTarget), Plugins: tlp(DefaultTarget, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
+	// pack keeping varianceMargin deviations of each node's CPU window free under the target.
+	{Key: "pack-v025", Name: "pack, margin 0.25σ", Plugins: tlpv(DefaultTarget, 1, "1.5", "0.25") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
+	{Key: "pack-v05", Name: "pack, margin 0.5σ", Plugins: tlpv(DefaultTarget, 1, "1.5", "0.5") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
+	{Key: "pack-v1", Name: "pack, margin 1σ", Plugins: tlpv(DefaultTarget, 1, "1.5", "1") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
+	{Key: "pack-v2", Name: "pack, margin 2σ", Plugins: tlpv(DefaultTarget, 1, "1.5", "2") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
+	{Key: "pack-v3", Name: "pack, margin 3σ", Plugins: tlpv(DefaultTarget, 1, "1.5", "3") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
 	{Key: "balance", Name: fmt.Sprintf("balance: TLP %d+LVRB", DefaultTarget), Plugins: tlp(DefaultTarget, 1) + lvrb(1) + imageLocality, WaitPlugin: "TargetLoadPacking"},
 	// Tuning variants of pack at upstream's target 40 (the chart's until 2026-11-25): with the
 	// usage Filter at 80/90 (pack's default until the table showed it stranding pods at the 60 %

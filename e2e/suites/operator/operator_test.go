@@ -110,6 +110,12 @@ func TestOperator(t *testing.T) {
 			{"target utilisation over 100", func(s *berthv1alpha1.SecondarySchedulerSpec) {
 				s.Plugins.TargetLoadPacking.Args.TargetUtilization = ptr.To[int64](150)
 			}, "targetUtilization"},
+			{"variance margin over 10", func(s *berthv1alpha1.SecondarySchedulerSpec) {
+				s.Plugins.TargetLoadPacking.Args.VarianceMargin = ptr.To[configv1.Decimal]("12")
+			}, "varianceMargin must be at most 10"},
+			{"variance margin not a decimal", func(s *berthv1alpha1.SecondarySchedulerSpec) {
+				s.Plugins.TargetLoadPacking.Args.VarianceMargin = ptr.To[configv1.Decimal]("-1")
+			}, "varianceMargin"},
 			{"unknown log level", func(s *berthv1alpha1.SecondarySchedulerSpec) { s.LogLevel = "Loud" }, "spec.logLevel"},
 			{"unknown management state", func(s *berthv1alpha1.SecondarySchedulerSpec) { s.ManagementState = "Paused" }, "spec.managementState"},
 		}

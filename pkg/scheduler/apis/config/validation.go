@@ -19,6 +19,9 @@ import (
 const (
 	// MaxDefaultRequestsMultiplier: beyond it a typo, not a policy.
 	MaxDefaultRequestsMultiplier = 1000
+	// MaxVarianceMargin: ten deviations of headroom already keep any node that swings at all
+	// empty; more is a typo.
+	MaxVarianceMargin = 10
 	// MaxAssumePulledFor bounds the window; past an hour the "pull under way" claim is fiction.
 	MaxAssumePulledFor = time.Hour
 	// MaxRecords bounds the LRU so a typo cannot make the scheduler hold gigabytes (a record
@@ -104,7 +107,22 @@ func ValidateTargetLoadPackingArgs(root *field.Path, a *configv1.TargetLoadPacki
 	if _, err := DefaultRequestsMultiplier(*a.DefaultRequestsMultiplier); err != nil {
 		errs = append(errs, field.Invalid(root.Child("defaultRequestsMultiplier"), *a.DefaultRequestsMultiplier, err.Error()))
 	}
+	if _, err := VarianceMargin(*a.VarianceMargin); err != nil {
+		errs = append(errs, field.Invalid(root.Child("varianceMargin"), string(*a.VarianceMargin), err.Error()))
+	}
 	return errs
+}
+
+// VarianceMargin parses TargetLoadPacking's varianceMargin (a decimal in a string).
+func VarianceMargin(d configv1.Decimal) (float64, error) {
+	m, err := d.Float64()
+	if err != nil {
+		return 0, fmt.Errorf("must be a decimal number in a string, e.g. \"1\"")
+	}
+	if math.IsNaN(m) || m < 0 || m > MaxVarianceMargin {
+		return 0, fmt.Errorf("must be between 0 and %d", MaxVarianceMargin)
+	}
+	return m, nil
 }
 
 // DefaultRequestsMultiplier parses TargetLoadPacking's multiplier (a decimal in a string).

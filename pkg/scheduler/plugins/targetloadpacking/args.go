@@ -27,3 +27,6 @@ func ParseArgs(obj runtime.Object) (*TargetLoadPackingArgs, error) {
 
 // parseMultiplier reads validated args' defaultRequestsMultiplier.
 func parseMultiplier(s string) (float64, error) { return config.DefaultRequestsMultiplier(s) }
+
+// parseMargin reads validated args' varianceMargin.
+func parseMargin(d configv1.Decimal) (float64, error) { return config.VarianceMargin(d) }

@@ -24,6 +24,9 @@ type TargetLoadPacking struct {
 	args       *TargetLoadPackingArgs
 	target     int64
 	multiplier float64
+	// margin is varianceMargin: standard deviations of the node's CPU window added to the
+	// prediction (0: upstream's score).
+	margin     float64
 	defaultCPU int64
 	engine     *loadaware.Engine
 }
@@ -53,11 +56,13 @@ func NewWithOptions(ctx context.Context, obj runtime.Object, h fwk.Handle, opts 
 		return nil, err
 	}
 	m, _ := parseMultiplier(*args.DefaultRequestsMultiplier) // validated by ParseArgs
+	margin, _ := parseMargin(*args.VarianceMargin)           // validated by ParseArgs
 	cpu := args.DefaultRequests[v1.ResourceCPU]
 	pl := &TargetLoadPacking{
 		args:       args,
 		target:     *args.TargetUtilization,
 		multiplier: m,
+		margin:     margin,
 		defaultCPU: cpu.MilliValue(),
 	}
 	pl.engine, err = loadaware.NewEngine(ctx, Name, args.LoadAwareArgs, h, pl.estimate, opts)
@@ -178,10 +183,12 @@ func (pl *TargetLoadPacking) score(st loadaware.NodeState, node *v1.Node, podMil
 	}
 	capacity := st.CapacityMilliCPU(node)
 	u := PredictedUtilization(st.Metrics.TLPCPU, capacity, podMilli+st.Unreported.MilliCPU)
+	headroom := pl.margin * st.Metrics.CPU.Std
+	u += headroom
 	if d != nil {
 		*d = pl.engine.Detail(st)
 		d.MeasuredPercent, d.CapacityMilliCPU, d.PodMilliCPU = st.Metrics.TLPCPU, capacity, podMilli
-		d.PredictedPercent, d.TargetPercent = u, pl.target
+		d.PredictedPercent, d.TargetPercent, d.HeadroomPercent = u, pl.target, headroom
 	}
 	return loadaware.RoundScore(ScoreForUtilization(float64(pl.target), u))
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/berth-sched/berth/pkg/decisionapi"
 	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware"
 	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
@@ -145,6 +146,51 @@ func TestUpstreamScoringVectors(t *testing.T) {
 			pl := newPlugin(t, w, "", clk)
 			if got := score(t, pl, tc.pod, lat.Node("node-1", 1000, 1<<30)); got != tc.want {
 				t.Errorf("got %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// varianceMargin adds that many deviations of the node's CPU window to the prediction; 0 (the
+// default) is upstream's score whatever the deviation, and a node without a deviation metric
+// keeps its upstream score under any margin.
+func TestVarianceMargin(t *testing.T) {
+	avgStd := func(avg, std float64) []watcher.Metric {
+		return []watcher.Metric{lat.Metric(watcher.CPU, watcher.Average, avg), lat.Metric(watcher.CPU, watcher.Std, std)}
+	}
+	for _, tc := range []struct {
+		name    string
+		args    string
+		metrics []watcher.Metric
+		// The empty pod on a 1000m node at target 60: U ≤ 60 scores 40·U/60 + 60, above
+		// 60·(100−U)/40.
+		want         int64
+		wantHeadroom float64
+	}{
+		{"default margin is upstream", ``, avgStd(30, 10), 80, 0},
+		{"explicit 0 is upstream", `,"varianceMargin":"0"`, avgStd(30, 10), 80, 0},
+		{"one deviation", `,"varianceMargin":"1"`, avgStd(30, 10), 87, 10},
+		{"two deviations", `,"varianceMargin":"2"`, avgStd(30, 10), 93, 20},
+		{"three deviations reach the target", `,"varianceMargin":"3"`, avgStd(30, 10), 100, 30},
+		{"four deviations pass it", `,"varianceMargin":"4"`, avgStd(30, 10), 45, 40},
+		{"steady node packs to the target", `,"varianceMargin":"3"`, avgStd(60, 0), 100, 0},
+		{"no deviation metric", `,"varianceMargin":"3"`, []watcher.Metric{lat.Metric(watcher.CPU, watcher.Average, 30)}, 80, 0},
+		{"past full load", `,"varianceMargin":"10"`, avgStd(50, 10), 0, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := lat.NewWatcher()
+			defer w.Close()
+			clk := &clock{t: time.Now()}
+			w.Set(lat.Doc(clk.Now(), map[string][]watcher.Metric{"node-1": tc.metrics}))
+			pl := newPlugin(t, w, `,"targetUtilization":60`+tc.args, clk)
+			pod := lat.Pod("empty")
+			n := lat.Node("node-1", 1000, 1<<30)
+			if got := score(t, pl, pod, n); got != tc.want {
+				t.Errorf("score %d, want %d", got, tc.want)
+			}
+			d, _ := pl.ExplainScore(context.Background(), framework.NewCycleState(), pod, nodeInfo(n)).(decisionapi.LoadDetail)
+			if math.Abs(d.HeadroomPercent-tc.wantHeadroom) > 1e-9 {
+				t.Errorf("decision record headroom %v, want %v", d.HeadroomPercent, tc.wantHeadroom)
 			}
 		})
 	}
@@ -545,6 +591,10 @@ func TestArgs(t *testing.T) {
 		{`{"watcherAddress":"http://lw","defaultRequestsMultiplier":"-1"}`, "defaultRequestsMultiplier"},
 		{`{"watcherAddress":"http://lw","defaultRequestsMultiplier":1.5}`, "defaultRequestsMultiplier"},
 		{`{"watcherAddress":"http://lw","defaultRequests":{"cpu":"-1"}}`, "defaultRequests[cpu]"},
+		{`{"watcherAddress":"http://lw","varianceMargin":"-1"}`, "varianceMargin"},
+		{`{"watcherAddress":"http://lw","varianceMargin":"11"}`, "varianceMargin"},
+		{`{"watcherAddress":"http://lw","varianceMargin":"NaN"}`, "varianceMargin"},
+		{`{"watcherAddress":"http://lw","varianceMargin":"two"}`, "varianceMargin"},
 		{`{}`, "watcherAddress"},
 		{`{"metricProvider":{"type":"Prometheus","address":"http://prom:9090"}}`, "watcherAddress"},
 		{`{"watcherAddress":"lw:2020"}`, "watcherAddress"},
