@@ -8,7 +8,13 @@ import (
 )
 
 func TestPreparedScoresMatchScore(t *testing.T) {
-	lat.TestPreparedScoresMatchScore(t, func(t *testing.T, w *lat.Watcher) lat.PreScorer {
-		return newPlugin(t, w, "", &clock{t: time.Now()})
-	})
+	// why the margin case: its headroom term reads the snapshot's deviation, which the memo
+	// must treat as an input like the average.
+	for name, args := range map[string]string{"upstream": "", "variance margin": `,"varianceMargin":"1.5"`} {
+		t.Run(name, func(t *testing.T) {
+			lat.TestPreparedScoresMatchScore(t, func(t *testing.T, w *lat.Watcher) lat.PreScorer {
+				return newPlugin(t, w, args, &clock{t: time.Now()})
+			})
+		})
+	}
 }
