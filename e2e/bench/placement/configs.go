@@ -121,6 +121,15 @@ var filter = map[string]int{"cpu": 80, "memory": 90}
 // 60 %, LoadVariationRiskBalancing, and both with the usage-threshold Filter.
 var DefaultRuns = []string{"default", "tlp40", "tlp60", "lvrb", "both-filter"}
 
+// RunKeys are the catalog's keys in its order, then "chart".
+func RunKeys() []string {
+	keys := make([]string, 0, len(catalog)+1)
+	for _, rc := range catalog {
+		keys = append(keys, rc.Key)
+	}
+	return append(keys, "chart")
+}
+
 // Runs resolves keys against the catalog ("chart" reads charts/berth/values.yaml).
 func Runs(keys []string) ([]RunConfig, error) {
 	var out []RunConfig
@@ -220,6 +229,7 @@ type chartValues struct {
 				TargetUtilization         int               `json:"targetUtilization"`
 				DefaultRequests           map[string]string `json:"defaultRequests"`
 				DefaultRequestsMultiplier string            `json:"defaultRequestsMultiplier"`
+				VarianceMargin            string            `json:"varianceMargin"`
 			} `json:"targetLoadPacking"`
 			LoadVariationRiskBalancing struct {
 				Enabled                 *bool  `json:"enabled"`
@@ -311,6 +321,13 @@ func chartRunFrom(v chartValues) (RunConfig, error) {
 			fmt.Fprintf(&sb, "\n    defaultRequests: {cpu: %q}", cpu)
 		}
 		names, wait = append(names, fmt.Sprintf("TLP %d", t.TargetUtilization)), "TargetLoadPacking"
+		// As the template: an empty margin renders nothing (the plugin's default, 0).
+		if t.VarianceMargin != "" {
+			fmt.Fprintf(&sb, "\n    varianceMargin: %q", t.VarianceMargin)
+			if t.VarianceMargin != "0" {
+				names = append(names, "margin "+t.VarianceMargin+"σ")
+			}
+		}
 	}
 	if l := p.LoadVariationRiskBalancing; orMode(l.Enabled, !pack) {
 		fmt.Fprintf(&sb, "\nloadVariationRiskBalancing:\n  weight: %d\n  args:\n    %%[1]s\n    safeVarianceMargin: %q\n    safeVarianceSensitivity: %q",

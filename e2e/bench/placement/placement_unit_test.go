@@ -220,6 +220,22 @@ func TestRender(t *testing.T) {
 }
 
 // TestChartRun: the "chart" run is what charts/berth/values.yaml says, not a copy of it.
+func TestRunKeysResolve(t *testing.T) {
+	keys := RunKeys()
+	rcs, err := Runs(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rcs) != len(catalog)+1 || keys[len(keys)-1] != "chart" {
+		t.Fatalf("%d runs from %d keys %v", len(rcs), len(keys), keys)
+	}
+	for i, rc := range rcs[:len(catalog)] {
+		if rc.Key != keys[i] {
+			t.Errorf("key %q resolved to %q", keys[i], rc.Key)
+		}
+	}
+}
+
 func TestChartRun(t *testing.T) {
 	rc, err := ChartRun()
 	if err != nil {
@@ -267,6 +283,9 @@ func TestChartRun(t *testing.T) {
 			v.Scheduler.Plugins.TargetLoadPacking.Enabled = &no
 			v.Scheduler.Plugins.LoadVariationRiskBalancing.Enabled = &yes
 		}, want: []string{"LoadVariationRiskBalancing"}, notWant: []string{"NodeResourcesBalancedAllocation", "targetLoadPacking"}, name2: "chart pack: LVRB"},
+		{name: "pack with a variance margin", mutate: func(v *chartValues) {
+			v.Scheduler.Plugins.TargetLoadPacking.VarianceMargin = "1.5"
+		}, want: []string{`varianceMargin: "1.5"`}, name2: "chart pack: TLP 55+margin 1.5σ+noDefScore"},
 		{name: "unknown mode", mutate: func(v *chartValues) { v.Scheduler.LoadAware.Mode = "spread" }, wantErr: "want pack or balance"},
 		{name: "no load-aware plugin", mutate: func(v *chartValues) {
 			v.Scheduler.Plugins.TargetLoadPacking.Enabled = &no

@@ -38,7 +38,7 @@ func main() {
 	flag.DurationVar(&o.Settle, "settle", 8*time.Second, "wait after the last wave before the end figures")
 	flag.IntVar(&o.KillWatcherAtWave, "kill-watcher-at-wave", 0, "failure drill: stop the load watcher at the start of this wave (1-based) of every run; 0: never")
 	runs := flag.String("runs", "", "comma-separated runs (default: "+strings.Join(placement.TableRuns, ",")+" for the table, "+strings.Join(placement.DefaultRuns, ",")+
-		" with -single): default, tlp40, tlp60, lvrb, both-filter, tlp40-lvrb, tlp40-nds, tlp60-nds, tlp40-w5, both-filter-nds, pack, balance, and chart (what charts/berth/values.yaml ships)")
+		" with -single): "+strings.Join(placement.RunKeys(), ", ")+" (chart: what charts/berth/values.yaml ships)")
 	dir := flag.String("dir", "", "keep the cluster's state and logs here (default: a temporary directory, removed)")
 	verbose := flag.Bool("v", false, "print progress")
 	flag.Parse()
