@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -90,6 +91,24 @@ func TestInputLines(t *testing.T) {
 		}
 		if lines := r.Nodes[3].InputLines(); len(lines) != 0 {
 			t.Errorf("a refused node reports inputs: %q", lines)
+		}
+	}
+}
+
+// TestHeadroomLine: TargetLoadPacking's varianceMargin term is written out where it was added,
+// and only there, as the scheduler holds it and as a client decodes it.
+func TestHeadroomLine(t *testing.T) {
+	r := seed001()
+	d := r.Nodes[0].Details["TargetLoadPacking"].(LoadDetail)
+	d.PredictedPercent, d.HeadroomPercent = 37, 12
+	r.Nodes[0].Details["TargetLoadPacking"] = d
+	want := "worker-1 TargetLoadPacking: measured 25 % of 8000m; + pod 0m + unreported 0m + headroom 12 % → 37 % (target 40 %); BerthAgent fresh sample 2s old"
+	for _, rr := range []Record{r, jsonRoundTrip(t, r)} {
+		if got := rr.Nodes[0].InputLines()[0]; got != want {
+			t.Errorf("got  %q\nwant %q", got, want)
+		}
+		if got := rr.Nodes[1].InputLines()[0]; strings.Contains(got, "headroom") {
+			t.Errorf("a node without headroom shows one: %q", got)
 		}
 	}
 }
