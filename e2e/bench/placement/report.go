@@ -127,6 +127,17 @@ type poller struct {
 	target, timeScale float64
 	maxOver           float64
 	over20Seconds     float64
+	// hottest is the answer that set maxOver: which node, when, and its Latest CPU against the
+	// window average the plugins scored, so the table's note tells a short swing from a node
+	// that stayed hot.
+	hottest hotMoment
+	cpus    map[string]int64 // node → CPUs, for the note
+}
+
+type hotMoment struct {
+	node        string
+	at          time.Duration
+	latest, avg float64
 }
 
 // reference is what overshoot is measured from: the target, or the mean of util if higher.
@@ -146,9 +157,10 @@ func reference(target float64, util map[string]float64) float64 {
 const finalPolls = 5
 
 func newPoller(url string, sc *Scenario, start time.Time) *poller {
-	p := &poller{url: url, start: start, firstFail: -1, hot: map[string]float64{}}
+	p := &poller{url: url, start: start, firstFail: -1, hot: map[string]float64{}, cpus: map[string]int64{}}
 	for _, n := range sc.Nodes {
 		p.nodes = append(p.nodes, n.Name)
+		p.cpus[n.Name] = n.MilliCPU / 1000
 	}
 	return p
 }
@@ -205,7 +217,10 @@ func (p *poller) observe(latest map[string]float64, dt float64) {
 			p.hot[node] += dt
 		}
 		if p.target > 0 {
-			p.maxOver = max(p.maxOver, cpu-ref)
+			if over := cpu - ref; over > p.maxOver {
+				p.maxOver = over
+				p.hottest = hotMoment{node: node, at: p.lastOK, latest: cpu, avg: p.lastAvg[node]}
+			}
 			if cpu > ref+20 {
 				p.over20Seconds += dt
 			}
@@ -291,6 +306,10 @@ func (p *poller) finish(r *RunResult, interval time.Duration) {
 			scale = 1
 		}
 		r.MaxOvershoot, r.MinutesOver20 = p.maxOver, p.over20Seconds/60/scale
+		if h := p.hottest; h.node != "" {
+			r.Notes = append(r.Notes, fmt.Sprintf("hottest moment: %s (%d CPUs) at %.0f s, Latest CPU %.1f %% (%.1f over), window average %.1f %%",
+				h.node, p.cpus[h.node], h.at.Seconds(), h.latest, p.maxOver, h.avg))
+		}
 		ref := reference(p.target, r.Util)
 		for _, u := range r.Util {
 			r.EndOvershoot = max(r.EndOvershoot, u-ref)

@@ -2,6 +2,8 @@ package placement
 
 import (
 	"bytes"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,13 +18,19 @@ func TestOvershootFigures(t *testing.T) {
 	p.target, p.timeScale = 40, 0.1
 	// Answer 1: mean 30 < target, hottest 65: 25 over, 5 over ref+20 for 2 s.
 	// Answer 2: mean 60 > target, hottest 70: 10 over the mean, none over ref+20.
+	p.lastAvg = map[string]float64{a: 48}
 	for _, ans := range []map[string]float64{{a: 65, b: 15, c: 10}, {a: 70, b: 55, c: 55}} {
 		p.observe(ans, 2)
+		p.lastAvg = map[string]float64{a: 50}
 	}
 	r := &RunResult{}
 	p.finish(r, time.Second)
 	if !near(r.MaxOvershoot, 25) {
 		t.Errorf("max overshoot %.1f, want 25", r.MaxOvershoot)
+	}
+	// The note names the answer that set it (the first), with the average served beside it.
+	if want := fmt.Sprintf("hottest moment: %s (%d CPUs) at 0 s, Latest", a, sc.Nodes[0].MilliCPU/1000) + " CPU 65.0 % (25.0 over), window average 48.0 %"; !slices.Contains(r.Notes, want) {
+		t.Errorf("notes %q lack %q", r.Notes, want)
 	}
 	// 2 s of bench time at scale 0.1 are 20 s of a real cluster.
 	if !near(r.MinutesOver20, 20.0/60) {
