@@ -128,8 +128,8 @@ type poller struct {
 	maxOver           float64
 	over20Seconds     float64
 	// hottest is the answer that set maxOver: which node, when, and its Latest CPU against the
-	// window average the plugins scored, so the table's note tells a short swing from a node
-	// that stayed hot.
+	// window average (what the plugins start from), so the table's note tells a load that rose
+	// inside the window from a node that stayed hot.
 	hottest hotMoment
 	cpus    map[string]int64 // node → CPUs, for the note
 }
