@@ -88,12 +88,7 @@ var catalog = []RunConfig{
 	// The chart's presets (scheduler.loadAware.mode) at the chart's targetUtilization
 	// (DefaultTarget): what values.yaml renders for each.
 	{Key: "pack", Name: fmt.Sprintf("pack: TLP %d noDefScore", DefaultTarget), Plugins: tlp(DefaultTarget, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
-	// pack keeping varianceMargin deviations of each node's CPU window free under the target.
-	{Key: "pack-v025", Name: "pack, margin 0.25σ", Plugins: tlpv(DefaultTarget, 1, "1.5", "0.25") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
-	{Key: "pack-v05", Name: "pack, margin 0.5σ", Plugins: tlpv(DefaultTarget, 1, "1.5", "0.5") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
-	{Key: "pack-v1", Name: "pack, margin 1σ", Plugins: tlpv(DefaultTarget, 1, "1.5", "1") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
-	{Key: "pack-v2", Name: "pack, margin 2σ", Plugins: tlpv(DefaultTarget, 1, "1.5", "2") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
-	{Key: "pack-v3", Name: "pack, margin 3σ", Plugins: tlpv(DefaultTarget, 1, "1.5", "3") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
+	packMargin("025", "0.25"), packMargin("05", "0.5"), packMargin("1", "1"), packMargin("2", "2"), packMargin("3", "3"),
 	{Key: "balance", Name: fmt.Sprintf("balance: TLP %d+LVRB", DefaultTarget), Plugins: tlp(DefaultTarget, 1) + lvrb(1) + imageLocality, WaitPlugin: "TargetLoadPacking"},
 	// Tuning variants of pack at upstream's target 40 (the chart's until 2026-11-25): with the
 	// usage Filter at 80/90 (pack's default until the table showed it stranding pods at the 60 %
@@ -102,6 +97,13 @@ var catalog = []RunConfig{
 	{Key: "pack-filter", Name: "pack+filter 80/90", Plugins: tlp(40, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", thresholds: filter},
 	{Key: "pack-m1", Name: "pack+filter, multiplier 1", Plugins: tlpm(40, 1, "1") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", thresholds: filter},
 	{Key: "pack-m05", Name: "pack+filter, multiplier 0.5", Plugins: tlpm(40, 1, "0.5") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", thresholds: filter},
+}
+
+// packMargin is pack keeping margin deviations of each node's CPU window free under the target
+// (TargetLoadPacking's varianceMargin), as run key pack-v<suffix>.
+func packMargin(suffix, margin string) RunConfig {
+	return RunConfig{Key: "pack-v" + suffix, Name: "pack, margin " + margin + "σ",
+		Plugins: tlpv(DefaultTarget, 1, "1.5", margin) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"}
 }
 
 // DefaultTarget is charts/berth/values.yaml's targetLoadPacking.targetUtilization: the table
