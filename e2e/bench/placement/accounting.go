@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -187,4 +188,48 @@ func (a *Accounting) Expected(node string) (cpu, mem float64) {
 		}
 	}
 	return min(100, n.BaseCPU+100*useCPU/float64(n.MilliCPU)), min(100, n.BaseMemory+100*useMem/float64(n.MemoryMiB))
+}
+
+// Breakdown is what makes up a node's load in the simulator's ledger at one moment, in percent
+// of its CPU: it tells a node that the fit filter left as the only place for requests (Requested
+// near 100) from one whose pods use more than they ask (Under) or were in a burst (Burst).
+type Breakdown struct {
+	Pods int
+	// Base, Requested and Mean: the node's own load, its pods' CPU requests, and base + the
+	// pods' mean use.
+	Base, Requested, Mean float64
+	// Under is the mean use of the pods that use more than they request; Burst is the sum of
+	// the bursty pods' current deviations from their means.
+	Under, Burst float64
+}
+
+// Breakdown reads node's ledger now; a node the scenario does not know has none.
+func (a *Accounting) Breakdown(node string) Breakdown {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n, ok := a.nodes[node]
+	if !ok || n.MilliCPU <= 0 {
+		return Breakdown{}
+	}
+	pct := func(milli float64) float64 { return 100 * milli / float64(n.MilliCPU) }
+	b := Breakdown{Base: n.BaseCPU, Mean: n.BaseCPU}
+	for p, on := range a.running {
+		if on != node {
+			continue
+		}
+		spec := a.pods[p]
+		b.Pods++
+		b.Requested += pct(float64(spec.ReqMilliCPU))
+		b.Mean += pct(spec.UseMilliCPU)
+		if spec.Class == "under" {
+			b.Under += pct(spec.UseMilliCPU)
+		}
+		b.Burst += pct(a.dev[p])
+	}
+	return b
+}
+
+func (b Breakdown) String() string {
+	return fmt.Sprintf("ledger then: %d pods, %.0f %% requested, base %.0f + mean use %.0f = %.0f %% (under-requesting pods %.0f), bursts %+.0f",
+		b.Pods, b.Requested, b.Base, b.Mean-b.Base, b.Mean, b.Under, b.Burst)
 }

@@ -66,6 +66,19 @@ func (p *placedProbe) summary(ctx context.Context) string {
 	return fmt.Sprintf("%s adds %.2f cores for placed pods on %d nodes; %s", a.Profiles[0].Plugin, float64(milli)/1000, nodes, p.reported(ctx))
 }
 
+// node is what the first plugin adds to node for placed pods, in percent of milliCPU.
+func (p *placedProbe) node(ctx context.Context, node string, milliCPU int64) string {
+	var a placedload.Answer
+	if err := getJSON(ctx, p.client, p.url, &a); err != nil {
+		return "placed load unread: " + err.Error()
+	}
+	if len(a.Profiles) == 0 || milliCPU <= 0 {
+		return "no load-aware plugin"
+	}
+	l := a.Profiles[0].Nodes[node]
+	return fmt.Sprintf("%s added %.1f %% for placed pods", a.Profiles[0].Plugin, 100*float64(l.MilliCPU)/float64(milliCPU))
+}
+
 func getJSON(ctx context.Context, c *http.Client, url string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

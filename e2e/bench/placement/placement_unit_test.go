@@ -386,3 +386,42 @@ func TestDefaultTargetIsTheChart(t *testing.T) {
 		}
 	}
 }
+
+func TestBreakdown(t *testing.T) {
+	sc := &Scenario{
+		Nodes: []NodeSpec{{Name: "a", MilliCPU: 4000, BaseCPU: 10}, {Name: "b", MilliCPU: 8000, BaseCPU: 5}},
+		Pods: []PodSpec{
+			{Name: "over", ReqMilliCPU: 1000, UseMilliCPU: 200, Class: "over"},
+			{Name: "under", ReqMilliCPU: 400, UseMilliCPU: 600, Class: "under"},
+			{Name: "bursty", ReqMilliCPU: 800, UseMilliCPU: 400, BurstMilliCPU: 100, Class: "right"},
+		},
+	}
+	tests := []struct {
+		name  string
+		place map[string]string
+		dev   float64 // the bursty pod's deviation
+		node  string
+		want  Breakdown
+	}{
+		{name: "empty node: base only", node: "a", want: Breakdown{Base: 10, Mean: 10}},
+		{name: "unknown node: nothing", node: "zz", want: Breakdown{}},
+		{name: "requests, mean use and the under-requesting pod", place: map[string]string{"over": "a", "under": "a"}, node: "a",
+			want: Breakdown{Pods: 2, Base: 10, Requested: 35, Mean: 30, Under: 15}},
+		{name: "a burst below its mean counts negative", place: map[string]string{"bursty": "b", "over": "a"}, dev: -200, node: "b",
+			want: Breakdown{Pods: 1, Base: 5, Requested: 10, Mean: 10, Burst: -2.5}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := NewAccounting(sc)
+			for p, n := range tc.place {
+				a.Place(p, n)
+			}
+			if tc.dev != 0 {
+				a.dev["bursty"] = tc.dev
+			}
+			if got := a.Breakdown(tc.node); got != tc.want {
+				t.Errorf("Breakdown(%s) = %+v, want %+v", tc.node, got, tc.want)
+			}
+		})
+	}
+}

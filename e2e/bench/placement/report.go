@@ -132,12 +132,18 @@ type poller struct {
 	// inside the window from a node that stayed hot.
 	hottest hotMoment
 	cpus    map[string]int64 // node → CPUs, for the note
+	// ledger, when set, says what made up a node's load in the simulator at the hottest moment;
+	// placed, when set, what the scheduler's plugins added to it for placed pods then.
+	ledger func(node string) Breakdown
+	placed func(ctx context.Context, node string) string
 }
 
 type hotMoment struct {
 	node        string
 	at          time.Duration
 	latest, avg float64
+	ledger      *Breakdown
+	placed      string
 }
 
 // reference is what overshoot is measured from: the target, or the mean of util if higher.
@@ -205,7 +211,19 @@ func (p *poller) pollOnce(ctx context.Context, interval time.Duration) {
 	p.prev = now
 	p.lastOK = now.Sub(p.start)
 	p.lastAvg = AvgCPU(resp)
+	before := p.maxOver
 	p.observe(LatestCPU(resp), dt)
+	if p.maxOver > before && p.placed != nil {
+		// The scheduler's view is read only when the record moves (a handful of times a run),
+		// and without the lock: it is an HTTP call.
+		node, at := p.hottest.node, p.hottest.at
+		p.mu.Unlock()
+		view := p.placed(ctx, node)
+		p.mu.Lock()
+		if p.hottest.node == node && p.hottest.at == at {
+			p.hottest.placed = view
+		}
+	}
 }
 
 // observe takes one answer's Latest CPU per node, dt seconds after the previous answer.
@@ -220,6 +238,10 @@ func (p *poller) observe(latest map[string]float64, dt float64) {
 			if over := cpu - ref; over > p.maxOver {
 				p.maxOver = over
 				p.hottest = hotMoment{node: node, at: p.lastOK, latest: cpu, avg: p.lastAvg[node]}
+				if p.ledger != nil {
+					b := p.ledger(node)
+					p.hottest.ledger = &b
+				}
 			}
 			if cpu > ref+20 {
 				p.over20Seconds += dt
@@ -307,8 +329,15 @@ func (p *poller) finish(r *RunResult, interval time.Duration) {
 		}
 		r.MaxOvershoot, r.MinutesOver20 = p.maxOver, p.over20Seconds/60/scale
 		if h := p.hottest; h.node != "" {
-			r.Notes = append(r.Notes, fmt.Sprintf("hottest moment: %s (%d CPUs) at %.0f s, Latest CPU %.1f %% (%.1f over), window average %.1f %%",
-				h.node, p.cpus[h.node], h.at.Seconds(), h.latest, p.maxOver, h.avg))
+			note := fmt.Sprintf("hottest moment: %s (%d CPUs) at %.0f s, Latest CPU %.1f %% (%.1f over), window average %.1f %%",
+				h.node, p.cpus[h.node], h.at.Seconds(), h.latest, p.maxOver, h.avg)
+			if h.placed != "" {
+				note += ", " + h.placed
+			}
+			if h.ledger != nil {
+				note += "; " + h.ledger.String()
+			}
+			r.Notes = append(r.Notes, note)
 		}
 		ref := reference(p.target, r.Util)
 		for _, u := range r.Util {

@@ -323,6 +323,14 @@ func runOne(ctx context.Context, c *cluster.Cluster, p *pipeline, o Options, rc 
 	start := time.Now()
 	poll := newPoller(l.watcher.URL, sc, start)
 	poll.target, poll.timeScale = o.Target, o.TimeScale
+	poll.ledger = acct.Breakdown
+	if probe != nil {
+		milli := map[string]int64{}
+		for _, n := range sc.Nodes {
+			milli[n.Name] = n.MilliCPU
+		}
+		poll.placed = func(ctx context.Context, node string) string { return probe.node(ctx, node, milli[node]) }
+	}
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	pollDone := make(chan struct{})
 	go func() { defer close(pollDone); poll.run(pollCtx, o.PollInterval) }()

@@ -32,6 +32,26 @@ func TestOvershootFigures(t *testing.T) {
 	if want := fmt.Sprintf("hottest moment: %s (%d CPUs) at 0 s, Latest", a, sc.Nodes[0].MilliCPU/1000) + " CPU 65.0 % (25.0 over), window average 48.0 %"; !slices.Contains(r.Notes, want) {
 		t.Errorf("notes %q lack %q", r.Notes, want)
 	}
+	// With the ledger wired, the note also says what made up the hottest node's load then.
+	p2 := newPoller("http://unused", sc, time.Now())
+	p2.target = 40
+	asked := []string{}
+	p2.ledger = func(node string) Breakdown {
+		asked = append(asked, node)
+		return Breakdown{Pods: 3, Base: 10, Requested: 90, Mean: 55, Under: 20, Burst: 5}
+	}
+	p2.observe(map[string]float64{a: 50, b: 15}, 1) // a: 10 over 40
+	p2.observe(map[string]float64{a: 20, b: 70}, 1) // b: 25 over the mean 45, a new record
+	r2 := &RunResult{}
+	p2.finish(r2, time.Second)
+	if !slices.Equal(asked, []string{a, b}) {
+		t.Errorf("ledger read for %v, want each record's node (%s, %s)", asked, a, b)
+	}
+	if !slices.ContainsFunc(r2.Notes, func(n string) bool {
+		return strings.HasPrefix(n, "hottest moment: "+b) && strings.HasSuffix(n, "ledger then: 3 pods, 90 % requested, base 10 + mean use 45 = 55 % (under-requesting pods 20), bursts +5")
+	}) {
+		t.Errorf("notes %q lack the ledger of the hottest node", r2.Notes)
+	}
 	// 2 s of bench time at scale 0.1 are 20 s of a real cluster.
 	if !near(r.MinutesOver20, 20.0/60) {
 		t.Errorf("minutes over ref+20 %.3f, want %.3f", r.MinutesOver20, 20.0/60)
