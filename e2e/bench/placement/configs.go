@@ -25,10 +25,15 @@ type RunConfig struct {
 	WaitPlugin string
 	// thresholds are the usage-threshold Filter's (usageThresholds), if any.
 	thresholds map[string]int
+	// Oracle: no scheduler; the benchmark binds each pod knowing its true mean use (oracle.go).
+	Oracle bool
 }
 
 // Stock reports whether the run uses the cluster's stock kube-scheduler.
-func (r RunConfig) Stock() bool { return r.Plugins == "" }
+func (r RunConfig) Stock() bool { return r.Plugins == "" && !r.Oracle }
+
+// Berth reports whether the run starts a berth-scheduler.
+func (r RunConfig) Berth() bool { return r.Plugins != "" }
 
 // The chart's NodeImageLocality default rides along in every berth run, so the profile is the
 // one the chart ships (it scores 0 everywhere here: KWOK nodes hold no images).
@@ -75,6 +80,7 @@ const noDefaultScore = "\ndisableDefaultScore: true"
 // compares, the rest are the tuning variants (chart defaults, weights, disableDefaultScore).
 var catalog = []RunConfig{
 	{Key: "default", Name: "default scheduler"},
+	{Key: "oracle", Name: "oracle: true mean use", Oracle: true},
 	{Key: "tlp40", Name: "TLP 40", Plugins: tlp(40, 1) + imageLocality, WaitPlugin: "TargetLoadPacking"},
 	{Key: "tlp60", Name: "TLP 60", Plugins: tlp(60, 1) + imageLocality, WaitPlugin: "TargetLoadPacking"},
 	{Key: "lvrb", Name: "LVRB", Plugins: lvrb(1) + imageLocality, WaitPlugin: "LoadVariationRiskBalancing"},

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/decisionapi"
 	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/berth-sched/berth/pkg/placedload"
 )
@@ -20,6 +22,7 @@ import (
 type placedProbe struct {
 	client  *http.Client
 	url     string
+	explain string
 	watcher string
 }
 
@@ -28,7 +31,8 @@ func newPlacedProbe(c *cluster.Cluster, port int, watcherURL string) (*placedPro
 	if err != nil {
 		return nil, err
 	}
-	return &placedProbe{client: client, url: "https://127.0.0.1:" + strconv.Itoa(port) + placedload.Path,
+	base := "https://127.0.0.1:" + strconv.Itoa(port)
+	return &placedProbe{client: client, url: base + placedload.Path, explain: base + decisionapi.Path,
 		watcher: watcherURL + "/watcher?pods=true"}, nil
 }
 
@@ -77,6 +81,51 @@ func (p *placedProbe) node(ctx context.Context, node string, milliCPU int64) str
 	}
 	l := a.Profiles[0].Nodes[node]
 	return fmt.Sprintf("%s added %.1f %% for placed pods", a.Profiles[0].Plugin, 100*float64(l.MilliCPU)/float64(milliCPU))
+}
+
+// placements says, for each pod, how the scheduler saw the node it chose when it placed the pod
+// (its decision record: TargetLoadPacking's predicted utilisation there) and the best other
+// feasible node: whether a hot node was filled on a low prediction or was the least bad choice.
+func (p *placedProbe) placements(ctx context.Context, ns string, pods []string) string {
+	var parts []string
+	for _, name := range pods {
+		var rec decisionapi.Record
+		if err := getJSON(ctx, p.client, p.explain+"?namespace="+ns+"&name="+name, &rec); err != nil || rec.Chosen == "" {
+			parts = append(parts, name+": no record")
+			continue
+		}
+		chosen, other := -1.0, -1.0
+		for _, n := range rec.Nodes {
+			pred, ok := predicted(n)
+			switch {
+			case !ok || !n.Feasible:
+			case n.Chosen:
+				chosen = pred
+			case other < 0 || pred < other:
+				other = pred
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s at %s: %.0f %% (coolest other of the top %d: %.0f %%, %d feasible)",
+			name, rec.Started.Format("15:04:05"), chosen, len(rec.Nodes), other, rec.Feasible))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// predicted is TargetLoadPacking's predicted utilisation in a node's record.
+func predicted(n decisionapi.NodeRecord) (float64, bool) {
+	raw, ok := n.Details["TargetLoadPacking"]
+	if !ok {
+		return 0, false
+	}
+	b, err := json.Marshal(raw)
+	if err != nil {
+		return 0, false
+	}
+	var d decisionapi.LoadDetail
+	if json.Unmarshal(b, &d) != nil || d.Neutral {
+		return 0, false
+	}
+	return d.PredictedPercent, true
 }
 
 func getJSON(ctx context.Context, c *http.Client, url string, v any) error {

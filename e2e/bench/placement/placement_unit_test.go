@@ -190,7 +190,7 @@ func TestGenerate(t *testing.T) {
 // schedconfig.Validate), with the plugins and arguments the run names.
 func TestRender(t *testing.T) {
 	for _, rc := range catalog {
-		if rc.Stock() {
+		if !rc.Berth() {
 			continue
 		}
 		t.Run(rc.Key, func(t *testing.T) {

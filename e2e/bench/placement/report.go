@@ -134,8 +134,9 @@ type poller struct {
 	cpus    map[string]int64 // node → CPUs, for the note
 	// ledger, when set, says what made up a node's load in the simulator at the hottest moment;
 	// placed, when set, what the scheduler's plugins added to it for placed pods then.
-	ledger func(node string) Breakdown
-	placed func(ctx context.Context, node string) string
+	ledger  func(node string) Breakdown
+	running func(node string) []string
+	placed  func(ctx context.Context, node string) string
 }
 
 type hotMoment struct {
@@ -144,6 +145,7 @@ type hotMoment struct {
 	latest, avg float64
 	ledger      *Breakdown
 	placed      string
+	pods        []string // running on the node then
 }
 
 // reference is what overshoot is measured from: the target, or the mean of util if higher.
@@ -241,6 +243,9 @@ func (p *poller) observe(latest map[string]float64, dt float64) {
 				if p.ledger != nil {
 					b := p.ledger(node)
 					p.hottest.ledger = &b
+				}
+				if p.running != nil {
+					p.hottest.pods = p.running(node)
 				}
 			}
 			if cpu > ref+20 {

@@ -248,7 +248,11 @@ func runOne(ctx context.Context, c *cluster.Cluster, p *pipeline, o Options, rc 
 
 	schedName := corev1.DefaultSchedulerName
 	var probe *placedProbe
-	if !rc.Stock() {
+	var orc *oracle
+	if rc.Oracle {
+		orc, schedName = newOracle(sc), OracleScheduler
+	}
+	if rc.Berth() {
 		cfg, err := rc.render(l.watcher.URL, Timing{RefreshSeconds: o.RefreshSeconds})
 		if err != nil {
 			return nil, err
@@ -323,7 +327,7 @@ func runOne(ctx context.Context, c *cluster.Cluster, p *pipeline, o Options, rc 
 	start := time.Now()
 	poll := newPoller(l.watcher.URL, sc, start)
 	poll.target, poll.timeScale = o.Target, o.TimeScale
-	poll.ledger = acct.Breakdown
+	poll.ledger, poll.running = acct.Breakdown, acct.Running
 	if probe != nil {
 		milli := map[string]int64{}
 		for _, n := range sc.Nodes {
@@ -358,10 +362,20 @@ func runOne(ctx context.Context, c *cluster.Cluster, p *pipeline, o Options, rc 
 			if err := c.Client.CoreV1().Pods(ns).Delete(ctx, ps.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 				r.noteOnce("delete", fmt.Sprintf("deleting pods failed (first: %v)", err))
 			}
+			if orc != nil {
+				orc.forget(ps.Name)
+			}
 		}
 		var mu sync.Mutex
 		_ = parallel(ctx, 8, len(arrive), func(i int) error {
-			_, err := c.Client.CoreV1().Pods(ns).Create(ctx, podObject(ns, schedName, arrive[i]), metav1.CreateOptions{})
+			pod, err := c.Client.CoreV1().Pods(ns).Create(ctx, podObject(ns, schedName, arrive[i]), metav1.CreateOptions{})
+			if err == nil && orc != nil {
+				if berr := orc.bind(ctx, c.Client, pod); berr != nil {
+					mu.Lock()
+					r.noteOnce("bind", fmt.Sprintf("the oracle left pods unbound (first: %v)", berr))
+					mu.Unlock()
+				}
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -389,6 +403,10 @@ func runOne(ctx context.Context, c *cluster.Cluster, p *pipeline, o Options, rc 
 	<-pollDone
 	r.Duration = time.Since(start)
 	poll.finish(r, o.PollInterval)
+	if h := poll.hottest; probe != nil && h.node != "" {
+		o.Logf("%s: the pods on %s at its hottest moment, when placed (TargetLoadPacking's predicted utilisation there): %s",
+			rc.Name, h.node, probe.placements(ctx, ns, h.pods))
+	}
 	if exited, _ := l.watcher.Exited(); exited && o.KillWatcherAtWave == 0 {
 		r.Notes = append(r.Notes, "load watcher exited during the run:\n"+l.watcher.Tail(5))
 	}

@@ -1,0 +1,49 @@
+package placement
+
+import "testing"
+
+func TestOracleChoose(t *testing.T) {
+	sc := &Scenario{
+		Nodes: []NodeSpec{
+			{Name: "small", MilliCPU: 4000, MemoryMiB: 8192, BaseCPU: 10},
+			{Name: "big", MilliCPU: 16000, MemoryMiB: 8192, BaseCPU: 20},
+		},
+		Pods: []PodSpec{
+			{Name: "light", ReqMilliCPU: 1000, ReqMemMiB: 100, UseMilliCPU: 100},
+			{Name: "heavy", ReqMilliCPU: 1000, ReqMemMiB: 100, UseMilliCPU: 2000},
+			{Name: "wide", ReqMilliCPU: 3500, ReqMemMiB: 100, UseMilliCPU: 100},
+			{Name: "huge", ReqMilliCPU: 20000, ReqMemMiB: 100, UseMilliCPU: 100},
+		},
+	}
+	tests := []struct {
+		name   string
+		before []string // bound first, in order
+		forget []string
+		pod    string
+		want   string
+	}{
+		// small: 10 + 2.5 = 12.5 %, big: 20 + 0.6 = 20.6 %.
+		{name: "lowest true load in percent of the node", pod: "light", want: "small"},
+		// small: 10 + 52.5 = 62.5 %, big: 20 + 13.1 = 33.1 %: its true use decides, not its request.
+		{name: "a heavy pod goes where it weighs least", pod: "heavy", want: "big"},
+		// After light on small (12.5 %), wide's request no longer fits small's 4 CPUs.
+		{name: "requests must fit", before: []string{"light"}, pod: "wide", want: "big"},
+		{name: "a forgotten pod frees its requests", before: []string{"light"}, forget: []string{"light"}, pod: "wide", want: "small"},
+		{name: "fits nowhere", pod: "huge", want: ""},
+		{name: "not a scenario pod", pod: "agent-x", want: ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOracle(sc)
+			for _, p := range tc.before {
+				o.choose(p)
+			}
+			for _, p := range tc.forget {
+				o.forget(p)
+			}
+			if got := o.choose(tc.pod); got != tc.want {
+				t.Errorf("choose(%s) = %q, want %q", tc.pod, got, tc.want)
+			}
+		})
+	}
+}
