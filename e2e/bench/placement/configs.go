@@ -25,8 +25,10 @@ type RunConfig struct {
 	WaitPlugin string
 	// thresholds are the usage-threshold Filter's (usageThresholds), if any.
 	thresholds map[string]int
-	// Oracle: no scheduler; the benchmark binds each pod knowing its true mean use (oracle.go).
-	Oracle bool
+	// Oracle: no scheduler; the benchmark binds each pod knowing its true mean use (oracle.go),
+	// and with OracleSigmas its true burst deviation.
+	Oracle       bool
+	OracleSigmas float64
 }
 
 // Stock reports whether the run uses the cluster's stock kube-scheduler.
@@ -81,6 +83,7 @@ const noDefaultScore = "\ndisableDefaultScore: true"
 var catalog = []RunConfig{
 	{Key: "default", Name: "default scheduler"},
 	{Key: "oracle", Name: "oracle: true mean use", Oracle: true},
+	{Key: "oracle-3s", Name: "oracle: true mean + 3σ", Oracle: true, OracleSigmas: 3},
 	{Key: "tlp40", Name: "TLP 40", Plugins: tlp(40, 1) + imageLocality, WaitPlugin: "TargetLoadPacking"},
 	{Key: "tlp60", Name: "TLP 60", Plugins: tlp(60, 1) + imageLocality, WaitPlugin: "TargetLoadPacking"},
 	{Key: "lvrb", Name: "LVRB", Plugins: lvrb(1) + imageLocality, WaitPlugin: "LoadVariationRiskBalancing"},

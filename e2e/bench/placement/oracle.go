@@ -3,6 +3,7 @@ package placement
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 
@@ -16,22 +17,25 @@ import (
 const OracleScheduler = "placement-oracle"
 
 // oracle places pods with what no scheduler can know: each pod's true mean CPU use (the
-// scenario's UseMilliCPU) before it runs. It binds every pod, where its requests fit, to the
+// scenario's UseMilliCPU, and with sigmas its BurstMilliCPU) before it runs. It binds every pod, where its requests fit, to the
 // node whose true mean load (base + its pods' mean use + this pod's) would be lowest in percent
 // of the node. It is a reference, not a bound: what a balanced placement with perfect knowledge
 // of mean use leaves behind, so the table separates what placement could still win from what the
 // scenario's bursts put on any node.
 type oracle struct {
-	mu    sync.Mutex
-	nodes []NodeSpec
-	pods  map[string]*PodSpec
+	// sigmas, when positive, also keeps that many true standard deviations of the node's
+	// bursts free: the node chosen is the one whose mean + sigmas × σ would be lowest.
+	sigmas float64
+	mu     sync.Mutex
+	nodes  []NodeSpec
+	pods   map[string]*PodSpec
 	// bound is the oracle's own ledger (pod → node), so pods of one wave see each other at
 	// once, before the API server or the simulator do.
 	bound map[string]string
 }
 
-func newOracle(sc *Scenario) *oracle {
-	o := &oracle{nodes: append([]NodeSpec(nil), sc.Nodes...), pods: map[string]*PodSpec{}, bound: map[string]string{}}
+func newOracle(sc *Scenario, sigmas float64) *oracle {
+	o := &oracle{sigmas: sigmas, nodes: append([]NodeSpec(nil), sc.Nodes...), pods: map[string]*PodSpec{}, bound: map[string]string{}}
 	sort.Slice(o.nodes, func(i, j int) bool { return o.nodes[i].Name < o.nodes[j].Name })
 	for i := range sc.Pods {
 		o.pods[sc.Pods[i].Name] = &sc.Pods[i]
@@ -52,7 +56,7 @@ func (o *oracle) choose(pod string) string {
 	}
 	type sum struct {
 		reqCPU, reqMem int64
-		use            float64
+		use, variance  float64
 	}
 	sums := map[string]*sum{}
 	for _, n := range o.nodes {
@@ -63,6 +67,7 @@ func (o *oracle) choose(pod string) string {
 		s.reqCPU += q.ReqMilliCPU
 		s.reqMem += q.ReqMemMiB
 		s.use += q.UseMilliCPU
+		s.variance += q.BurstMilliCPU * q.BurstMilliCPU
 	}
 	best, bestLoad := "", 0.0
 	for _, n := range o.nodes {
@@ -70,7 +75,8 @@ func (o *oracle) choose(pod string) string {
 		if s.reqCPU+ps.ReqMilliCPU > n.MilliCPU || s.reqMem+ps.ReqMemMiB > n.MemoryMiB {
 			continue
 		}
-		load := n.BaseCPU + 100*(s.use+ps.UseMilliCPU)/float64(n.MilliCPU)
+		spread := o.sigmas * math.Sqrt(s.variance+ps.BurstMilliCPU*ps.BurstMilliCPU)
+		load := n.BaseCPU + 100*(s.use+ps.UseMilliCPU+spread)/float64(n.MilliCPU)
 		if best == "" || load < bestLoad {
 			best, bestLoad = n.Name, load
 		}

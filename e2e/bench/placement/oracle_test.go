@@ -13,12 +13,14 @@ func TestOracleChoose(t *testing.T) {
 			{Name: "heavy", ReqMilliCPU: 1000, ReqMemMiB: 100, UseMilliCPU: 2000},
 			{Name: "wide", ReqMilliCPU: 3500, ReqMemMiB: 100, UseMilliCPU: 100},
 			{Name: "huge", ReqMilliCPU: 20000, ReqMemMiB: 100, UseMilliCPU: 100},
+			{Name: "swing", ReqMilliCPU: 100, ReqMemMiB: 100, UseMilliCPU: 100, BurstMilliCPU: 400},
 		},
 	}
 	tests := []struct {
 		name   string
 		before []string // bound first, in order
 		forget []string
+		sigmas float64
 		pod    string
 		want   string
 	}{
@@ -29,12 +31,16 @@ func TestOracleChoose(t *testing.T) {
 		// After light on small (12.5 %), wide's request no longer fits small's 4 CPUs.
 		{name: "requests must fit", before: []string{"light"}, pod: "wide", want: "big"},
 		{name: "a forgotten pod frees its requests", before: []string{"light"}, forget: []string{"light"}, pod: "wide", want: "small"},
+		// Mean only: small 10 + 2.5 = 12.5 %, big 20 + 0.6 = 20.6 %. With 3σ (1200m): small
+		// 12.5 + 30 = 42.5 %, big 20.6 + 7.5 = 28.1 %.
+		{name: "mean only: a swinging pod goes to the lower mean", pod: "swing", want: "small"},
+		{name: "with 3σ it goes where its swing weighs least", sigmas: 3, pod: "swing", want: "big"},
 		{name: "fits nowhere", pod: "huge", want: ""},
 		{name: "not a scenario pod", pod: "agent-x", want: ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			o := newOracle(sc)
+			o := newOracle(sc, tc.sigmas)
 			for _, p := range tc.before {
 				o.choose(p)
 			}

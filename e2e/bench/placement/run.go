@@ -250,7 +250,7 @@ func runOne(ctx context.Context, c *cluster.Cluster, p *pipeline, o Options, rc 
 	var probe *placedProbe
 	var orc *oracle
 	if rc.Oracle {
-		orc, schedName = newOracle(sc), OracleScheduler
+		orc, schedName = newOracle(sc, rc.OracleSigmas), OracleScheduler
 	}
 	if rc.Berth() {
 		cfg, err := rc.render(l.watcher.URL, Timing{RefreshSeconds: o.RefreshSeconds})
