@@ -97,6 +97,10 @@ var catalog = []RunConfig{
 	// The chart's presets (scheduler.loadAware.mode) at the chart's targetUtilization
 	// (DefaultTarget): what values.yaml renders for each.
 	{Key: "pack", Name: fmt.Sprintf("pack: TLP %d noDefScore", DefaultTarget), Plugins: tlp(DefaultTarget, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
+	// pack with containers without a CPU limit predicted at 1× and 0.5× their request until
+	// measured (upstream's 1.5× predicts several times what most pods use).
+	{Key: "pack-r1", Name: "pack, multiplier 1", Plugins: tlpm(DefaultTarget, 1, "1") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
+	{Key: "pack-r05", Name: "pack, multiplier 0.5", Plugins: tlpm(DefaultTarget, 1, "0.5") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
 	packMargin("025", "0.25"), packMargin("05", "0.5"), packMargin("1", "1"), packMargin("2", "2"), packMargin("3", "3"),
 	{Key: "balance", Name: fmt.Sprintf("balance: TLP %d+LVRB", DefaultTarget), Plugins: tlp(DefaultTarget, 1) + lvrb(1) + imageLocality, WaitPlugin: "TargetLoadPacking"},
 	// Tuning variants of pack at upstream's target 40 (the chart's until 2026-11-25): with the
