@@ -100,7 +100,7 @@ func tryStartNodeImages(ctx context.Context, pl *NodeImageLocality, dyn dynamic.
 		pl.logger.Error(err, "Cannot set the NodeImages transform")
 		return true
 	}
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { onNodeImages(pl.index, obj) },
 		UpdateFunc: func(_, obj any) { onNodeImages(pl.index, obj) },
 		DeleteFunc: func(obj any) {
@@ -112,11 +112,17 @@ func tryStartNodeImages(ctx context.Context, pl *NodeImageLocality, dyn dynamic.
 			}
 		},
 	})
+	if err != nil {
+		pl.logger.Error(err, "Cannot watch NodeImages")
+		return true
+	}
 	f.Start(ctx.Done())
 	pl.logger.Info("Watching NodeImages", "resource", GVR.String())
 	wctx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
-	if !cache.WaitForCacheSync(wctx.Done(), inf.HasSynced) {
+	// The registration's HasSynced: the handler has filled the index with the initial list,
+	// not only the informer's store (the first cycles read the index).
+	if !cache.WaitForCacheSync(wctx.Done(), reg.HasSynced) {
 		pl.logger.Error(nil, "NodeImages informer did not sync in time; continuing, scores improve once it does", "timeout", syncTimeout)
 	}
 	return true

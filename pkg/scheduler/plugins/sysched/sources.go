@@ -79,25 +79,32 @@ func tryStart(ctx context.Context, st *state, dyn dynamic.Interface, disc discov
 	}
 	st.logger.Info("Watching SPO resources", "seccompProfiles", sp.gvr.String(), "namespaced", sp.namespaced, "profileBindings", pb != nil, "nodeStatuses", sns != nil)
 	f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
-	spInf := f.ForResource(sp.gvr).Informer()
-	_, _ = spInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	// Synced means each handler has been handed the initial list (the registration's
+	// HasSynced), not only that the informer's store holds it: the first cycles must see the
+	// profiles in st, which only the handlers fill.
+	var synced []cache.InformerSynced
+	watch := func(gvr schema.GroupVersionResource, h cache.ResourceEventHandlerFuncs) {
+		reg, err := f.ForResource(gvr).Informer().AddEventHandler(h)
+		if err != nil {
+			st.logger.Error(err, "Watching an SPO resource failed", "resource", gvr.String())
+			return
+		}
+		synced = append(synced, reg.HasSynced)
+	}
+	watch(sp.gvr, cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { onProfile(st, obj) },
 		UpdateFunc: func(_, obj interface{}) { onProfile(st, obj) },
 		DeleteFunc: func(obj interface{}) { onProfileDelete(st, obj) },
 	})
-	synced := []cache.InformerSynced{spInf.HasSynced}
 	if pb != nil {
-		pbInf := f.ForResource(pb.gvr).Informer()
-		_, _ = pbInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		watch(pb.gvr, cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj interface{}) { onBinding(st, obj) },
 			UpdateFunc: func(_, obj interface{}) { onBinding(st, obj) },
 			DeleteFunc: func(obj interface{}) { onBindingDelete(st, obj) },
 		})
-		synced = append(synced, pbInf.HasSynced)
 	}
 	if sns != nil {
-		snsInf := f.ForResource(sns.gvr).Informer()
-		_, _ = snsInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		watch(sns.gvr, cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj interface{}) { onNodeStatus(st, obj) },
 			UpdateFunc: func(_, obj interface{}) { onNodeStatus(st, obj) },
 			DeleteFunc: func(obj interface{}) {
@@ -106,7 +113,6 @@ func tryStart(ctx context.Context, st *state, dyn dynamic.Interface, disc discov
 				}
 			},
 		})
-		synced = append(synced, snsInf.HasSynced)
 	}
 	f.Start(ctx.Done())
 	wctx, cancel := context.WithTimeout(ctx, syncTimeout)
