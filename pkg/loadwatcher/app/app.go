@@ -159,7 +159,7 @@ func storeSourceOf(src string) (string, error) {
 func watchNodes(factory informers.SharedInformerFactory, store *loadwatcher.Store, srv *loadwatcher.Server) (corelisters.NodeLister, cache.InformerSynced) {
 	nodeInf := factory.Core().V1().Nodes()
 	nodeLister := nodeInf.Lister()
-	_, _ = nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if n, ok := obj.(*corev1.Node); ok {
 				store.SetKnown(n.Name, true)
@@ -178,7 +178,13 @@ func watchNodes(factory informers.SharedInformerFactory, store *loadwatcher.Stor
 		_, err := nodeLister.Get(name)
 		return err == nil
 	}
-	return nodeLister, nodeInf.Informer().HasSynced
+	if err != nil {
+		// Only a stopped informer refuses a handler; readiness then never comes.
+		return nodeLister, func() bool { return false }
+	}
+	// Ready once the handler has marked the initial nodes known in the store, not only once
+	// the informer's own store holds them: the store answers /watcher from its known set.
+	return nodeLister, reg.HasSynced
 }
 
 // startSource wires the chosen source into srv: the agents' authenticator, or a poller. It
