@@ -1,6 +1,11 @@
 package placement
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/berth-sched/berth/pkg/decisionapi"
+)
 
 func TestOracleChoose(t *testing.T) {
 	sc := &Scenario{
@@ -51,5 +56,27 @@ func TestOracleChoose(t *testing.T) {
 				t.Errorf("choose(%s) = %q, want %q", tc.pod, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestPredicted: TargetLoadPacking's prediction is read from a record as a client decodes it
+// (details as JSON maps); a neutral score or another plugin's detail gives none.
+func TestPredicted(t *testing.T) {
+	var rec decisionapi.Record
+	doc := `{"nodes":[
+	  {"node":"a","feasible":true,"details":{"TargetLoadPacking":{"freshness":"fresh","predictedPercent":62.5}}},
+	  {"node":"b","feasible":true,"details":{"TargetLoadPacking":{"freshness":"missing","neutral":true}}},
+	  {"node":"c","feasible":true,"details":{"SySched":{"exs":3}}}]}`
+	if err := json.Unmarshal([]byte(doc), &rec); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		pred float64
+		ok   bool
+	}{{62.5, true}, {0, false}, {0, false}}
+	for i, n := range rec.Nodes {
+		if pred, ok := predicted(n); pred != want[i].pred || ok != want[i].ok {
+			t.Errorf("%s: predicted %v %v, want %v %v", n.Node, pred, ok, want[i].pred, want[i].ok)
+		}
 	}
 }

@@ -113,16 +113,8 @@ func (p *placedProbe) placements(ctx context.Context, ns string, pods []string) 
 
 // predicted is TargetLoadPacking's predicted utilisation in a node's record.
 func predicted(n decisionapi.NodeRecord) (float64, bool) {
-	raw, ok := n.Details["TargetLoadPacking"]
-	if !ok {
-		return 0, false
-	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return 0, false
-	}
-	var d decisionapi.LoadDetail
-	if json.Unmarshal(b, &d) != nil || d.Neutral {
+	d, ok := n.Load("TargetLoadPacking")
+	if !ok || d.Neutral {
 		return 0, false
 	}
 	return d.PredictedPercent, true

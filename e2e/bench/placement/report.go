@@ -131,12 +131,12 @@ type poller struct {
 	// window average (what the plugins start from), so the table's note tells a load that rose
 	// inside the window from a node that stayed hot.
 	hottest hotMoment
-	cpus    map[string]int64 // node → CPUs, for the note
+	milli   map[string]int64 // node → milliCPU, for the note and the plugins' view
 	// ledger, when set, says what made up a node's load in the simulator at the hottest moment;
 	// placed, when set, what the scheduler's plugins added to it for placed pods then.
 	ledger  func(node string) Breakdown
 	running func(node string) []string
-	placed  func(ctx context.Context, node string) string
+	placed  func(ctx context.Context, node string, milliCPU int64) string
 }
 
 type hotMoment struct {
@@ -165,10 +165,10 @@ func reference(target float64, util map[string]float64) float64 {
 const finalPolls = 5
 
 func newPoller(url string, sc *Scenario, start time.Time) *poller {
-	p := &poller{url: url, start: start, firstFail: -1, hot: map[string]float64{}, cpus: map[string]int64{}}
+	p := &poller{url: url, start: start, firstFail: -1, hot: map[string]float64{}, milli: map[string]int64{}}
 	for _, n := range sc.Nodes {
 		p.nodes = append(p.nodes, n.Name)
-		p.cpus[n.Name] = n.MilliCPU / 1000
+		p.milli[n.Name] = n.MilliCPU
 	}
 	return p
 }
@@ -220,7 +220,7 @@ func (p *poller) pollOnce(ctx context.Context, interval time.Duration) {
 		// and without the lock: it is an HTTP call.
 		node, at := p.hottest.node, p.hottest.at
 		p.mu.Unlock()
-		view := p.placed(ctx, node)
+		view := p.placed(ctx, node, p.milli[node])
 		p.mu.Lock()
 		if p.hottest.node == node && p.hottest.at == at {
 			p.hottest.placed = view
@@ -335,7 +335,7 @@ func (p *poller) finish(r *RunResult, interval time.Duration) {
 		r.MaxOvershoot, r.MinutesOver20 = p.maxOver, p.over20Seconds/60/scale
 		if h := p.hottest; h.node != "" {
 			note := fmt.Sprintf("hottest moment: %s (%d CPUs) at %.0f s, Latest CPU %.1f %% (%.1f over), window average %.1f %%",
-				h.node, p.cpus[h.node], h.at.Seconds(), h.latest, p.maxOver, h.avg)
+				h.node, p.milli[h.node]/1000, h.at.Seconds(), h.latest, p.maxOver, h.avg)
 			if h.placed != "" {
 				note += ", " + h.placed
 			}

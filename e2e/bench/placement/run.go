@@ -329,11 +329,7 @@ func runOne(ctx context.Context, c *cluster.Cluster, p *pipeline, o Options, rc 
 	poll.target, poll.timeScale = o.Target, o.TimeScale
 	poll.ledger, poll.running = acct.Breakdown, acct.Running
 	if probe != nil {
-		milli := map[string]int64{}
-		for _, n := range sc.Nodes {
-			milli[n.Name] = n.MilliCPU
-		}
-		poll.placed = func(ctx context.Context, node string) string { return probe.node(ctx, node, milli[node]) }
+		poll.placed = probe.node
 	}
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	pollDone := make(chan struct{})
