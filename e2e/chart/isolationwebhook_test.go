@@ -810,7 +810,13 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 				})
 				upd := got.DeepCopy()
 				tc.change(upd)
-				_, err = pods.Update(ctx, upd, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+				// why: the policy judging updates may be another object than the ones the create
+				// cases above waited for, and its binding takes effect a moment after it is made
+				// (CI once saw the first update admitted); a dry run can be repeated.
+				_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+					_, err = pods.Update(ctx, upd, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+					return (err != nil) == (tc.refused != ""), nil
+				})
 				if tc.refused == "" {
 					if err != nil {
 						t.Fatalf("update refused: %v", err)
