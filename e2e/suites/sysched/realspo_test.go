@@ -18,6 +18,7 @@ import (
 
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/sysched/profiles"
 )
 
@@ -111,7 +112,12 @@ func TestSPOsOwnCRDsWithDaemonSets(t *testing.T) {
 	}
 	status("web-c", "sys-1", "Installed")
 	status("web-c", "sys-2", "Pending")
-	if _, err := c.StartBerthScheduler(ctx, cluster.SchedulerOptions{Config: schedulerConfig(schedulerName)}); err != nil {
+	sched, err := c.StartBerthScheduler(ctx, cluster.SchedulerOptions{Config: schedulerConfig(schedulerName)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := stack.SchedulerMetrics(ctx, c, sched.Port)
+	if err != nil {
 		t.Fatal(err)
 	}
 
@@ -148,7 +154,7 @@ func TestSPOsOwnCRDsWithDaemonSets(t *testing.T) {
 		spec := framework.PodSpec(schedulerName, "", "")
 		spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: localhost("operator/web-c.json")}
 		spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "sys-2"}
-		pinned, err := c.Client.CoreV1().Pods(ns).Create(ctx, framework.Pod(ns, "web-c-on-sys-2", nil, spec), metav1.CreateOptions{})
+		pinned, err := c.Client.CoreV1().Pods(ns).Create(ctx, framework.Pod(ns, "web-c-on-sys-2", map[string]string{"case": "web-c-on-sys-2"}, spec), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,6 +173,23 @@ func TestSPOsOwnCRDsWithDaemonSets(t *testing.T) {
 		})
 		if err != nil {
 			t.Fatalf("pinned pod: want PodScheduled=False naming web-c Pending on sys-2, got %q", msg)
+		}
+		// SPO reports web-c Installed on sys-2: SySched hands the pinned pod back to the queue
+		// then (its counter says so), rather than leaving it for the queue's periodic flush.
+		st, err := dyn.Resource(spns).Get(ctx, "web-c-sys-2", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Object["status"] = "Installed"
+		st.SetLabels(map[string]string{profiles.ProfileIDLabel: "SeccompProfile-web-c", "spo.x-k8s.io/node-name": "sys-2",
+			"spo.x-k8s.io/profile-kind": "SeccompProfile", "spo.x-k8s.io/profile-state": "Installed"})
+		if _, err := dyn.Resource(spns).Update(ctx, st, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitBound(ctx, t, c, pinned)
+		page := metrics()
+		if n, ok := framework.MetricValue(page, "berth_sysched_pods_retried_total"); !ok || n < 1 {
+			t.Fatalf("bound, but SySched did not hand the pod back (berth_sysched_pods_retried_total %v, found %v)", n, ok)
 		}
 	})
 }

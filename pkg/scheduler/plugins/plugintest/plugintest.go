@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
@@ -20,6 +21,15 @@ type Handle struct {
 	Snapshot fwk.SharedLister
 	Recorder events.EventRecorderLogger
 	Profile  string
+	// OnActivate, if set, is told the pods a plugin hands back to the scheduling queue.
+	OnActivate func(pods map[string]*v1.Pod)
+}
+
+// Activate implements fwk.PodActivator.
+func (h *Handle) Activate(_ klog.Logger, pods map[string]*v1.Pod) {
+	if h.OnActivate != nil {
+		h.OnActivate(pods)
+	}
 }
 
 // SharedInformerFactory implements fwk.Handle.

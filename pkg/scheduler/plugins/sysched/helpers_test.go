@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,6 +50,19 @@ type env struct {
 	pbGVR    schema.GroupVersionResource
 	shape    shape
 	uid      int
+
+	// activated are the pod keys the plugin handed back to the queue, call by call.
+	mu        sync.Mutex
+	activated [][]string
+}
+
+// takeActivated returns the Activate calls so far, each call's keys sorted, and clears them.
+func (e *env) takeActivated() [][]string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := e.activated
+	e.activated = nil
+	return out
 }
 
 // newEnv builds the plugin against fake API clients serving SPO in the given shape, with objs
@@ -81,7 +95,19 @@ func newEnv(t *testing.T, sh shape, args *Args, objs ...*unstructured.Unstructur
 	}
 	factory := informers.NewSharedInformerFactory(e.cs, 0)
 	e.recorder = events.NewFakeRecorder(100)
-	h := &plugintest.Handle{Factory: factory, Recorder: e.recorder}
+	h := &plugintest.Handle{Factory: factory, Recorder: e.recorder, OnActivate: func(pods map[string]*v1.Pod) {
+		var keys []string
+		for k, p := range pods {
+			if k != p.Namespace+"/"+p.Name {
+				t.Errorf("activated under key %q: pod %s/%s", k, p.Namespace, p.Name)
+			}
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		e.mu.Lock()
+		e.activated = append(e.activated, keys)
+		e.mu.Unlock()
+	}}
 	if args == nil {
 		var err error
 		args, err = ParseArgs(nil)

@@ -17,6 +17,17 @@ var inputIssues = metrics.NewCounterVec(&metrics.CounterOpts{
 	StabilityLevel: metrics.ALPHA,
 }, []string{"reason"})
 
+// podsRetried counts pods handed back to the scheduling queue because a profile they waited
+// for was installed (requeue.go).
+var podsRetried = metrics.NewCounter(&metrics.CounterOpts{
+	Subsystem:      "berth_sysched",
+	Name:           "pods_retried_total",
+	Help:           "Pods refused for a seccomp profile not installed that SySched handed back to the scheduling queue when SPO reported the profile Installed (or stopped reporting it).",
+	StabilityLevel: metrics.ALPHA,
+})
+
 var registerOnce sync.Once
 
-func registerMetrics() { registerOnce.Do(func() { legacyregistry.MustRegister(inputIssues) }) }
+func registerMetrics() {
+	registerOnce.Do(func() { legacyregistry.MustRegister(inputIssues, podsRetried) })
+}

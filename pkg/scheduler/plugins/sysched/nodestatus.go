@@ -20,48 +20,72 @@ import (
 // installedKey is the cycle-state key of the profile IDs a pod needs installed.
 const installedKey fwk.StateKey = Name + "/installed"
 
-type requiredIDs []string
-
-func (r requiredIDs) Clone() fwk.StateData { return r }
-
 // upsertNodeStatus records one node-status object.
 func (s *state) upsertNodeStatus(ns *profiles.NodeStatus) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if old := s.statusByName[ns.Name]; old != nil {
-		s.forgetNodeStatusLocked(old)
-	}
-	s.statusByName[ns.Name] = ns
-	if s.installed[ns.ProfileID] == nil {
-		s.installed[ns.ProfileID] = map[string]string{}
-	}
-	s.installed[ns.ProfileID][ns.Node] = ns.State
+	s.tellFreed(func() (freed []string) {
+		prev, had := s.installed[ns.ProfileID][ns.Node]
+		if old := s.statusByName[ns.Name]; old != nil {
+			if s.forgetNodeStatusLocked(old) && old.ProfileID != ns.ProfileID {
+				freed = append(freed, old.ProfileID)
+			}
+		}
+		s.statusByName[ns.Name] = ns
+		if s.installed[ns.ProfileID] == nil {
+			s.installed[ns.ProfileID] = map[string]string{}
+		}
+		s.installed[ns.ProfileID][ns.Node] = ns.State
+		if ns.State == profiles.StateInstalled && (!had || prev != profiles.StateInstalled) {
+			freed = append(freed, ns.ProfileID)
+		}
+		return freed
+	})
 }
 
 func (s *state) deleteNodeStatus(name string) {
+	s.tellFreed(func() (freed []string) {
+		if old := s.statusByName[name]; old != nil {
+			if s.forgetNodeStatusLocked(old) {
+				freed = append(freed, old.ProfileID)
+			}
+			delete(s.statusByName, name)
+		}
+		return freed
+	})
+}
+
+// tellFreed runs change under the lock and tells freed, after it, the profile IDs the change
+// may let waiting pods use: one now Installed on a node, or one SPO reports on no node any more
+// (no longer filtered).
+func (s *state) tellFreed(change func() []string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if old := s.statusByName[name]; old != nil {
-		s.forgetNodeStatusLocked(old)
-		delete(s.statusByName, name)
+	freed := change()
+	s.mu.Unlock()
+	if len(freed) > 0 && s.freed != nil {
+		s.freed(freed)
 	}
 }
 
-func (s *state) forgetNodeStatusLocked(ns *profiles.NodeStatus) {
-	if m := s.installed[ns.ProfileID]; m != nil {
-		delete(m, ns.Node)
-		if len(m) == 0 {
-			delete(s.installed, ns.ProfileID)
-		}
+// forgetNodeStatusLocked drops one object's state and says whether its profile ID is now
+// reported on no node.
+func (s *state) forgetNodeStatusLocked(ns *profiles.NodeStatus) bool {
+	m := s.installed[ns.ProfileID]
+	if m == nil {
+		return false
 	}
+	delete(m, ns.Node)
+	if len(m) == 0 {
+		delete(s.installed, ns.ProfileID)
+		return true
+	}
+	return false
 }
 
 // requiredIDs are the IDs of the existing profiles pod references (directly or through a
 // binding) that SPO reports node states for.
-func (s *state) requiredIDs(ps podSet) requiredIDs {
+func (s *state) requiredIDs(ps podSet) []string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var out requiredIDs
+	var out []string
 	seen := map[string]bool{}
 	for _, k := range ps.used {
 		e := s.profiles[k]
@@ -100,13 +124,15 @@ func (pl *SySched) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 	}
 	// The set is kept in the cycle state: PreScore reads it from there rather than resolving
 	// the pod's profiles a second time.
+	// why before any read of the install states: see noteRefused.
+	gen := pl.st.waiting.gen.Load()
 	ps := pl.st.podSet(pod)
 	cs.Write(stateKey, &cycleData{ps: ps})
 	ids := pl.st.requiredIDs(ps)
 	if len(ids) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	cs.Write(installedKey, ids)
+	cs.Write(installedKey, &required{ids: ids, gen: gen})
 	return nil, nil
 }
 
@@ -114,13 +140,15 @@ func (pl *SySched) PreFilter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, 
 func (pl *SySched) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // Filter refuses a node where a profile the pod needs is not installed.
-func (pl *SySched) Filter(_ context.Context, cs fwk.CycleState, _ *v1.Pod, node fwk.NodeInfo) *fwk.Status {
+func (pl *SySched) Filter(_ context.Context, cs fwk.CycleState, pod *v1.Pod, node fwk.NodeInfo) *fwk.Status {
 	d, err := cs.Read(installedKey)
 	if err != nil {
 		return nil
 	}
-	for _, id := range d.(requiredIDs) {
+	req := d.(*required)
+	for _, id := range req.ids {
 		if why := pl.st.notInstalled(id, node.Node().Name); why != "" {
+			pl.noteRefused(req, pod)
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 		}
 	}

@@ -191,6 +191,7 @@ func watchPods(st *state, f informers.SharedInformerFactory) error {
 			}
 			if p, ok := obj.(*v1.Pod); ok {
 				st.removePod(p.UID, "")
+				st.waiting.forget(p.UID)
 			}
 		},
 	})
@@ -205,8 +206,10 @@ func onPod(st *state, obj interface{}) {
 	switch {
 	case p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed:
 		st.removePod(p.UID, "")
+		st.waiting.forget(p.UID)
 	case p.Spec.NodeName != "":
 		st.addPod(p, p.Spec.NodeName, false, nil)
+		st.waiting.forget(p.UID)
 	}
 	// Unbound pods are ignored: a Reserve-d pod stays counted until Unreserve or deletion.
 }

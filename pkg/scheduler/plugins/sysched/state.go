@@ -157,6 +157,11 @@ type state struct {
 	statusByName map[string]*profiles.NodeStatus
 	// nodeKnown says whether the scheduler knows a node (nil: not checked).
 	nodeKnown func(string) bool
+
+	// waiting are the pods refused for a profile not installed (requeue.go); freed is told,
+	// outside the lock, the profile IDs a change of the install states may let them use.
+	waiting *waiting
+	freed   func(ids []string)
 }
 
 func newState(logger klog.Logger, args *Args) *state {
@@ -185,6 +190,7 @@ func newState(logger klog.Logger, args *Args) *state {
 		bindings:   map[string]map[string]*profiles.Binding{},
 		pods:       map[types.UID]*podEntry{},
 		nodes:      map[string]*nodeState{},
+		waiting:    newWaiting(),
 		refPods:    map[profiles.Key]map[types.UID]struct{}{},
 		fullPods:   map[types.UID]struct{}{},
 

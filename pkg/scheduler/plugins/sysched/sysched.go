@@ -73,6 +73,7 @@ func newWithClients(ctx context.Context, args *Args, h fwk.Handle, dyn dynamic.I
 	registerMetrics()
 	logger := klog.FromContext(ctx).WithName(Name)
 	pl := &SySched{handle: h, args: args, st: newState(logger, args)}
+	pl.st.freed = pl.released
 	if f := h.SharedInformerFactory(); f != nil {
 		nodes := f.Core().V1().Nodes().Lister()
 		pl.st.nodeKnown = func(name string) bool { _, err := nodes.Get(name); return err == nil }
