@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 )
 
 // KWOKNodeAnnotation marks nodes that KWOK simulates.
@@ -104,21 +105,38 @@ func (c *Cluster) AddNodes(ctx context.Context, specs ...NodeSpec) error {
 	withKWOK := !c.cfg.WithoutKWOK
 	for _, s := range specs {
 		n := NodeObject(s, !withKWOK)
-		created, err := c.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-		if err != nil {
+		if _, err := c.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating node %s: %w", s.Name, err)
 		}
 		if !withKWOK {
-			// Status is a subresource: Create drops it.
-			created.Status = n.Status
-			updated, err := c.Client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+			// why re-read on conflict: a controller-manager (when one runs) writes new nodes too
+			// (its node lifecycle controller), and CI once lost this race.
+			nodes := c.Client.CoreV1().Nodes()
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				cur, err := nodes.Get(ctx, s.Name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				// Status is a subresource: Create drops it.
+				cur.Status = n.Status
+				_, err = nodes.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+				return err
+			})
 			if err != nil {
 				return fmt.Errorf("marking node %s ready: %w", s.Name, err)
 			}
 			// Admission taints new nodes not-ready; without a controller-manager nothing
 			// would lift it once the node reports Ready.
-			updated.Spec.Taints = n.Spec.Taints
-			if _, err := c.Client.CoreV1().Nodes().Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+			err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				cur, err := nodes.Get(ctx, s.Name, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				cur.Spec.Taints = n.Spec.Taints
+				_, err = nodes.Update(ctx, cur, metav1.UpdateOptions{})
+				return err
+			})
+			if err != nil {
 				return fmt.Errorf("untainting node %s: %w", s.Name, err)
 			}
 		}
