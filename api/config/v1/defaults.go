@@ -69,6 +69,8 @@ func SetDefaults_LoadAwareArgs(obj *LoadAwareArgs) {
 	setDefault(&obj.RefreshIntervalSeconds, DefaultRefreshIntervalSeconds)
 	setDefault(&obj.WatcherTimeoutSeconds, DefaultWatcherTimeoutSeconds)
 	setDefault(&obj.AssumedPodExpirySeconds, DefaultAssumedPodExpirySeconds)
+	setDefault(&obj.EstimateSeconds, 0)
+	setDefault(&obj.PodEstimateSecondsLimit, 0)
 	setDefault(&obj.NeutralScore, DefaultNeutralScore)
 	if obj.ExpiredMetricsAction == "" {
 		obj.ExpiredMetricsAction = ExpiredMetricsNeutral

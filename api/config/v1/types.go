@@ -79,6 +79,23 @@ type LoadAwareArgs struct {
 	// +kubebuilder:validation:Maximum=86400
 	// +optional
 	AssumedPodExpirySeconds *int64 `json:"assumedPodExpirySeconds,omitempty"`
+	// EstimateSeconds (Berth's; upstream has no such field) keeps a placed pod counted at no
+	// less than its spec estimate for this long after placement, even once the agent measures
+	// it: a workload that starts slowly (a JVM warming up, a cache filling) is measured low at
+	// first, and packing on that measure overloads its node when it warms up. 0 (default): a
+	// measured pod counts what it uses.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	EstimateSeconds *int64 `json:"estimateSeconds,omitempty"`
+	// PodEstimateSecondsLimit (Berth's) lets a pod choose its own estimateSeconds with the
+	// annotation berth.dev/estimate-seconds, up to this many seconds. 0 (default): the
+	// annotation is ignored. The limit is the operator's, since whoever creates a pod sets its
+	// annotations.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	PodEstimateSecondsLimit *int64 `json:"podEstimateSecondsLimit,omitempty"`
 	// UsageThresholds turns on the usage Filter: cpu / memory → maximum percent. Empty
 	// (default): the usage filter is off.
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k == 'cpu' || k == 'memory')",message="keys must be cpu or memory"
@@ -86,6 +103,10 @@ type LoadAwareArgs struct {
 	// +optional
 	UsageThresholds map[corev1.ResourceName]int64 `json:"usageThresholds,omitempty"`
 }
+
+// EstimateSecondsAnnotation is the pod annotation choosing that pod's estimateSeconds (a
+// whole number of seconds), honoured up to podEstimateSecondsLimit.
+const EstimateSecondsAnnotation = "berth.dev/estimate-seconds"
 
 // TargetLoadPackingArgs are TargetLoadPacking's arguments: upstream scheduler-plugins' names
 // and types (defaultRequestsMultiplier is a string there too) plus LoadAwareArgs.

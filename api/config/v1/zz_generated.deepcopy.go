@@ -131,6 +131,16 @@ func (in *LoadAwareArgs) DeepCopyInto(out *LoadAwareArgs) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.EstimateSeconds != nil {
+		in, out := &in.EstimateSeconds, &out.EstimateSeconds
+		*out = new(int64)
+		**out = **in
+	}
+	if in.PodEstimateSecondsLimit != nil {
+		in, out := &in.PodEstimateSecondsLimit, &out.PodEstimateSecondsLimit
+		*out = new(int64)
+		**out = **in
+	}
 	if in.UsageThresholds != nil {
 		in, out := &in.UsageThresholds, &out.UsageThresholds
 		*out = make(map[corev1.ResourceName]int64, len(*in))

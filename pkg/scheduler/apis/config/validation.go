@@ -71,6 +71,8 @@ func ValidateLoadAwareArgs(root *field.Path, a *configv1.LoadAwareArgs) field.Er
 	between("refreshIntervalSeconds", a.RefreshIntervalSeconds, 1, 3600)
 	between("watcherTimeoutSeconds", a.WatcherTimeoutSeconds, 1, 600)
 	between("assumedPodExpirySeconds", a.AssumedPodExpirySeconds, 1, day)
+	between("estimateSeconds", a.EstimateSeconds, 0, day)
+	between("podEstimateSecondsLimit", a.PodEstimateSecondsLimit, 0, day)
 	between("neutralScore", a.NeutralScore, 0, 100)
 	switch a.ExpiredMetricsAction {
 	case configv1.ExpiredMetricsNeutral, configv1.ExpiredMetricsBlock:

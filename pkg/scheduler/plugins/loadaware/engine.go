@@ -75,6 +75,7 @@ func NewEngine(ctx context.Context, plugin string, args CommonArgs, handle fwk.H
 		Tracker: NewTracker(time.Duration(*args.AssumedPodExpirySeconds)*time.Second, est, now),
 		now:     now,
 	}
+	e.Tracker.estimateFor = EstimateWindow(plugin, args)
 	e.Watcher = NewWatcher(plugin, args.WatcherAddress,
 		time.Duration(*args.RefreshIntervalSeconds)*time.Second,
 		time.Duration(*args.WatcherTimeoutSeconds)*time.Second, now)

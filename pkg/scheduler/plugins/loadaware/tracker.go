@@ -31,6 +31,9 @@ type placed struct {
 	node string
 	at   time.Time
 	est  Estimate
+	// estimateUntil: until then the pod counts at no less than est even once measured
+	// (estimateSeconds; zero: not at all).
+	estimateUntil time.Time
 }
 
 // Tracker remembers pods placed on nodes (assumed in Reserve, or seen bound by the informer)
@@ -49,7 +52,10 @@ type Tracker struct {
 	byNode   map[string]*bucket
 	expiry   time.Duration
 	estimate Estimator
-	now      func() time.Time
+	// estimateFor is how long after placement a pod counts at no less than its estimate
+	// (estimateSeconds, or the pod's own annotation within podEstimateSecondsLimit); nil: 0.
+	estimateFor func(*v1.Pod) time.Duration
+	now         func() time.Time
 	// installed is the snapshot Install published last. Its entries point at their nodes'
 	// buckets, so those buckets are kept even when empty: a fresh bucket for the same node
 	// would be invisible to that snapshot's readers.
@@ -99,6 +105,9 @@ func (t *Tracker) Add(pod *v1.Pod, node string, at time.Time) {
 		t.removeLocked(pod.UID)
 	}
 	p := &placed{uid: pod.UID, node: node, at: at, est: est}
+	if d := t.estimateWindow(pod); d > 0 {
+		p.estimateUntil = at.Add(d)
+	}
 	t.byUID[pod.UID] = p
 	b := t.byNode[node]
 	if b == nil {
@@ -205,21 +214,40 @@ func (t *Tracker) remaining(p *placed, v NodeView, c Capacity, now time.Time) (E
 		return p.est, p.at.Add(t.expiry)
 	}
 	w := window(v)
-	if covered >= w {
+	share, measured := v.Share(string(p.uid))
+	// In its estimate window a measured pod counts at least its estimate, however long the
+	// scored window has held it: what the agent measures of a slow starter is not yet its use.
+	// why not Before: the memo (memo.go) holds a value up to and including its until.
+	forced := measured && !now.After(p.estimateUntil)
+	if covered >= w && !forced {
 		return Estimate{}, time.Time{}
 	}
-	fade := 1 - float64(covered)/float64(w)
-	share, measured := v.Share(string(p.uid))
+	fade := max(1-float64(covered)/float64(w), 0)
 	rem := func(est, capacity int64, usePct, heldPct float64) int64 {
 		if measured && capacity > 0 {
+			if forced {
+				usePct = max(usePct, float64(est)/float64(capacity)*100)
+			}
 			return max(int64(math.Round((usePct-heldPct)/100*float64(capacity))), 0)
 		}
 		return int64(math.Round(float64(est) * fade))
 	}
+	var until time.Time
+	if forced {
+		until = p.estimateUntil
+	}
 	return Estimate{
 		MilliCPU:    rem(p.est.MilliCPU, c.MilliCPU, share.LatestCPU, share.CPU),
 		MemoryBytes: rem(p.est.MemoryBytes, c.MemoryBytes, share.LatestMemory, share.Memory),
-	}, time.Time{}
+	}, until
+}
+
+// estimateWindow is how long after placement pod counts at no less than its estimate.
+func (t *Tracker) estimateWindow(pod *v1.Pod) time.Duration {
+	if t.estimateFor == nil {
+		return 0
+	}
+	return t.estimateFor(pod)
 }
 
 // done says whether p no longer counts against v whatever the node's capacity: the window
@@ -229,7 +257,7 @@ func (t *Tracker) done(p *placed, v NodeView, now time.Time) bool {
 	if !in {
 		return now.Sub(p.at) > t.expiry
 	}
-	return covered >= window(v)
+	return covered >= window(v) && now.After(p.estimateUntil)
 }
 
 // Unreported sums what of the estimates of pods on node v's window does not hold yet, by the
@@ -260,7 +288,8 @@ func (t *Tracker) sum(b *bucket, v NodeView, c Capacity, now time.Time) Estimate
 }
 
 // sumPods adds up the pods' remaining estimates, and says until when that sum holds by the
-// clock alone (zero: for ever): only a pod not in the sample changes with time, when it expires.
+// clock alone (zero: for ever): a pod not in the sample changes when it expires, a measured one
+// when its estimate window ends.
 func (t *Tracker) sumPods(pods []placed, v NodeView, c Capacity, now time.Time) (Estimate, time.Time) {
 	var sum Estimate
 	var until time.Time
@@ -354,7 +383,7 @@ func (t *Tracker) observe(pod *v1.Pod) {
 		return
 	}
 	at := bindTime(pod)
-	if t.now().Sub(at) > t.expiry {
+	if t.now().Sub(at) > max(t.expiry, t.estimateWindow(pod)) {
 		return
 	}
 	t.Add(pod, pod.Spec.NodeName, at)

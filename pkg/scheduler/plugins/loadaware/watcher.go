@@ -53,12 +53,18 @@ var (
 		Help:           "Seconds since the last successful load watcher fetch (since start before the first), by plugin; updated every refresh.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"plugin"})
+	annotationsIgnored = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "berth_loadaware",
+		Name:           "estimate_annotations_ignored_total",
+		Help:           "Placed pods whose berth.dev/estimate-seconds annotation was not a whole number of seconds >= 0 (the pod got estimateSeconds), by plugin.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"plugin"})
 	registerOnce sync.Once
 )
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(fetchTotal, snapshotAge, outOfRange, refreshErrors, snapshotAgeSeconds)
+		legacyregistry.MustRegister(fetchTotal, snapshotAge, outOfRange, refreshErrors, snapshotAgeSeconds, annotationsIgnored)
 	})
 }
 

@@ -13,8 +13,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 	"github.com/berth-sched/berth/pkg/decisionapi"
 	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware"
@@ -604,6 +606,10 @@ func TestArgs(t *testing.T) {
 		{`{"watcherAddress":"http://lw","watcherTimeoutSeconds":0}`, "watcherTimeoutSeconds"},
 		{`{"watcherAddress":"http://lw","assumedPodExpirySeconds":0}`, "assumedPodExpirySeconds"},
 		{`{"watcherAddress":"http://lw","neutralScore":101}`, "neutralScore"},
+		{`{"watcherAddress":"http://lw","estimateSeconds":-1}`, "estimateSeconds"},
+		{`{"watcherAddress":"http://lw","estimateSeconds":86401}`, "estimateSeconds"},
+		{`{"watcherAddress":"http://lw","podEstimateSecondsLimit":-1}`, "podEstimateSecondsLimit"},
+		{`{"watcherAddress":"http://lw","podEstimateSecondsLimit":"600"}`, "podEstimateSecondsLimit"},
 		{`{"watcherAddress":"http://lw","expiredMetricsAction":"Panic"}`, "expiredMetricsAction"},
 		{`{"watcherAddress":"http://lw","usageThresholds":{"gpu":50}}`, "usageThresholds[gpu]"},
 		{`{"watcherAddress":"http://lw","usageThresholds":{"cpu":150}}`, "usageThresholds[cpu]"},
@@ -662,4 +668,96 @@ func TestOutOfRangeUtilisationScoresInRange(t *testing.T) {
 	if got := pl.Engine().Watcher.Snapshot().OutOfRange; got != 3 {
 		t.Errorf("snapshot counted %d out-of-range values, want 3", got)
 	}
+}
+
+// A slow starter's low first measurements do not let its node be packed on: in its estimate
+// window (estimateSeconds, or the pod's berth.dev/estimate-seconds within
+// podEstimateSecondsLimit) a measured pod counts at least its estimate, less what the window
+// already holds of it, even once the window has held it whole; after the window, what it uses.
+func TestEstimateWindowKeepsSlowStartersCounted(t *testing.T) {
+	const (
+		lowUse  = 2.0 // % of the node's 1000m now: a JVM warming up
+		held    = 1.0 // % the 15-minute window holds of it
+		highUse = 30.0
+	)
+	for _, tc := range []struct {
+		name       string
+		args       string
+		annotation string // "": none
+		after      time.Duration
+		use        float64
+		window     string
+		want       int64 // remaining milli-CPU; the estimate is 150m
+	}{
+		{name: "off (default): what it uses", after: 4 * time.Minute, use: lowUse, window: "15m", want: 10},
+		{name: "in the window: at least the estimate", args: `,"estimateSeconds":600`, after: 4 * time.Minute, use: lowUse, window: "15m", want: 140},
+		{name: "in the window, using more than the estimate: its use", args: `,"estimateSeconds":600`, after: 4 * time.Minute, use: highUse, window: "15m", want: 290},
+		{name: "after the window: what it uses", args: `,"estimateSeconds":600`, after: 11 * time.Minute, use: lowUse, window: "15m", want: 10},
+		{name: "held whole by the scored window but still in its estimate window", args: `,"estimateSeconds":1200`, after: 16 * time.Minute, use: lowUse, window: "15m", want: 140},
+		{name: "annotation longer than the default", args: `,"estimateSeconds":600,"podEstimateSecondsLimit":1200`, annotation: "1200", after: 11 * time.Minute, use: lowUse, window: "15m", want: 140},
+		{name: "annotation shorter than the default", args: `,"estimateSeconds":600,"podEstimateSecondsLimit":1200`, annotation: "60", after: 4 * time.Minute, use: lowUse, window: "15m", want: 10},
+		{name: "annotation capped at the limit", args: `,"podEstimateSecondsLimit":600`, annotation: "86400", after: 11 * time.Minute, use: lowUse, window: "15m", want: 10},
+		{name: "annotation within the limit", args: `,"podEstimateSecondsLimit":600`, annotation: "86400", after: 9 * time.Minute, use: lowUse, window: "15m", want: 140},
+		{name: "annotation ignored without a limit", args: `,"estimateSeconds":60`, annotation: "1200", after: 4 * time.Minute, use: lowUse, window: "15m", want: 10},
+		{name: "malformed annotation: the default", args: `,"estimateSeconds":600,"podEstimateSecondsLimit":1200`, annotation: "10m", after: 4 * time.Minute, use: lowUse, window: "15m", want: 140},
+		{name: "negative annotation: the default", args: `,"podEstimateSecondsLimit":1200`, annotation: "-5", after: 4 * time.Minute, use: lowUse, window: "15m", want: 10},
+		{name: "not measured: the time rule as before", args: `,"estimateSeconds":1200`, after: 3 * time.Minute, window: "", want: 120},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &clock{t: time.Now()}
+			w := lat.NewWatcher()
+			defer w.Close()
+			doc := lat.CPUDoc(clk.Now(), map[string]float64{"n": 10})
+			var pods []loadapi.PodUsage
+			if tc.window != "" {
+				pods = []loadapi.PodUsage{{UID: "uid-placed", Latest: loadapi.Latest{CPU: tc.use}, Windows: []loadapi.PodWindow{{Window: tc.window, CPU: held}}}}
+			}
+			doc.Nodes = map[string]loadapi.NodeStatus{"n": {Updated: clk.Now().Unix(), PodUIDs: []string{"uid-placed"}, Pods: pods}}
+			w.Set(doc)
+			pl := newPlugin(t, w, tc.args, clk)
+			placed := lat.Pod("placed", 100) // 150m predicted
+			if tc.annotation != "" {
+				placed.Annotations = map[string]string{configv1.EstimateSecondsAnnotation: tc.annotation}
+			}
+			before := annotationsIgnored(t)
+			pl.Engine().Tracker.Add(placed, "n", clk.Now().Add(-tc.after))
+			// ±1m: the document's times are whole seconds. A refresh prunes what no longer
+			// counts: it must keep a pod in its estimate window.
+			for _, when := range []string{"placed", "after a refresh"} {
+				if got := pl.Engine().NodeOf(lat.Node("n", 1000, 1<<30)).Unreported.MilliCPU; got < tc.want-1 || got > tc.want+1 {
+					t.Errorf("%s: remaining %dm, want %dm", when, got, tc.want)
+				}
+				if err := pl.Engine().Watcher.Refresh(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			malformed := tc.annotation == "10m" || tc.annotation == "-5"
+			if d := annotationsIgnored(t) - before; d != map[bool]float64{true: 1, false: 0}[malformed] {
+				t.Errorf("berth_loadaware_estimate_annotations_ignored_total moved by %v", d)
+			}
+		})
+	}
+}
+
+// annotationsIgnored reads TargetLoadPacking's berth_loadaware_estimate_annotations_ignored_total
+// from the registry the scheduler serves on /metrics.
+func annotationsIgnored(t *testing.T) float64 {
+	t.Helper()
+	fams, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "berth_loadaware_estimate_annotations_ignored_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "plugin" && l.GetValue() == Name {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
