@@ -5,6 +5,7 @@ package crds
 import (
 	"embed"
 	"fmt"
+	"io/fs"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
@@ -38,6 +39,9 @@ func Load(name string) (*apiextensionsv1.CustomResourceDefinition, error) {
 	}
 	return crd, nil
 }
+
+// Files are the generated CRD files' names, sorted.
+func Files() ([]string, error) { return fs.Glob(files, "*.yaml") }
 
 // YAML returns a generated CRD file.
 func YAML(name string) ([]byte, error) { return files.ReadFile(name) }

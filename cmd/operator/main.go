@@ -58,6 +58,9 @@ func main() {
 	flag.StringVar(&agents.Namespace, "wait-agents-namespace", "", "with --wait-agents-daemonset: its namespace")
 	flag.IntVar(&agents.Port, "wait-agents-port", 9101, "with --wait-agents-daemonset: the agents' /readyz port")
 	agentsTimeout := flag.Duration("wait-agents-timeout", 5*time.Minute, "how long --wait-agents-daemonset may wait")
+	upgradeCRDs := flag.Bool("upgrade-crds", false,
+		"apply Berth's CRDs as this build generated them (server-side, taking their fields over), wait until they are established, and exit: the chart's pre-upgrade hook, since Helm never upgrades a chart's crds/")
+	upgradeCRDsTimeout := flag.Duration("upgrade-crds-timeout", 2*time.Minute, "how long --upgrade-crds may take")
 	flag.BoolVar(&o.PodConfig, "podconfig", false,
 		"run the PodConfig controller (address management for runtime network attachments; needs the PodConfig and IPAllocation CRDs)")
 	podConfigPolicy := podconfig.BindPolicyFlags(flag.CommandLine)
@@ -91,6 +94,20 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "berth-operator: no API server configuration (use --kubeconfig or run in a pod):", err)
 		os.Exit(1)
+	}
+	if *upgradeCRDs {
+		if err := runOnce(cfg, "upgrade-crds", *upgradeCRDsTimeout, func(ctx context.Context, c client.Client) error {
+			objs, err := operator.BerthCRDs()
+			if err != nil {
+				return err
+			}
+			return operator.UpgradeCRDs(ctx, c, objs)
+		}); err != nil {
+			fmt.Fprintln(os.Stderr, "berth-operator: upgrade-crds:", err)
+			os.Exit(1)
+		}
+		log.Info("CRDs upgraded")
+		return
 	}
 	if agents.DaemonSet != "" {
 		if err := waitAgents(cfg, agents, *agentsTimeout); err != nil {

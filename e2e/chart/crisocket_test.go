@@ -293,7 +293,7 @@ func TestCleanupHookRBAC(t *testing.T) {
 			}
 			var job string
 			for _, h := range r.Hooks {
-				if h.Kind == "Job" {
+				if h.Kind == "Job" && strings.HasSuffix(h.Path, "/cleanup-hook.yaml") {
 					job = h.Manifest
 				}
 			}

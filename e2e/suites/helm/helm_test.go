@@ -21,6 +21,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -357,14 +358,36 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		t.Error(err)
 	}
 
-	t.Run("helm upgrade with a new weight rolls the scheduler", func(t *testing.T) {
+	t.Run("helm upgrade with a new weight and a field the previous CRD lacked: the CRD upgraded, the scheduler rolled", func(t *testing.T) {
 		before := &berthv1alpha1.SecondaryScheduler{}
 		if err := cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: crName}, before); err != nil {
 			t.Fatal(err)
 		}
 		oldHash := before.Status.ConfigHash
-		if _, err := chart.Upgrade(ctx, cfg, release, ns, values(7), 3*time.Minute); err != nil {
+		// The previous release's CRD, without estimateSeconds: Helm itself never upgrades
+		// crds/, the chart's pre-upgrade hook must.
+		ext, err := apiextensionsclient.NewForConfig(c.RESTConfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		crds := ext.ApiextensionsV1().CustomResourceDefinitions()
+		crd, err := crds.Get(ctx, "secondaryschedulers.berth.dev", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		framework.DropSchemaProperty(crd.Spec.Versions[0].Schema.OpenAPIV3Schema, "estimateSeconds")
+		if _, err := crds.Update(ctx, crd, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		upgraded := values(7)
+		upgraded["scheduler"].(map[string]any)["loadAware"].(map[string]any)["estimateSeconds"] = 30
+		if _, err := chart.Upgrade(ctx, cfg, release, ns, upgraded, 3*time.Minute); err != nil {
 			t.Fatalf("helm upgrade: %v", err)
+		}
+		if crd, err := crds.Get(ctx, crd.Name, metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		} else if !framework.HasSchemaProperty(crd.Spec.Versions[0].Schema.OpenAPIV3Schema, "estimateSeconds") {
+			t.Error("after helm upgrade the SecondaryScheduler CRD still lacks estimateSeconds")
 		}
 		ss := waitCR(ctx, t, cl, "a new configHash, rolled out", func(ss *berthv1alpha1.SecondaryScheduler) bool {
 			return ss.Status.ConfigHash != "" && ss.Status.ConfigHash != oldHash &&
@@ -374,12 +397,17 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		if w := ss.Spec.Plugins.TargetLoadPacking.Weight.Weight; w == nil || *w != 7 {
 			t.Errorf("CR weight %v, want 7", w)
 		}
+		if e := ss.Spec.Plugins.TargetLoadPacking.Args.EstimateSeconds; e == nil || *e != 30 {
+			t.Errorf("CR estimateSeconds %v, want 30 (dropped by the old schema?)", e)
+		}
 		cm, err := c.Client.CoreV1().ConfigMaps(ns).Get(ctx, crName+"-config", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(cm.Data[operator.ConfigKey], "weight: 7") {
-			t.Errorf("rendered configuration lacks weight 7:\n%s", cm.Data[operator.ConfigKey])
+		for _, want := range []string{"weight: 7", "estimateSeconds: 30"} {
+			if !strings.Contains(cm.Data[operator.ConfigKey], want) {
+				t.Errorf("rendered configuration lacks %q:\n%s", want, cm.Data[operator.ConfigKey])
+			}
 		}
 		pods, err := framework.WaitPods(ctx, c.Client, ns, "app.kubernetes.io/name=berth-scheduler", 1, 2*time.Minute, func(p *corev1.Pod) bool {
 			return ready(p) && p.Annotations[operator.AnnotationConfigHash] == ss.Status.ConfigHash && p.DeletionTimestamp == nil
