@@ -75,7 +75,10 @@ func NewEngine(ctx context.Context, plugin string, args CommonArgs, handle fwk.H
 		Tracker: NewTracker(time.Duration(*args.AssumedPodExpirySeconds)*time.Second, est, now),
 		now:     now,
 	}
-	e.Tracker.estimateFor = EstimateWindow(plugin, args)
+	e.Tracker.estimateFor = EstimateWindow(args)
+	// why a closure: the counter is registered with the watcher below, and a child taken
+	// before that would count nowhere.
+	e.Tracker.ignored = func() { annotationsIgnored.WithLabelValues(plugin).Inc() }
 	e.Watcher = NewWatcher(plugin, args.WatcherAddress,
 		time.Duration(*args.RefreshIntervalSeconds)*time.Second,
 		time.Duration(*args.WatcherTimeoutSeconds)*time.Second, now)

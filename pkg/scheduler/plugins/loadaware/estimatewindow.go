@@ -13,23 +13,23 @@ import (
 // EstimateWindow is how long after placement a pod counts at no less than its estimate under
 // args: estimateSeconds, or the pod's berth.dev/estimate-seconds annotation where
 // podEstimateSecondsLimit allows one, capped at that limit. An annotation that is not a whole
-// number of seconds ≥ 0 is ignored (the pod gets estimateSeconds) and counted. args must be
-// defaulted; nil when neither is set, so the tracker reads no annotation.
-func EstimateWindow(plugin string, args CommonArgs) func(*v1.Pod) time.Duration {
+// number of seconds ≥ 0 is ignored (the pod gets estimateSeconds), and the second result says
+// so. args must be defaulted; nil when neither is set, so the tracker reads no annotation.
+func EstimateWindow(args CommonArgs) func(*v1.Pod) (time.Duration, bool) {
 	def, limit := *args.EstimateSeconds, *args.PodEstimateSecondsLimit
 	if def == 0 && limit == 0 {
 		return nil
 	}
-	return func(pod *v1.Pod) time.Duration {
-		secs := def
+	return func(pod *v1.Pod) (time.Duration, bool) {
+		secs, malformed := def, false
 		if raw, ok := pod.Annotations[configv1.EstimateSecondsAnnotation]; ok && limit > 0 {
 			n, err := strconv.ParseInt(strings.TrimSpace(raw), 10, 64)
 			if err != nil || n < 0 {
-				annotationsIgnored.WithLabelValues(plugin).Inc()
+				malformed = true
 			} else {
 				secs = min(n, limit)
 			}
 		}
-		return time.Duration(secs) * time.Second
+		return time.Duration(secs) * time.Second, malformed
 	}
 }

@@ -53,8 +53,11 @@ type Tracker struct {
 	expiry   time.Duration
 	estimate Estimator
 	// estimateFor is how long after placement a pod counts at no less than its estimate
-	// (estimateSeconds, or the pod's own annotation within podEstimateSecondsLimit); nil: 0.
-	estimateFor func(*v1.Pod) time.Duration
+	// (estimateSeconds, or the pod's own annotation within podEstimateSecondsLimit), and whether
+	// the pod's annotation was ignored as malformed; nil: 0.
+	estimateFor func(*v1.Pod) (time.Duration, bool)
+	// ignored counts a newly tracked pod whose annotation was ignored (nil: not counted).
+	ignored func()
 	now         func() time.Time
 	// installed is the snapshot Install published last. Its entries point at their nodes'
 	// buckets, so those buckets are kept even when empty: a fresh bucket for the same node
@@ -105,8 +108,13 @@ func (t *Tracker) Add(pod *v1.Pod, node string, at time.Time) {
 		t.removeLocked(pod.UID)
 	}
 	p := &placed{uid: pod.UID, node: node, at: at, est: est}
-	if d := t.estimateWindow(pod); d > 0 {
+	d, malformed := t.estimateWindow(pod)
+	if d > 0 {
 		p.estimateUntil = at.Add(d)
+	}
+	// why here: once per pod tracked, not per event that re-adds it.
+	if malformed && t.ignored != nil {
+		t.ignored()
 	}
 	t.byUID[pod.UID] = p
 	b := t.byNode[node]
@@ -242,10 +250,11 @@ func (t *Tracker) remaining(p *placed, v NodeView, c Capacity, now time.Time) (E
 	}, until
 }
 
-// estimateWindow is how long after placement pod counts at no less than its estimate.
-func (t *Tracker) estimateWindow(pod *v1.Pod) time.Duration {
+// estimateWindow is how long after placement pod counts at no less than its estimate, and
+// whether its annotation was ignored as malformed.
+func (t *Tracker) estimateWindow(pod *v1.Pod) (time.Duration, bool) {
 	if t.estimateFor == nil {
-		return 0
+		return 0, false
 	}
 	return t.estimateFor(pod)
 }
@@ -383,7 +392,8 @@ func (t *Tracker) observe(pod *v1.Pod) {
 		return
 	}
 	at := bindTime(pod)
-	if t.now().Sub(at) > max(t.expiry, t.estimateWindow(pod)) {
+	d, _ := t.estimateWindow(pod)
+	if t.now().Sub(at) > max(t.expiry, d) {
 		return
 	}
 	t.Add(pod, pod.Spec.NodeName, at)
