@@ -689,6 +689,8 @@ func TestEstimateWindowKeepsSlowStartersCounted(t *testing.T) {
 		window     string
 		want       int64 // remaining milli-CPU; the estimate is 150m
 	}{
+		// First: run alone, it is the process's first plugin, whose counter is registered late.
+		{name: "malformed annotation: the default", args: `,"estimateSeconds":600,"podEstimateSecondsLimit":1200`, annotation: "10m", after: 4 * time.Minute, use: lowUse, window: "15m", want: 140},
 		{name: "off (default): what it uses", after: 4 * time.Minute, use: lowUse, window: "15m", want: 10},
 		{name: "in the window: at least the estimate", args: `,"estimateSeconds":600`, after: 4 * time.Minute, use: lowUse, window: "15m", want: 140},
 		{name: "in the window, using more than the estimate: its use", args: `,"estimateSeconds":600`, after: 4 * time.Minute, use: highUse, window: "15m", want: 290},
@@ -699,7 +701,6 @@ func TestEstimateWindowKeepsSlowStartersCounted(t *testing.T) {
 		{name: "annotation capped at the limit", args: `,"podEstimateSecondsLimit":600`, annotation: "86400", after: 11 * time.Minute, use: lowUse, window: "15m", want: 10},
 		{name: "annotation within the limit", args: `,"podEstimateSecondsLimit":600`, annotation: "86400", after: 9 * time.Minute, use: lowUse, window: "15m", want: 140},
 		{name: "annotation ignored without a limit", args: `,"estimateSeconds":60`, annotation: "1200", after: 4 * time.Minute, use: lowUse, window: "15m", want: 10},
-		{name: "malformed annotation: the default", args: `,"estimateSeconds":600,"podEstimateSecondsLimit":1200`, annotation: "10m", after: 4 * time.Minute, use: lowUse, window: "15m", want: 140},
 		{name: "negative annotation: the default", args: `,"podEstimateSecondsLimit":1200`, annotation: "-5", after: 4 * time.Minute, use: lowUse, window: "15m", want: 10},
 		{name: "not measured: the time rule as before", args: `,"estimateSeconds":1200`, after: 3 * time.Minute, window: "", want: 120},
 	} {
