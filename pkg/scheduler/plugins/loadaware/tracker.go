@@ -58,7 +58,7 @@ type Tracker struct {
 	estimateFor func(*v1.Pod) (time.Duration, bool)
 	// ignored counts a newly tracked pod whose annotation was ignored (nil: not counted).
 	ignored func()
-	now         func() time.Time
+	now     func() time.Time
 	// installed is the snapshot Install published last. Its entries point at their nodes'
 	// buckets, so those buckets are kept even when empty: a fresh bucket for the same node
 	// would be invisible to that snapshot's readers.
