@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -137,5 +138,31 @@ func TestSeed001Fixture(t *testing.T) {
 	}
 	if string(got) != string(b)+"\n" {
 		t.Errorf("%s differs from seed001(); go test ./decisionapi -run TestSeed001Fixture -update", path)
+	}
+}
+
+// TestHeldAtEstimateLine: the part of the placed pods' remaining estimate that estimateSeconds
+// holds is written out for both load-aware plugins, and only where there is one, as the
+// scheduler holds it and as a client decodes it.
+func TestHeldAtEstimateLine(t *testing.T) {
+	r := seed001()
+	d := r.Nodes[0].Details["TargetLoadPacking"].(LoadDetail)
+	d.UnreportedMilliCPU, d.HeldAtEstimateMilliCPU, d.PredictedPercent = 1000, 990, 37.5
+	r.Nodes[0].Details["TargetLoadPacking"] = d
+	r.Nodes[0].Details["LoadVariationRiskBalancing"] = LoadDetail{Freshness: "fresh", Source: "BerthAgent", UnreportedMilliCPU: 1000, HeldAtEstimateMilliCPU: 990}
+	want := "worker-1 TargetLoadPacking: measured 25 % of 8000m; + pod 0m + unreported 1000m (990m of it held at estimate by estimateSeconds) → 37.5 % (target 40 %); BerthAgent fresh sample 2s old"
+	for _, rr := range []Record{r, jsonRoundTrip(t, r)} {
+		lines := rr.Nodes[0].InputLines()
+		if len(lines) == 0 || lines[0] != want {
+			t.Errorf("got  %q\nwant %q", lines, want)
+		}
+		if !slices.ContainsFunc(lines, func(l string) bool {
+			return strings.Contains(l, "LoadVariationRiskBalancing") && strings.Contains(l, "unreported 1000m/0 B (990m of it held at estimate by estimateSeconds)")
+		}) {
+			t.Errorf("LoadVariationRiskBalancing's line lacks the held part: %q", lines)
+		}
+		if got := rr.Nodes[1].InputLines()[0]; strings.Contains(got, "held at estimate") {
+			t.Errorf("a node without held pods shows some: %q", got)
+		}
 	}
 }

@@ -140,6 +140,9 @@ type LoadDetail struct {
 	// without), added to the measured load.
 	UnreportedMilliCPU    int64 `json:"unreportedMilliCPU"`
 	UnreportedMemoryBytes int64 `json:"unreportedMemoryBytes"`
+	// HeldAtEstimateMilliCPU is the part of UnreportedMilliCPU that pods in their estimate
+	// window (estimateSeconds) make: measured, but counted at no less than their estimate.
+	HeldAtEstimateMilliCPU int64 `json:"heldAtEstimateMilliCPU,omitempty"`
 	// PerPodUsage says the node's report carried per-pod usage (the remaining estimate used it
 	// where the pod had a share; otherwise the time rule).
 	PerPodUsage bool `json:"perPodUsage,omitempty"`

@@ -223,8 +223,16 @@ func tlpText(d *LoadDetail) string {
 	if d.HeadroomPercent > 0 {
 		headroom = fmt.Sprintf(" + headroom %s %%", num(d.HeadroomPercent))
 	}
-	return fmt.Sprintf("measured %s %% of %dm; + pod %dm + unreported %dm%s → %s %% (target %d %%); %s",
-		num(d.MeasuredPercent), d.CapacityMilliCPU, d.PodMilliCPU, d.UnreportedMilliCPU, headroom, num(d.PredictedPercent), d.TargetPercent, sampleText(d))
+	return fmt.Sprintf("measured %s %% of %dm; + pod %dm + unreported %dm%s%s → %s %% (target %d %%); %s",
+		num(d.MeasuredPercent), d.CapacityMilliCPU, d.PodMilliCPU, d.UnreportedMilliCPU, heldText(d), headroom, num(d.PredictedPercent), d.TargetPercent, sampleText(d))
+}
+
+// heldText says how much of the unreported CPU pods in their estimate window make, if any.
+func heldText(d *LoadDetail) string {
+	if d.HeldAtEstimateMilliCPU <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%dm of it held at estimate by estimateSeconds)", d.HeldAtEstimateMilliCPU)
 }
 
 func lvrbText(d *LoadDetail) string {
@@ -241,5 +249,5 @@ func lvrbText(d *LoadDetail) string {
 		}
 		parts = append(parts, fmt.Sprintf("%s μ %s %% σ %s %% of %s, request %s → %s", r.name, num(r.t.AvgPercent), num(r.t.StdPercent), num(r.t.Allocatable), num(r.t.Request), num(r.t.Score)))
 	}
-	return strings.Join(parts, "; ") + fmt.Sprintf("; unreported %dm/%d B; %s", d.UnreportedMilliCPU, d.UnreportedMemoryBytes, sampleText(d))
+	return strings.Join(parts, "; ") + fmt.Sprintf("; unreported %dm/%d B%s; %s", d.UnreportedMilliCPU, d.UnreportedMemoryBytes, heldText(d), sampleText(d))
 }

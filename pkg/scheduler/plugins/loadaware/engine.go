@@ -108,7 +108,10 @@ type NodeState struct {
 	// Unreported is what of the estimates of pods placed on the node its scored window does not
 	// hold yet (their remaining estimate).
 	Unreported Estimate
-	entry      *nodeEntry
+	// HeldAtEstimate is the part of Unreported that pods in their estimate window
+	// (estimateSeconds) make: measured, but counted at no less than their estimate.
+	HeldAtEstimate Estimate
+	entry          *nodeEntry
 }
 
 // CapacityMilliCPU is node.Status.Capacity's CPU in millicores, parsed once per node object
@@ -144,10 +147,13 @@ func (e *Engine) NodeOf(node *v1.Node) NodeState { return e.nodeState(node.Name,
 func (e *Engine) nodeState(name string, c Capacity) NodeState {
 	now := e.now()
 	v, en := e.Watcher.Snapshot().node(name, now, e.expiry)
+	st := NodeState{NodeView: v, entry: en}
 	if en != nil && en.bucket != nil {
-		return NodeState{NodeView: v, Unreported: e.Tracker.sum(en.bucket, v, c, now), entry: en}
+		st.Unreported, st.HeldAtEstimate = e.Tracker.sum(en.bucket, v, c, now)
+	} else {
+		st.Unreported, st.HeldAtEstimate = e.Tracker.unreportedAt(name, v, c, now)
 	}
-	return NodeState{NodeView: v, Unreported: e.Tracker.unreportedAt(name, v, c, now), entry: en}
+	return st
 }
 
 // NeutralScore is the score for a node whose load is unknown.

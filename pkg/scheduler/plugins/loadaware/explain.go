@@ -10,10 +10,11 @@ import (
 // records (a non-nil sink); it neither allocates nor reads the clock.
 func (e *Engine) Detail(st NodeState) decisionapi.LoadDetail {
 	d := decisionapi.LoadDetail{
-		Freshness:             st.Freshness.String(),
-		UnreportedMilliCPU:    st.Unreported.MilliCPU,
-		UnreportedMemoryBytes: st.Unreported.MemoryBytes,
-		PerPodUsage:           st.shares != nil,
+		Freshness:              st.Freshness.String(),
+		UnreportedMilliCPU:     st.Unreported.MilliCPU,
+		UnreportedMemoryBytes:  st.Unreported.MemoryBytes,
+		HeldAtEstimateMilliCPU: st.HeldAtEstimate.MilliCPU,
+		PerPodUsage:            st.shares != nil,
 	}
 	if s := e.Watcher.Snapshot(); s != nil {
 		d.Source = s.Source

@@ -103,16 +103,18 @@ func (e *Engine) nodeAt(snap *Snapshot, node *v1.Node, now time.Time) (NodeState
 		until = v.Updated.Add(e.expiry)
 	}
 	if en == nil || en.bucket == nil {
-		return NodeState{NodeView: v, Unreported: e.Tracker.unreportedAt(name, v, c, now), entry: en}, nil, nil, until
+		st := NodeState{NodeView: v, entry: en}
+		st.Unreported, st.HeldAtEstimate = e.Tracker.unreportedAt(name, v, c, now)
+		return st, nil, nil, until
 	}
 	p := en.bucket.pods.Load()
 	var pods []placed
 	if p != nil {
 		pods = *p
 	}
-	sum, podsUntil := e.Tracker.sumPods(pods, v, c, now)
+	sum, held, podsUntil := e.Tracker.sumPods(pods, v, c, now)
 	if !podsUntil.IsZero() && (until.IsZero() || podsUntil.Before(until)) {
 		until = podsUntil
 	}
-	return NodeState{NodeView: v, Unreported: sum, entry: en}, en.bucket, p, until
+	return NodeState{NodeView: v, Unreported: sum, HeldAtEstimate: held, entry: en}, en.bucket, p, until
 }

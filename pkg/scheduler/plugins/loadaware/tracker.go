@@ -202,8 +202,9 @@ func inSample(p *placed, v NodeView) (in bool, covered time.Duration) {
 	return covered > 0, covered
 }
 
-// remaining is what of p's expected use v's scored window does not hold yet, and until when that
-// holds by the clock alone (zero: until v changes). A pod v's sample does not hold at all counts
+// remaining is what of p's expected use v's scored window does not hold yet, until when that
+// holds by the clock alone (zero: until v changes), and whether p's estimate window holds it
+// at its estimate. A pod v's sample does not hold at all counts
 // its whole estimate until the tracker's expiry (it may never start). Once in the sample:
 //   - with per-pod usage, max(use − its share of the window, 0), where use is what the agent
 //     measured it using now: once measured, a pod's use is known better than any estimate
@@ -213,13 +214,13 @@ func inSample(p *placed, v NodeView) (in bool, covered time.Duration) {
 //     sample;
 //   - and nothing once the window has seen it for its whole length: the window average then
 //     holds all of the pod, and counting any more would count it twice.
-func (t *Tracker) remaining(p *placed, v NodeView, c Capacity, now time.Time) (Estimate, time.Time) {
+func (t *Tracker) remaining(p *placed, v NodeView, c Capacity, now time.Time) (Estimate, time.Time, bool) {
 	in, covered := inSample(p, v)
 	if !in {
 		if now.Sub(p.at) > t.expiry {
-			return Estimate{}, time.Time{}
+			return Estimate{}, time.Time{}, false
 		}
-		return p.est, p.at.Add(t.expiry)
+		return p.est, p.at.Add(t.expiry), false
 	}
 	w := window(v)
 	share, measured := v.Share(string(p.uid))
@@ -228,7 +229,7 @@ func (t *Tracker) remaining(p *placed, v NodeView, c Capacity, now time.Time) (E
 	// why not Before: the memo (memo.go) holds a value up to and including its until.
 	forced := measured && !now.After(p.estimateUntil)
 	if covered >= w && !forced {
-		return Estimate{}, time.Time{}
+		return Estimate{}, time.Time{}, false
 	}
 	fade := max(1-float64(covered)/float64(w), 0)
 	rem := func(est, capacity int64, usePct, heldPct float64) int64 {
@@ -247,7 +248,7 @@ func (t *Tracker) remaining(p *placed, v NodeView, c Capacity, now time.Time) (E
 	return Estimate{
 		MilliCPU:    rem(p.est.MilliCPU, c.MilliCPU, share.LatestCPU, share.CPU),
 		MemoryBytes: rem(p.est.MemoryBytes, c.MemoryBytes, share.LatestMemory, share.Memory),
-	}, until
+	}, until, forced
 }
 
 // estimateWindow is how long after placement pod counts at no less than its estimate, and
@@ -272,44 +273,49 @@ func (t *Tracker) done(p *placed, v NodeView, now time.Time) bool {
 // Unreported sums what of the estimates of pods on node v's window does not hold yet, by the
 // time rule (no capacity to convert per-pod shares with; see UnreportedOn).
 func (t *Tracker) Unreported(node string, v NodeView) Estimate {
-	return t.unreportedAt(node, v, Capacity{}, t.now())
+	s, _ := t.unreportedAt(node, v, Capacity{}, t.now())
+	return s
 }
 
 // UnreportedOn is Unreported with the node's capacity, so per-pod shares count.
 func (t *Tracker) UnreportedOn(node string, v NodeView, c Capacity) Estimate {
-	return t.unreportedAt(node, v, c, t.now())
+	s, _ := t.unreportedAt(node, v, c, t.now())
+	return s
 }
 
-func (t *Tracker) unreportedAt(node string, v NodeView, c Capacity, now time.Time) Estimate {
+// unreportedAt is the remaining estimate of node's placed pods, and the part of it pods in their
+// estimate window (estimateSeconds) make.
+func (t *Tracker) unreportedAt(node string, v NodeView, c Capacity, now time.Time) (sum, held Estimate) {
 	t.mu.Lock()
 	b := t.byNode[node]
 	t.mu.Unlock()
 	if b == nil {
-		return Estimate{}
+		return Estimate{}, Estimate{}
 	}
 	return t.sum(b, v, c, now)
 }
 
-// sum adds up the bucket's remaining estimates; lock free.
-func (t *Tracker) sum(b *bucket, v NodeView, c Capacity, now time.Time) Estimate {
-	s, _ := t.sumPods(b.load(), v, c, now)
-	return s
+// sum adds up the bucket's remaining estimates (and their held part, see unreportedAt); lock free.
+func (t *Tracker) sum(b *bucket, v NodeView, c Capacity, now time.Time) (sum, held Estimate) {
+	sum, held, _ = t.sumPods(b.load(), v, c, now)
+	return sum, held
 }
 
-// sumPods adds up the pods' remaining estimates, and says until when that sum holds by the
-// clock alone (zero: for ever): a pod not in the sample changes when it expires, a measured one
-// when its estimate window ends.
-func (t *Tracker) sumPods(pods []placed, v NodeView, c Capacity, now time.Time) (Estimate, time.Time) {
-	var sum Estimate
-	var until time.Time
+// sumPods adds up the pods' remaining estimates and what of them pods in their estimate window
+// make, and says until when that holds by the clock alone (zero: for ever): a pod not in the
+// sample changes when it expires, a measured one when its estimate window ends.
+func (t *Tracker) sumPods(pods []placed, v NodeView, c Capacity, now time.Time) (sum, held Estimate, until time.Time) {
 	for i := range pods {
-		r, u := t.remaining(&pods[i], v, c, now)
+		r, u, h := t.remaining(&pods[i], v, c, now)
 		sum.add(r)
+		if h {
+			held.add(r)
+		}
 		if !u.IsZero() && (until.IsZero() || u.Before(until)) {
 			until = u
 		}
 	}
-	return sum, until
+	return sum, held, until
 }
 
 // Install publishes snap (publish stores it where readers find it) after pointing each of its

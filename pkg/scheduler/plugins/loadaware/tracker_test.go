@@ -23,7 +23,7 @@ func reference(e *Engine, node string) Estimate {
 	var sum Estimate
 	for _, p := range e.Tracker.byUID {
 		if p.node == node {
-			r, _ := e.Tracker.remaining(p, v, Capacity{}, now)
+			r, _, _ := e.Tracker.remaining(p, v, Capacity{}, now)
 			sum.add(r)
 		}
 	}

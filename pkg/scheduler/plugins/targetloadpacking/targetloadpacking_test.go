@@ -726,9 +726,16 @@ func TestEstimateWindowKeepsSlowStartersCounted(t *testing.T) {
 			pl.Engine().Tracker.Add(placed, "n", clk.Now().Add(-tc.after))
 			// ±1m: the document's times are whole seconds. A refresh prunes what no longer
 			// counts: it must keep a pod in its estimate window.
+			// Held at its estimate, as the decision record says, exactly where the window is
+			// what counts it: measured and counted above what it uses now.
+			held := tc.window != "" && tc.want > 10
 			for _, when := range []string{"placed", "after a refresh"} {
-				if got := pl.Engine().NodeOf(lat.Node("n", 1000, 1<<30)).Unreported.MilliCPU; got < tc.want-1 || got > tc.want+1 {
+				st := pl.Engine().NodeOf(lat.Node("n", 1000, 1<<30))
+				if got := st.Unreported.MilliCPU; got < tc.want-1 || got > tc.want+1 {
 					t.Errorf("%s: remaining %dm, want %dm", when, got, tc.want)
+				}
+				if got, want := st.HeldAtEstimate.MilliCPU, map[bool]int64{true: st.Unreported.MilliCPU}[held]; got != want {
+					t.Errorf("%s: held at estimate %dm, want %dm", when, got, want)
 				}
 				if err := pl.Engine().Watcher.Refresh(context.Background()); err != nil {
 					t.Fatal(err)
