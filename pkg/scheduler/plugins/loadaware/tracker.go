@@ -213,7 +213,9 @@ func inSample(p *placed, v NodeView) (in bool, covered time.Duration) {
 //   - without, estimate × (1 − covered/window), covered being the time from placement to the
 //     sample;
 //   - and nothing once the window has seen it for its whole length: the window average then
-//     holds all of the pod, and counting any more would count it twice.
+//     holds all of the pod, and counting any more would count it twice;
+//   - except in its estimate window (estimateSeconds), where a measured pod counts
+//     max(max(use, estimate) − its share of the window, 0), however long the window has held it.
 func (t *Tracker) remaining(p *placed, v NodeView, c Capacity, now time.Time) (Estimate, time.Time, bool) {
 	in, covered := inSample(p, v)
 	if !in {
@@ -261,7 +263,8 @@ func (t *Tracker) estimateWindow(pod *v1.Pod) (time.Duration, bool) {
 }
 
 // done says whether p no longer counts against v whatever the node's capacity: the window
-// has held it for its whole length, or it expired before the node reported it.
+// has held it for its whole length and its estimate window is over, or it expired before the
+// node reported it.
 func (t *Tracker) done(p *placed, v NodeView, now time.Time) bool {
 	in, covered := inSample(p, v)
 	if !in {
