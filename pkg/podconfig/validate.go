@@ -296,7 +296,8 @@ func (p Policy) Reserved(discovered []NamedPrefix) []NamedPrefix {
 }
 
 // ValidateNetwork checks a PodNetwork on its own: ValidateNetworkSpec, the bridge prefix, the
-// VLAN parent allow-list, and no overlap of its range or routes with the reserved ranges.
+// VLAN parent allow-list, and no overlap of its range, gateway, route destinations or vias
+// with the reserved ranges (NodeAddresses among them).
 func (p Policy) ValidateNetwork(pn *berthv1alpha1.PodNetwork, reserved []NamedPrefix) field.ErrorList {
 	path := field.NewPath("spec")
 	errs := ValidateNetworkSpec(&pn.Spec, path)
@@ -318,11 +319,23 @@ func (p Policy) ValidateNetwork(pn *berthv1alpha1.PodNetwork, reserved []NamedPr
 			errs = append(errs, field.Forbidden(path.Child("cidr"), fmt.Sprintf("%s overlaps %s", c.Masked(), r)))
 		}
 	}
+	// why: the range check alone would name only spec.cidr; the gateway and each via are what
+	// the agent puts on a bridge or routes through, so each names its own field and what it hits.
+	if g, err := netip.ParseAddr(pn.Spec.Gateway); err == nil {
+		if what, bad := addrIn(g, reserved); bad {
+			errs = append(errs, field.Forbidden(path.Child("gateway"), what+": a gateway on a Berth bridge would answer for it"))
+		}
+	}
 	for j, rt := range pn.Spec.Routes {
 		if d, err := netip.ParsePrefix(rt.Destination); err == nil {
 			if r, bad := overlapping(d.Masked(), reserved); bad {
 				errs = append(errs, field.Forbidden(path.Child("routes").Index(j).Child("destination"),
 					fmt.Sprintf("%s overlaps %s: the pod's own network carries it, never an attachment", d.Masked(), r)))
+			}
+		}
+		if v, err := netip.ParseAddr(rt.Via); err == nil {
+			if what, bad := addrIn(v, reserved); bad {
+				errs = append(errs, field.Forbidden(path.Child("routes").Index(j).Child("via"), what+": never a next hop through an attachment"))
 			}
 		}
 	}
