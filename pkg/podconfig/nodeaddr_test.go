@@ -125,4 +125,3 @@ func (p Policy) withoutCIDRs() Policy {
 	p.ClusterCIDRs, p.NodeNetworks = nil, nil
 	return p
 }
-
