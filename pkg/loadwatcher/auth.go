@@ -49,35 +49,95 @@ func (e *AuthError) Error() string { return e.Reason + ": " + e.Msg }
 // PodGetter finds a pod (an informer lister in the binary, a fake clientset in tests).
 type PodGetter func(ctx context.Context, namespace, name string) (*corev1.Pod, error)
 
-// Authenticator checks agent tokens with TokenReview and that the caller may report for a node.
-type Authenticator struct {
-	client kubernetes.Interface
-	// allowed service accounts, "namespace/name".
-	allowed   map[string]bool
+// TokenReviewer checks bearer tokens with TokenReview and caches what the API server said
+// about the ones it authenticated. The agents' report check and the readers' check share one, so
+// a token is reviewed once per TTL whichever path it comes by.
+type TokenReviewer struct {
+	client    kubernetes.Interface
 	audiences []string
-	getPod    PodGetter
 	cacheTTL  time.Duration
 	now       func() time.Time
 
 	mu    sync.Mutex
-	cache map[[32]byte]cachedIdentity
+	cache map[[32]byte]cachedUser
 }
 
-type cachedIdentity struct {
-	id      Identity
+type cachedUser struct {
+	user    authnv1.UserInfo
 	expires time.Time
 }
 
 // maxCachedTokens bounds the cache: a few tokens per node of a 5000-node cluster.
 const maxCachedTokens = 20000
 
+// NewTokenReviewer builds a reviewer. audiences (optional) are passed to TokenReview; cacheTTL > 0
+// caches successful reviews for that long, so 5000 agents pushing every 15 s do not cost 333
+// TokenReviews per second (the price: a token revoked by deleting its pod is still accepted for
+// up to cacheTTL). Failed reviews are never cached: a bad token costs the caller a review each
+// time, and the API server's own rate limits apply.
+func NewTokenReviewer(client kubernetes.Interface, audiences []string, cacheTTL time.Duration) *TokenReviewer {
+	return &TokenReviewer{client: client, audiences: audiences, cacheTTL: cacheTTL, now: time.Now, cache: map[[32]byte]cachedUser{}}
+}
+
+// Review returns the user the API server vouches for token.
+func (t *TokenReviewer) Review(ctx context.Context, token string) (authnv1.UserInfo, error) {
+	key := sha256.Sum256([]byte(token))
+	now := t.now()
+	if t.cacheTTL > 0 {
+		t.mu.Lock()
+		c, ok := t.cache[key]
+		t.mu.Unlock()
+		if ok && now.Before(c.expires) {
+			return c.user, nil
+		}
+	}
+	tr := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: t.audiences}}
+	res, err := t.client.AuthenticationV1().TokenReviews().Create(ctx, tr, metav1.CreateOptions{})
+	if err != nil {
+		return authnv1.UserInfo{}, &AuthError{Status: http.StatusServiceUnavailable, Reason: ReasonAuthUnavailable, Msg: "TokenReview failed: " + err.Error()}
+	}
+	if !res.Status.Authenticated {
+		msg := res.Status.Error
+		if msg == "" {
+			msg = "token not authenticated"
+		}
+		return authnv1.UserInfo{}, &AuthError{Status: http.StatusUnauthorized, Reason: ReasonInvalidToken, Msg: msg}
+	}
+	if t.cacheTTL > 0 {
+		t.mu.Lock()
+		if len(t.cache) >= maxCachedTokens {
+			for k, c := range t.cache {
+				if !now.Before(c.expires) {
+					delete(t.cache, k)
+				}
+			}
+			if len(t.cache) >= maxCachedTokens {
+				clear(t.cache)
+			}
+		}
+		t.cache[key] = cachedUser{user: res.Status.User, expires: now.Add(t.cacheTTL)}
+		t.mu.Unlock()
+	}
+	return res.Status.User, nil
+}
+
+// Authenticator checks agent tokens with TokenReview and that the caller may report for a node.
+type Authenticator struct {
+	*TokenReviewer
+	// allowed service accounts, "namespace/name".
+	allowed map[string]bool
+	getPod  PodGetter
+}
+
 // NewAuthenticator builds an authenticator. allowed lists "namespace/name" service accounts;
-// audiences (optional) are passed to TokenReview; cacheTTL > 0 caches successful reviews for that
-// long, so 5000 agents pushing every 15 s do not cost 333 TokenReviews per second (the price: a
-// token revoked by deleting its pod is still accepted for up to cacheTTL).
+// audiences and cacheTTL are the TokenReviewer's.
 func NewAuthenticator(client kubernetes.Interface, allowed []string, audiences []string, getPod PodGetter, cacheTTL time.Duration) (*Authenticator, error) {
-	a := &Authenticator{client: client, allowed: map[string]bool{}, audiences: audiences, getPod: getPod,
-		cacheTTL: cacheTTL, now: time.Now, cache: map[[32]byte]cachedIdentity{}}
+	return NewAuthenticatorWith(NewTokenReviewer(client, audiences, cacheTTL), allowed, getPod)
+}
+
+// NewAuthenticatorWith builds an authenticator on a reviewer shared with the read check.
+func NewAuthenticatorWith(reviewer *TokenReviewer, allowed []string, getPod PodGetter) (*Authenticator, error) {
+	a := &Authenticator{TokenReviewer: reviewer, allowed: map[string]bool{}, getPod: getPod}
 	for _, sa := range allowed {
 		ns, name, ok := strings.Cut(sa, "/")
 		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
@@ -89,6 +149,7 @@ func NewAuthenticator(client kubernetes.Interface, allowed []string, audiences [
 		return nil, fmt.Errorf("no agent service account allowed")
 	}
 	if getPod == nil {
+		client := reviewer.client
 		a.getPod = func(ctx context.Context, ns, name string) (*corev1.Pod, error) {
 			return client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		}
@@ -109,29 +170,10 @@ func BearerToken(r *http.Request) (string, bool) {
 
 // Authenticate reviews token and checks the service account is an allowed agent account.
 func (a *Authenticator) Authenticate(ctx context.Context, token string) (Identity, error) {
-	key := sha256.Sum256([]byte(token))
-	now := a.now()
-	if a.cacheTTL > 0 {
-		a.mu.Lock()
-		c, ok := a.cache[key]
-		a.mu.Unlock()
-		if ok && now.Before(c.expires) {
-			return c.id, nil
-		}
-	}
-	tr := &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: a.audiences}}
-	res, err := a.client.AuthenticationV1().TokenReviews().Create(ctx, tr, metav1.CreateOptions{})
+	u, err := a.Review(ctx, token)
 	if err != nil {
-		return Identity{}, &AuthError{Status: http.StatusServiceUnavailable, Reason: ReasonAuthUnavailable, Msg: "TokenReview failed: " + err.Error()}
+		return Identity{}, err
 	}
-	if !res.Status.Authenticated {
-		msg := res.Status.Error
-		if msg == "" {
-			msg = "token not authenticated"
-		}
-		return Identity{}, &AuthError{Status: http.StatusUnauthorized, Reason: ReasonInvalidToken, Msg: msg}
-	}
-	u := res.Status.User
 	ns, name, err := serviceaccount.SplitUsername(u.Username)
 	if err != nil {
 		return Identity{}, &AuthError{Status: http.StatusForbidden, Reason: ReasonWrongSA, Msg: fmt.Sprintf("user %q is not a service account", u.Username)}
@@ -145,21 +187,6 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Identit
 		// A legacy secret-based or unbound token is not tied to a pod, so it cannot prove
 		// which node it speaks for.
 		return Identity{}, &AuthError{Status: http.StatusForbidden, Reason: ReasonWrongNode, Msg: "token is not bound to a pod"}
-	}
-	if a.cacheTTL > 0 {
-		a.mu.Lock()
-		if len(a.cache) >= maxCachedTokens {
-			for k, c := range a.cache {
-				if !now.Before(c.expires) {
-					delete(a.cache, k)
-				}
-			}
-			if len(a.cache) >= maxCachedTokens {
-				clear(a.cache)
-			}
-		}
-		a.cache[key] = cachedIdentity{id: id, expires: now.Add(a.cacheTTL)}
-		a.mu.Unlock()
 	}
 	return id, nil
 }

@@ -23,6 +23,9 @@ type Server struct {
 	Store *Store
 	// Auth verifies agent reports; nil disables POST (non-agent sources).
 	Auth *Authenticator
+	// Reads decides who may GET the documents. nil serves them to anyone: only tests of the
+	// document itself leave it unset; the binary always sets one (anonymous only by its flag).
+	Reads *ReadAuthorizer
 	// NodeExists, if set, refuses reports for nodes the cluster does not have.
 	NodeExists NodeChecker
 	Limits     Limits
@@ -32,11 +35,14 @@ type Server struct {
 	now      func() time.Time
 	registry *prometheus.Registry
 	rejected *prometheus.CounterVec
-	accepted prometheus.Counter
-	requests *prometheus.CounterVec
-	latency  prometheus.Histogram
-	polls    *prometheus.CounterVec
-	builds   prometheus.Counter
+	// readsRefused counts refused GETs apart from refused reports: the report counter feeds
+	// the agents' alerts, and a tenant probing the watcher is not an agent failing.
+	readsRefused *prometheus.CounterVec
+	accepted     prometheus.Counter
+	requests     *prometheus.CounterVec
+	latency      prometheus.Histogram
+	polls        *prometheus.CounterVec
+	builds       prometheus.Counter
 	// futureClamped counts reports whose sample time was ahead of the watcher's clock.
 	futureClamped prometheus.Counter
 	outOfRange    *prometheus.CounterVec
@@ -50,6 +56,9 @@ func NewServer(store *Store) *Server {
 	s := &Server{Store: store, now: time.Now, registry: prometheus.NewRegistry()}
 	s.rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "berth_loadwatcher_reports_rejected_total", Help: "Agent reports refused or ignored, by reason.",
+	}, []string{"reason"})
+	s.readsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "berth_loadwatcher_reads_refused_total", Help: "GET /watcher requests refused before reading anything, by reason (no_token, invalid_token, forbidden, auth_unavailable).",
 	}, []string{"reason"})
 	s.accepted = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "berth_loadwatcher_reports_accepted_total", Help: "Agent reports stored.",
@@ -79,7 +88,7 @@ func NewServer(store *Store) *Server {
 		func() float64 { _, st, _ := store.Counts(s.now()); return float64(st) })
 	missing := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "berth_loadwatcher_nodes_missing", Help: "Cluster nodes without any metrics."},
 		func() float64 { _, _, m := store.Counts(s.now()); return float64(m) })
-	s.registry.MustRegister(s.rejected, s.accepted, s.requests, s.latency, s.polls, s.builds, s.futureClamped, s.outOfRange, nodes, stale, missing,
+	s.registry.MustRegister(s.rejected, s.readsRefused, s.accepted, s.requests, s.latency, s.polls, s.builds, s.futureClamped, s.outOfRange, nodes, stale, missing,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	s.healthy.Store(true)
 	return s
@@ -93,6 +102,9 @@ func (s *Server) Registry() *prometheus.Registry { return s.registry }
 
 // Rejected is the rejected-reports counter (tests read it).
 func (s *Server) Rejected() *prometheus.CounterVec { return s.rejected }
+
+// ReadsRefused is the refused-reads counter (tests read it).
+func (s *Server) ReadsRefused() *prometheus.CounterVec { return s.readsRefused }
 
 // Handler is the complete HTTP API.
 func (s *Server) Handler() http.Handler {
@@ -130,6 +142,14 @@ func (s *Server) serveWatcher(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) writeWatcher(w http.ResponseWriter, r *http.Request) int {
 	q := r.URL.Query()
+	if s.Reads != nil {
+		// A pods value that does not parse is checked as a pod-list read: the caller learns
+		// nothing about its syntax before it is allowed the stricter permission.
+		pods, perr := strconv.ParseBool(q.Get(PodsQuery))
+		if err := s.Reads.AuthorizeRead(r.Context(), r, pods || (perr != nil && q.Get(PodsQuery) != "")); err != nil {
+			return s.refuseRead(w, r, err)
+		}
+	}
 	query := Query{Window: q.Get("window"), Node: r.PathValue("node")}
 	if query.Node == "" {
 		// Upstream load-watcher's per-host form.
@@ -165,6 +185,26 @@ func (s *Server) writeWatcher(w http.ResponseWriter, r *http.Request) int {
 		return http.StatusInternalServerError
 	}
 	return doc.serve(w, r)
+}
+
+// refuseRead answers a refused read with its status and reason, and counts it.
+func (s *Server) refuseRead(w http.ResponseWriter, r *http.Request, err error) int {
+	log := klog.FromContext(r.Context()).WithValues("remote", r.RemoteAddr, "path", r.URL.Path)
+	ae, ok := err.(*AuthError)
+	if !ok {
+		ae = &AuthError{Status: http.StatusInternalServerError, Reason: "internal", Msg: err.Error()}
+	}
+	if ae.Status == http.StatusServiceUnavailable {
+		log.Error(err, "Read not checked: API server unavailable")
+	} else {
+		log.V(2).Info("Read refused", "reason", ae.Reason, "detail", ae.Msg)
+	}
+	s.readsRefused.WithLabelValues(ae.Reason).Inc()
+	if ae.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="berth-loadwatcher"`)
+	}
+	http.Error(w, ae.Reason+": "+truncate(ae.Msg, 512), ae.Status)
+	return ae.Status
 }
 
 func (s *Server) reject(w http.ResponseWriter, status int, reason, msg string) {

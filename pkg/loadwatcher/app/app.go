@@ -37,6 +37,9 @@ type Options struct {
 	StaleAfter, PollInterval, TokenCacheTTL time.Duration
 	ServiceAccounts, Audiences              string
 	MaxPodUIDs                              int
+	// AnonymousReads serves GET /watcher to callers without a token: only for upstream
+	// clients that cannot send one (see pkg/loadwatcher/README.md for what they learn).
+	AnonymousReads bool
 	// APIQPS and APIBurst bound the watcher's API client. Every agent's token is reviewed
 	// once per token-cache-ttl, so a 5000-node cluster needs ~83 TokenReviews/s at the 1m
 	// default: client-go's 5 QPS would queue reports for minutes after a restart.
@@ -60,6 +63,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.PollInterval, "poll-interval", 30*time.Second, "how often the prometheus and metrics-server sources are polled")
 	fs.StringVar(&o.ServiceAccounts, "agent-service-account", "berth-system/berth-agent", "comma-separated namespace/name service accounts allowed to report (source agent)")
 	fs.StringVar(&o.Audiences, "token-audience", "", "comma-separated audiences for TokenReview (empty: the API server's)")
+	fs.BoolVar(&o.AnonymousReads, "anonymous-reads", false, "serve GET /watcher without a token (upstream clients that cannot send one); by default a reader needs a token allowed to get nodeloads.berth.dev (and nodeloads/pods for pod lists)")
 	fs.DurationVar(&o.TokenCacheTTL, "token-cache-ttl", time.Minute, "how long a successful TokenReview is reused (0 disables)")
 	fs.IntVar(&o.MaxPodUIDs, "max-pod-uids", loadwatcher.DefaultMaxPodUIDs, "largest pod list a report may carry")
 	fs.Float64Var(&o.APIQPS, "kube-api-qps", 100, "queries per second to the API server (TokenReviews of agents' tokens, informers)")
@@ -130,9 +134,17 @@ func Run(ctx context.Context, o Options) error {
 	srv := loadwatcher.NewServer(store)
 	srv.Limits = loadwatcher.Limits{MaxPodUIDs: o.MaxPodUIDs, MaxAge: o.StaleAfter}
 
+	// One reviewer for reports and reads: a token is reviewed once per TTL whichever it sends.
+	reviewer := loadwatcher.NewTokenReviewer(cs, flagvalue.SplitList(o.Audiences), o.TokenCacheTTL)
+	srv.Reads = loadwatcher.NewReadAuthorizer(cs, reviewer)
+	srv.Reads.Anonymous = o.AnonymousReads
+	if o.AnonymousReads {
+		klog.InfoS("Serving GET /watcher without authentication (--anonymous-reads): any client that reaches the watcher learns every node's load and which pods run where")
+	}
+
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	nodeLister, nodeSynced := watchNodes(factory, store, srv)
-	synced, firstPoll, err := startSource(ctx, o, rc, cs, srv, nodeLister, []cache.InformerSynced{nodeSynced})
+	synced, firstPoll, err := startSource(ctx, o, rc, cs, srv, reviewer, nodeLister, []cache.InformerSynced{nodeSynced})
 	if err != nil {
 		return err
 	}
@@ -191,14 +203,14 @@ func watchNodes(factory informers.SharedInformerFactory, store *loadwatcher.Stor
 // returns what readiness waits for: the informers (synced grown by the agent pods') and, for a
 // poller, a channel closed after its first poll.
 func startSource(ctx context.Context, o Options, rc *rest.Config, cs kubernetes.Interface, srv *loadwatcher.Server,
-	nodeLister corelisters.NodeLister, synced []cache.InformerSynced) ([]cache.InformerSynced, chan struct{}, error) {
+	reviewer *loadwatcher.TokenReviewer, nodeLister corelisters.NodeLister, synced []cache.InformerSynced) ([]cache.InformerSynced, chan struct{}, error) {
 	var poller loadwatcher.Poller
 	switch o.Source {
 	case "agent":
 		sas := flagvalue.SplitList(o.ServiceAccounts)
 		getPod, podSynced := agentPods(ctx, cs, sas)
 		synced = append(synced, podSynced...)
-		auth, err := loadwatcher.NewAuthenticator(cs, sas, flagvalue.SplitList(o.Audiences), getPod, o.TokenCacheTTL)
+		auth, err := loadwatcher.NewAuthenticatorWith(reviewer, sas, getPod)
 		if err != nil {
 			return nil, nil, err
 		}
