@@ -15,10 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	crevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
@@ -31,6 +34,13 @@ const (
 	ReasonAccepted        = "Accepted"
 	ReasonRefused         = "Refused"
 	ReasonInUse           = "AddressesInUse"
+	// ReasonReleased: accepted, its pool exists and every address of it was released.
+	ReasonReleased = "Released"
+	// ReasonIdle: accepted, no address was ever allocated from it.
+	ReasonIdle = "Idle"
+	// ReasonNoPodRange: refused because the cluster's pod range is unknown (no node has a
+	// podCIDR, no cluster CIDR configured); see podconfig.NoPodRangeMessage.
+	ReasonNoPodRange = "PodRangeUnknown"
 	EventNetworkRefused   = "NetworkRefused"
 	EventNetworkAccepted  = "NetworkAccepted"
 	reasonNetworkDeleting = "Deleting"
@@ -41,8 +51,9 @@ const (
 // the only writer of PodNetwork status and the only one that deletes IPAllocations.
 type NetworkReconciler struct {
 	Client client.Client
-	// APIReader lists nodes and ServiceCIDRs (read once per decision, not cached: networks
-	// change rarely and a node cache would cost more than it saves).
+	// APIReader lists ServiceCIDRs (read once per decision, not cached: they change rarely).
+	// Nodes are read from Client's cache: a watch on them re-decides every network when a
+	// node's addresses or pod ranges change.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Policy    podconfig.Policy
@@ -52,13 +63,15 @@ type NetworkReconciler struct {
 
 // SetupWithManager registers the controller. Any PodNetwork change may change the decision
 // of every other (a refused or deleted older network frees its bridge and range), so every
-// event enqueues every network; IPAllocations map to their network (the finalizer waits on
-// them).
+// event enqueues every network; so does a node that comes, goes, or changes its addresses or
+// pod ranges (a network that was clear of every node may now hold one's address);
+// IPAllocations map to their network (the finalizer waits on them).
 func (r *NetworkReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("podnetwork").
 		For(&berthv1alpha1.PodNetwork{}).
 		Watches(&berthv1alpha1.PodNetwork{}, handler.EnqueueRequestsFromMapFunc(r.allNetworks)).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allNetworks), builder.WithPredicates(nodeAddressingChanged)).
 		Watches(&berthv1alpha1.IPAllocation{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: o.GetName()}}}
 		})).
@@ -130,11 +143,25 @@ func (r *NetworkReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if err := r.Client.List(ctx, &all); err != nil {
 		return reconcile.Result{}, err
 	}
-	// A network being deleted still owns its bridge and range on the nodes until its
-	// finalizer goes: it stays in the decision, so no newer network takes them meanwhile.
-	reserved := r.Policy.Reserved(r.discover(ctx))
-	refused := r.Policy.AcceptNetworks(all.Items, reserved)[pn.Name]
-	status := networkStatus(pn, refused, used)
+	// why an error and not a decision: without the nodes' addresses a network holding one
+	// would be accepted, and a flaky read must not refuse (and tear down) every network either.
+	var nodes corev1.NodeList
+	if err := r.Client.List(ctx, &nodes); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing nodes (their addresses decide every network): %w", err)
+	}
+	var refused field.ErrorList
+	if !podconfig.HasPodCIDR(nodes.Items) && len(r.Policy.ClusterCIDRs) == 0 {
+		// No pod range known: a network inside it would hand out pods' addresses (and nodes'
+		// on clusters whose nodes live there), so nothing is accepted until the administrator
+		// says where it is.
+		refused = podconfig.NoPodRange()
+	} else {
+		// A network being deleted still owns its bridge and range on the nodes until its
+		// finalizer goes: it stays in the decision, so no newer network takes them meanwhile.
+		reserved := r.Policy.Reserved(append(r.discover(ctx, nodes.Items), podconfig.NodeAddresses(nodes.Items)...))
+		refused = r.Policy.AcceptNetworks(all.Items, reserved)[pn.Name]
+	}
+	status := networkStatus(pn, refused, used, pool != nil)
 	if len(refused) > 0 && conditionMsg(pn.Status.Conditions, berthv1alpha1.ConditionAccepted) != conditionMsg(status.Conditions, berthv1alpha1.ConditionAccepted) {
 		r.event(pn, corev1.EventTypeWarning, EventNetworkRefused, "%s", conditionMsg(status.Conditions, berthv1alpha1.ConditionAccepted))
 	}
@@ -159,9 +186,9 @@ func (r *NetworkReconciler) recheck() time.Duration {
 }
 
 // discover returns the cluster's own ranges the API tells: ServiceCIDR objects (the service
-// ranges the API server allocates from) and every node's podCIDRs. A failure is logged and
-// the configured ranges still apply: discovery refines the policy, it never stops it.
-func (r *NetworkReconciler) discover(ctx context.Context) []podconfig.NamedPrefix {
+// ranges the API server allocates from) and every node's podCIDRs. A ServiceCIDR failure is
+// logged and the configured ranges still apply: discovery refines the policy, it never stops it.
+func (r *NetworkReconciler) discover(ctx context.Context, nodes []corev1.Node) []podconfig.NamedPrefix {
 	logger := log.FromContext(ctx)
 	var out []podconfig.NamedPrefix
 	var svc networkingv1.ServiceCIDRList
@@ -175,11 +202,7 @@ func (r *NetworkReconciler) discover(ctx context.Context) []podconfig.NamedPrefi
 			}
 		}
 	}
-	var nl corev1.NodeList
-	if err := r.APIReader.List(ctx, &nl); err != nil {
-		logger.V(1).Info("node podCIDRs not discovered; the configured cluster CIDRs apply", "error", err.Error())
-	}
-	for _, n := range nl.Items {
+	for _, n := range nodes {
 		for _, c := range n.Spec.PodCIDRs {
 			if p, err := netip.ParsePrefix(c); err == nil {
 				out = append(out, podconfig.NamedPrefix{Prefix: p.Masked(), Name: "the pod range of node " + n.Name})
@@ -189,15 +212,28 @@ func (r *NetworkReconciler) discover(ctx context.Context) []podconfig.NamedPrefi
 	return out
 }
 
-func networkStatus(pn *berthv1alpha1.PodNetwork, refused field.ErrorList, used int64) berthv1alpha1.PodNetworkStatus {
+// networkStatus is pn's status for a decision. Ready says how the accepted network is used:
+// AddressesInUse with the count, Released once every address of its pool went back (the pool
+// outlives its addresses, held by the network's finalizer), Idle when nothing was allocated.
+func networkStatus(pn *berthv1alpha1.PodNetwork, refused field.ErrorList, used int64, hasPool bool) berthv1alpha1.PodNetworkStatus {
 	s := berthv1alpha1.PodNetworkStatus{ObservedGeneration: pn.Generation, Used: used,
 		Conditions: append([]metav1.Condition(nil), pn.Status.Conditions...)}
 	accepted := metav1.Condition{Type: berthv1alpha1.ConditionAccepted, Status: metav1.ConditionTrue, Reason: ReasonAccepted,
 		Message: "PodConfigs of the selected namespaces may attach", ObservedGeneration: pn.Generation}
-	ready := metav1.Condition{Type: berthv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonAccepted,
+	ready := metav1.Condition{Type: berthv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonInUse,
 		Message: fmt.Sprintf("%d addresses in use", used), ObservedGeneration: pn.Generation}
+	switch {
+	case used > 0:
+	case hasPool:
+		ready.Reason, ready.Message = ReasonReleased, "0 addresses in use: every address was released"
+	default:
+		ready.Reason, ready.Message = ReasonIdle, "0 addresses in use: none allocated yet"
+	}
 	if len(refused) > 0 {
 		accepted.Status, accepted.Reason = metav1.ConditionFalse, ReasonRefused
+		if len(refused) == 1 && refused[0].Detail == podconfig.NoPodRangeMessage {
+			accepted.Reason = ReasonNoPodRange
+		}
 		accepted.Message = truncate(podconfig.FormatErrors(refused.ToAggregate().Errors()))
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonRefused, "refused; binds no PodConfig"
 	}
@@ -234,4 +270,19 @@ func conditionMsg(cs []metav1.Condition, t string) string {
 		return c.Message
 	}
 	return ""
+}
+
+// nodeAddressingChanged passes the node events that can change a decision: a node added or
+// deleted, or its addresses or pod ranges changed. Status heartbeats (conditions, images)
+// would otherwise re-decide every network every few seconds per node.
+var nodeAddressingChanged = predicate.Funcs{
+	UpdateFunc: func(e crevent.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Node)
+		n, ok2 := e.ObjectNew.(*corev1.Node)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return o.Spec.PodCIDR != n.Spec.PodCIDR || !equality.Semantic.DeepEqual(o.Spec.PodCIDRs, n.Spec.PodCIDRs) ||
+			!equality.Semantic.DeepEqual(o.Status.Addresses, n.Status.Addresses)
+	},
 }

@@ -48,8 +48,21 @@ func CacheOptions(enabled bool) cache.Options {
 		return cache.Options{}
 	}
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}: {Transform: stripPod},
+		&corev1.Pod{}:  {Transform: stripPod},
+		&corev1.Node{}: {Transform: stripNode},
 	}}
+}
+
+// stripNode drops what no reader of cached nodes uses and what makes a node large: the
+// images it holds and the managed fields. (The PodNetwork controller reads addresses and
+// pod ranges; nodeDead reads conditions from the API server.)
+func stripNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	n.ManagedFields, n.Status.Images = nil, nil
+	return n, nil
 }
 
 func stripPod(obj any) (any, error) {
