@@ -3,6 +3,7 @@ package podconfig
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,11 +18,8 @@ import (
 // kubelet connections among them). Loopback, link-local and unspecified addresses are left
 // out (NeverRanges refuses them anyway, and every KWOK node reports 127.0.0.1); an address two
 // nodes report is named once, after the first in name order.
-func NodeAddresses(nodes []corev1.Node) []NamedPrefix {
-	order := make([]*corev1.Node, 0, len(nodes))
-	for i := range nodes {
-		order = append(order, &nodes[i])
-	}
+func NodeAddresses(nodes []*corev1.Node) []NamedPrefix {
+	order := slices.Clone(nodes)
 	sort.Slice(order, func(i, j int) bool { return order[i].Name < order[j].Name })
 	seen := map[netip.Addr]bool{}
 	var out []NamedPrefix

@@ -10,8 +10,8 @@ import (
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 )
 
-func nodeWith(name string, podCIDR string, addrs ...corev1.NodeAddress) corev1.Node {
-	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Addresses: addrs}}
+func nodeWith(name string, podCIDR string, addrs ...corev1.NodeAddress) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Addresses: addrs}}
 	if podCIDR != "" {
 		n.Spec.PodCIDR, n.Spec.PodCIDRs = podCIDR, []string{podCIDR}
 	}
@@ -26,7 +26,7 @@ func internal(ip string) corev1.NodeAddress {
 // type; names, loopback (every KWOK node's) and link-local are not, and an address two nodes
 // report is named once.
 func TestNodeAddresses(t *testing.T) {
-	nodes := []corev1.Node{
+	nodes := []*corev1.Node{
 		nodeWith("b-node", "", internal("10.244.2.1"), corev1.NodeAddress{Type: corev1.NodeHostName, Address: "b-node"},
 			corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "2001:db8::7"}),
 		nodeWith("a-node", "", internal("10.244.1.1"), internal("10.244.2.1")),
@@ -56,8 +56,8 @@ func TestHasPodCIDR(t *testing.T) {
 		want  bool
 	}{
 		{"no nodes", nil, false},
-		{"nodes without podCIDR", []corev1.Node{nodeWith("a", "", internal("10.0.0.1"))}, false},
-		{"one node with podCIDR", []corev1.Node{nodeWith("a", ""), nodeWith("b", "10.244.1.0/24")}, true},
+		{"nodes without podCIDR", []corev1.Node{*nodeWith("a", "", internal("10.0.0.1"))}, false},
+		{"one node with podCIDR", []corev1.Node{*nodeWith("a", ""), *nodeWith("b", "10.244.1.0/24")}, true},
 		{"podCIDRs only", []corev1.Node{{Spec: corev1.NodeSpec{PodCIDRs: []string{"fd00::/64"}}}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,7 +74,7 @@ func TestHasPodCIDR(t *testing.T) {
 // node addresses on clusters without a discovered pod range are still refused by the
 // reserved ranges alone; these rows hold with no cluster CIDR at all.
 func TestValidateNetworkNodeAddresses(t *testing.T) {
-	nodes := []corev1.Node{
+	nodes := []*corev1.Node{
 		nodeWith("berth-real", "", internal("10.244.0.1")),
 		nodeWith("berth-real-3", "", internal("10.244.2.1")),
 		nodeWith("v6", "", corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "fd00:9::5"}),

@@ -1,6 +1,8 @@
 package podnet
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -15,8 +17,9 @@ import (
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 )
 
-// NewForCluster wires the informers: PodConfigs, PodNetworks, IPAllocations and Namespaces of
-// the whole cluster (read only) and the pods of this node (field selector spec.nodeName).
+// NewForCluster wires the informers: PodConfigs, PodNetworks, IPAllocations, Namespaces and
+// Nodes (addresses only) of the whole cluster (read only) and the pods of this node (field
+// selector spec.nodeName).
 func NewForCluster(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface) (*Executor, func(<-chan struct{}), error) {
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 	pcInf := df.ForResource(PodConfigGVR).Informer()
@@ -38,11 +41,19 @@ func NewForCluster(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface)
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
 	}))
 	podInf := kf.Core().V1().Pods()
+	nodeInf := nsf.Core().V1().Nodes()
+	// Every agent caches every node: only names and addresses are kept (the rest of a node,
+	// its images above all, is most of its size).
+	if err := nodeInf.Informer().SetTransform(nodeAddressesOnly); err != nil {
+		return nil, nil, err
+	}
+	cfg.Nodes = nodeInf.Lister()
 	e, err := New(cfg, pcInf.GetIndexer(), alInf.GetIndexer(), pnInf.GetIndexer(), nsInf.Lister(), podInf.Lister())
 	if err != nil {
 		return nil, nil, err
 	}
-	e.synced = []cache.InformerSynced{pcInf.HasSynced, alInf.HasSynced, pnInf.HasSynced, nsInf.Informer().HasSynced, podInf.Informer().HasSynced}
+	e.synced = []cache.InformerSynced{pcInf.HasSynced, alInf.HasSynced, pnInf.HasSynced, nsInf.Informer().HasSynced, podInf.Informer().HasSynced,
+		nodeInf.Informer().HasSynced}
 	_, _ = pcInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { e.enqueueObj(o) },
 		UpdateFunc: func(_, o any) { e.enqueueObj(o) },
@@ -66,6 +77,17 @@ func NewForCluster(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface)
 			e.enqueueNamespace(ns.Name)
 		}
 	})
+	// A node that comes or changes its addresses may make a configured network refused here.
+	_, _ = nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { e.enqueueAll() },
+		UpdateFunc: func(o, n any) {
+			on, ok1 := o.(*corev1.Node)
+			nn, ok2 := n.(*corev1.Node)
+			if !ok1 || !ok2 || !slices.Equal(on.Status.Addresses, nn.Status.Addresses) {
+				e.enqueueAll()
+			}
+		},
+	})
 	on(podInf.Informer(), func(o any) {
 		if p, ok := o.(*corev1.Pod); ok {
 			e.enqueueNamespace(p.Namespace)
@@ -73,6 +95,18 @@ func NewForCluster(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface)
 	})
 	start := func(stop <-chan struct{}) { df.Start(stop); kf.Start(stop); nsf.Start(stop) }
 	return e, start, nil
+}
+
+// nodeAddressesOnly keeps a node's name, resourceVersion and addresses.
+func nodeAddressesOnly(o any) (any, error) {
+	n, ok := o.(*corev1.Node)
+	if !ok {
+		return o, nil // a tombstone
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion},
+		Status:     corev1.NodeStatus{Addresses: n.Status.Addresses},
+	}, nil
 }
 
 func toTyped[T any](o any) (any, error) {

@@ -51,6 +51,10 @@ type Config struct {
 	// the node's own ranges, again before a link is touched. An empty BridgePrefix is
 	// podconfig.DefaultBridgePrefix.
 	Policy podconfig.Policy
+	// Nodes lists every node of the cluster: their addresses (status.addresses) are refused
+	// as a network's range, gateway, route destination or via, beside the node's own ranges.
+	// NewForCluster always sets it; nil (tests of other things) knows no node.
+	Nodes corelisters.NodeLister
 	// Resync (default DefaultResync).
 	Resync time.Duration
 	// Registerer receives the metrics; nil registers nowhere.

@@ -132,8 +132,8 @@ type harness struct {
 	e  *Executor
 	dp *fakeDataplane
 	st *fakeStatus
-	// networks and namespaces are the executor's caches, for tests that change them.
-	networks, namespaces cache.Indexer
+	// networks, namespaces and nodes are the executor's caches, for tests that change them.
+	networks, namespaces, nodes cache.Indexer
 }
 
 func newHarness(t *testing.T, res *fakeResolver, dp *fakeDataplane, pcs []*berthv1alpha1.PodConfig, allocs []*berthv1alpha1.IPAllocation, pods []*corev1.Pod) harness {
@@ -154,13 +154,14 @@ func newHarness(t *testing.T, res *fakeResolver, dp *fakeDataplane, pcs []*berth
 	for _, o := range pods {
 		_ = podi.Add(o)
 	}
+	nodei := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	st := &fakeStatus{}
-	e, err := New(Config{NodeName: node, Resolver: res, Dataplane: dp, Status: st,
+	e, err := New(Config{NodeName: node, Resolver: res, Dataplane: dp, Status: st, Nodes: corelisters.NewNodeLister(nodei),
 		Now: func() time.Time { return time.Unix(1000, 0) }}, pci, ali, pni, corelisters.NewNamespaceLister(nsi), corelisters.NewPodLister(podi))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return harness{e: e, dp: dp, st: st, networks: pni, namespaces: nsi}
+	return harness{e: e, dp: dp, st: st, networks: pni, namespaces: nsi, nodes: nodei}
 }
 
 func TestSync(t *testing.T) {
@@ -177,6 +178,7 @@ func TestSync(t *testing.T) {
 		network   *berthv1alpha1.PodNetwork // nil: blueNetwork()
 		nsLabels  map[string]string         // nil: team=blue
 		hostNets  []podconfig.NamedPrefix
+		nodes     []*corev1.Node // the cluster's nodes in the agent's cache
 		pods      []*corev1.Pod
 		allocs    []*berthv1alpha1.IPAllocation
 		res       *fakeResolver
@@ -242,6 +244,22 @@ func TestSync(t *testing.T) {
 			hostNets: []podconfig.NamedPrefix{{Prefix: netip.MustParsePrefix("192.168.0.0/16"), Name: "the node's network on eth0"}},
 			pods:     []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA},
 			wantState: berthv1alpha1.AttachmentFailed, wantErr: "overlaps the node's network on eth0 192.168.0.0/16", wantRm: true},
+		{name: "gateway that is another node's address (issue 35): Failed naming node, address and field, link removed", pc: pcOf(allocated),
+			nodes: []*corev1.Node{nodeAt(node, "10.0.0.1"), nodeAt("berth-real-3", "192.168.100.1")},
+			pods:  []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA},
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "spec.gateway: Forbidden: 192.168.100.1 is node berth-real-3's InternalIP", wantRm: true},
+		{name: "range holding another node's address: Failed naming it, link removed", pc: pcOf(allocated),
+			nodes: []*corev1.Node{nodeAt("berth-real-2", "192.168.100.77")},
+			pods:  []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA},
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "spec.cidr: Forbidden: 192.168.100.0/24 overlaps node berth-real-2's InternalIP 192.168.100.77/32", wantRm: true},
+		{name: "route through another node's address: Failed naming the route, link removed", pc: pcOf(allocated),
+			nodes: []*corev1.Node{nodeAt("berth-real-2", "10.50.3.1")},
+			pods:  []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA},
+			wantState: berthv1alpha1.AttachmentFailed, wantErr: "spec.routes[0].destination: Forbidden: 10.50.0.0/16 overlaps node berth-real-2's InternalIP", wantRm: true},
+		{name: "other nodes clear of the network: configured", pc: pcOf(allocated),
+			nodes: []*corev1.Node{nodeAt(node, "10.0.0.1"), nodeAt("berth-real-2", "10.0.1.1"), nodeAt("kwok-0", "127.0.0.1")},
+			pods:  []*corev1.Pod{running}, allocs: []*berthv1alpha1.IPAllocation{allocA}, res: &fakeResolver{sandboxes: sbA},
+			wantState: berthv1alpha1.AttachmentConfigured, wantApply: true},
 		{name: "a route to the metadata address: Failed naming it, link removed", pc: pcOf(allocated),
 			network: blueNetwork(func(s *berthv1alpha1.PodNetworkSpec) {
 				s.Routes = []berthv1alpha1.Route{{Destination: "169.254.169.254/32"}}
@@ -259,6 +277,9 @@ func TestSync(t *testing.T) {
 			h := newHarness(t, tc.res, dp, []*berthv1alpha1.PodConfig{tc.pc}, tc.allocs, tc.pods)
 			if tc.network != nil {
 				_ = h.networks.Update(tc.network)
+			}
+			for _, n := range tc.nodes {
+				_ = h.nodes.Add(n)
 			}
 			if tc.nsLabels != nil {
 				_ = h.namespaces.Update(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", Labels: tc.nsLabels}})
@@ -565,4 +586,12 @@ func TestReady(t *testing.T) {
 			t.Fatalf("ping without a runtime: %v, want a RuntimeError naming %s", err, socket)
 		}
 	})
+}
+
+func nodeAt(name string, ips ...string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	for _, ip := range ips {
+		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip})
+	}
+	return n
 }

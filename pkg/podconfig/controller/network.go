@@ -158,7 +158,7 @@ func (r *NetworkReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	} else {
 		// A network being deleted still owns its bridge and range on the nodes until its
 		// finalizer goes: it stays in the decision, so no newer network takes them meanwhile.
-		reserved := r.Policy.Reserved(append(r.discover(ctx, nodes.Items), podconfig.NodeAddresses(nodes.Items)...))
+		reserved := r.Policy.Reserved(append(r.discover(ctx, nodes.Items), podconfig.NodeAddresses(nodePointers(nodes.Items))...))
 		refused = r.Policy.AcceptNetworks(all.Items, reserved)[pn.Name]
 	}
 	status := networkStatus(pn, refused, used, pool != nil)
@@ -285,4 +285,12 @@ var nodeAddressingChanged = predicate.Funcs{
 		return o.Spec.PodCIDR != n.Spec.PodCIDR || !equality.Semantic.DeepEqual(o.Spec.PodCIDRs, n.Spec.PodCIDRs) ||
 			!equality.Semantic.DeepEqual(o.Status.Addresses, n.Status.Addresses)
 	},
+}
+
+func nodePointers(nodes []corev1.Node) []*corev1.Node {
+	out := make([]*corev1.Node, len(nodes))
+	for i := range nodes {
+		out[i] = &nodes[i]
+	}
+	return out
 }
