@@ -66,6 +66,9 @@ func main() {
 	podConfigPolicy := podconfig.BindPolicyFlags(flag.CommandLine)
 	flag.DurationVar(&o.PodConfigRemovalTimeout, "podconfig-removal-timeout", 5*time.Minute,
 		"how long a pod's links may wait for removal on a node that is gone or not Ready before their addresses are freed anyway")
+	flag.BoolVar(&o.Grants, "grants", false,
+		"run the Grants controller: in each namespace granted a PodNetwork or InstanceClass, a read-only Grants object tenants read, "+
+			"and each InstanceClass's Granted condition (needs the Grants and InstanceClass CRDs; networks are listed with --podconfig)")
 	isolation := isolationwebhook.BindFlags(flag.CommandLine)
 	rebalance := flag.Bool("rebalancer", false,
 		"run the Rebalancer controller (hot-spot relief: evicts berth-scheduled pods off nodes that stay hot; needs the Rebalancer CRD and eviction RBAC)")
@@ -147,7 +150,7 @@ func main() {
 		}
 	}
 	log.Info("starting", "metrics", o.MetricsAddr, "metricsSecure", *metricsSecure, "health", o.HealthAddr, "leaderElect", o.LeaderElection,
-		"podconfig", o.PodConfig, "rebalancer", *rebalance)
+		"podconfig", o.PodConfig, "grants", o.Grants, "rebalancer", *rebalance)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		fmt.Fprintln(os.Stderr, "berth-operator:", err)
 		os.Exit(1)

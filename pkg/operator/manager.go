@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/berth-sched/berth/pkg/grants"
 	"github.com/berth-sched/berth/pkg/podconfig"
 	podconfigcontroller "github.com/berth-sched/berth/pkg/podconfig/controller"
 )
@@ -41,6 +42,11 @@ type Options struct {
 	PodConfig               bool
 	PodConfigPolicy         podconfig.Policy
 	PodConfigRemovalTimeout time.Duration
+	// Grants runs the Grants controller (each granted namespace's read-only view of its
+	// PodNetworks and InstanceClasses, and InstanceClass status; see pkg/grants). Off by
+	// default: it needs the Grants and InstanceClass CRDs and their RBAC (chart value
+	// grants.enabled).
+	Grants bool
 }
 
 // NewManager builds a manager running the SecondaryScheduler controller.
@@ -73,6 +79,11 @@ func NewManager(cfg *rest.Config, o Options) (manager.Manager, error) {
 	if o.PodConfig {
 		if err := podconfigcontroller.Setup(mgr, o.PodConfigPolicy, o.PodConfigRemovalTimeout); err != nil {
 			return nil, fmt.Errorf("setting up the PodConfig controller: %w", err)
+		}
+	}
+	if o.Grants {
+		if err := grants.Setup(mgr, grants.Options{Networks: o.PodConfig}); err != nil {
+			return nil, fmt.Errorf("setting up the Grants controller: %w", err)
 		}
 	}
 	r := &Reconciler{Client: mgr.GetClient(), Scheme: scheme, APIReader: mgr.GetAPIReader()}
