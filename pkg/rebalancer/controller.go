@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/pkg/loadapi"
 )
 
 // Name is the controller's name: the Events' reporting controller and the field manager.
@@ -77,7 +78,7 @@ func Setup(mgr ctrl.Manager, protected []string) error {
 		return err
 	}
 	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(Name),
-		HTTP: &http.Client{Timeout: 10 * time.Second}, Protected: protected, fit: fit}
+		HTTP: &http.Client{Timeout: 10 * time.Second, Transport: loadapi.NewTokenTransport(nil, loadapi.DefaultTokenFile())}, Protected: protected, fit: fit}
 	return r.SetupWithManager(mgr)
 }
 
@@ -91,6 +92,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return err
 		}
 		r.fit = fit
+	}
+	if err := r.fit.WatchGrants(mgr); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).Named("rebalancer").
 		For(&berthv1alpha1.Rebalancer{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).

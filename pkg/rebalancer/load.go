@@ -68,8 +68,7 @@ func Fetch(ctx context.Context, hc *http.Client, base string, now func() time.Ti
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return nil, &FetchError{"http_status", fmt.Errorf("GET %s: status %d", url, resp.StatusCode)}
+		return nil, &FetchError{"http_status", fmt.Errorf("GET %s: status %d%s", url, resp.StatusCode, loadapi.RefusalDetail(resp))}
 	}
 	var doc loadapi.Response
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(&doc); err != nil {

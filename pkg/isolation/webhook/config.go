@@ -74,6 +74,14 @@ type Config struct {
 	// and both with a required anti-affinity term on SpreadLabel; in mode berth the plugin's
 	// spreadReplicas does it (and it must be on for the isolated profile of mode both).
 	SpreadReplicas bool
+	// Nodes reads Nodes from a cache, to tell a pool node (pool label, or a taint with the pool's
+	// key) named in spec.nodeName or a binding's target (nodename.go). nil: every pod naming a
+	// node and every binding by someone other than PoolBinders is refused, since the webhook
+	// cannot tell a pool node.
+	Nodes NodeLookup
+	// PoolBinders are the usernames that may bind pods to pool nodes: the schedulers of the
+	// classes (berth-scheduler's ServiceAccounts; in mode ipp also system:kube-scheduler).
+	PoolBinders []string
 	// ExemptNamespaces are left alone entirely: their pods may carry a class without being
 	// mutated, be DaemonSet pods of a class, and tolerate the pool taint or select its nodes
 	// without a class. The chart's namespaceSelector keeps the API server from calling the
@@ -140,6 +148,7 @@ func (c *Config) Validate() field.ErrorList {
 		}
 		seenNS[n] = true
 	}
+	errs = append(errs, c.validatePoolBinders()...)
 	if c.IsolatedSchedulerName != "" {
 		errs = append(errs, schedulerName(field.NewPath("isolatedSchedulerName"), c.IsolatedSchedulerName, false)...)
 		if c.IsolatedSchedulerName == c.SchedulerName {

@@ -20,6 +20,7 @@ type Flags struct {
 	mode, classLabels, pool, taint            string
 	schedulerName, isolatedName, exemptNS     string
 	spread                                    bool
+	poolBinders                               string
 	bind, secret, configuration, certs, hosts string
 	maxBody                                   int64
 	caValidity, certValidity, sync, shutdown  time.Duration
@@ -38,6 +39,8 @@ func BindFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.isolatedName, "isolation-isolated-scheduler-name", "", "the isolated profile (InterPodAffinity off) mode both sends pods to when the webhook's terms are their only pod-affinity terms")
 	fs.BoolVar(&f.spread, "isolation-spread-replicas", d.SpreadReplicas, "modes ipp and both: keep a controller's classed replicas on different nodes with a required anti-affinity term")
 	fs.StringVar(&f.exemptNS, "isolation-exempt-namespaces", strings.Join(d.ExemptNamespaces, ","), "comma-separated namespaces the webhook leaves alone (the chart passes its release namespace and isolation.exemptNamespaces, the same list its namespaceSelector exempts)")
+	fs.StringVar(&f.poolBinders, "isolation-pool-binders", "", "comma-separated usernames that may bind pods to pool nodes outside the exempt namespaces: the classes' schedulers "+
+		"(the chart passes berth-scheduler's ServiceAccount, and in mode ipp system:kube-scheduler); anyone else's binding to a pool node is refused")
 	fs.StringVar(&f.bind, "isolation-webhook-bind-address", ":9443", "HTTPS address of the webhook")
 	fs.Int64Var(&f.maxBody, "isolation-webhook-max-body-bytes", DefaultMaxBody, "larger AdmissionReview bodies are answered 413")
 	fs.StringVar(&f.secret, "isolation-webhook-secret", "", "namespace/name of the Secret holding the serving certificate (required)")
@@ -59,6 +62,7 @@ func (f *Flags) Options() (Options, error) {
 	var errs []error
 	c := Config{Mode: Mode(f.mode), ClassLabels: flagvalue.SplitList(f.classLabels), SchedulerName: f.schedulerName,
 		IsolatedSchedulerName: f.isolatedName, SpreadReplicas: f.spread, ExemptNamespaces: flagvalue.SplitList(f.exemptNS)}
+	c.PoolBinders = flagvalue.SplitList(f.poolBinders)
 	var err error
 	if c.PoolLabel, c.PoolValue, err = ParseLabelPair(f.pool); err != nil {
 		errs = append(errs, fmt.Errorf("--isolation-pool-label: %w", err))
@@ -104,6 +108,9 @@ func (f *Flags) Setup(mgr manager.Manager, log logr.Logger) error {
 	}
 	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
+		return err
+	}
+	if err := setupNodes(mgr, &o.Config); err != nil {
 		return err
 	}
 	reqs := NewRequestsCounter()

@@ -125,6 +125,9 @@ func orKind(k string) string {
 func (h *Handler) Admit(req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	log := h.Log.WithValues("uid", req.UID, "namespace", req.Namespace, "name", req.Name, "dryRun", req.DryRun != nil && *req.DryRun)
 	allow := &admissionv1.AdmissionResponse{Allowed: true}
+	if isBinding(req) {
+		return h.admitBinding(req, log)
+	}
 	if req.Resource.Group != "" || req.Resource.Resource != "pods" || req.SubResource != "" || req.Operation != admissionv1.Create {
 		// why: the configuration sends only pod CREATEs; anything else is a misrouted call,
 		// which the webhook has no business changing.

@@ -89,7 +89,7 @@ func (c *Config) Mutate(pod *corev1.Pod) (Result, error) {
 		if access := c.poolAccess(&pod.Spec); len(access) > 0 {
 			return Result{}, c.unclassedRefusal(access)
 		}
-		return Result{}, nil
+		return Result{}, c.nodeNameRefusal(pod)
 	}
 	if i := daemonSetOwner(pod); i >= 0 {
 		return Result{}, c.daemonSetRefusal(pod, i, class)

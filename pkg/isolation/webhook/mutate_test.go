@@ -354,7 +354,8 @@ func TestMutateLeavesAlone(t *testing.T) {
 				p.Annotations = map[string]string{MirrorPodAnnotation: "x"}
 				p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 			}), true},
-			{"no class with nodeName", pod(map[string]string{"app": "x"}, func(p *corev1.Pod) { p.Spec.NodeName = "n1" }), false},
+			// why: "plain" is not a pool node (testNodes, nodename_test.go).
+			{"no class with nodeName", pod(map[string]string{"app": "x"}, func(p *corev1.Pod) { p.Spec.NodeName = "plain" }), false},
 			{"kube-system: classed DaemonSet", pod(classA, inKubeSystem(func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{dsRef} })), true},
 			{"kube-system: unclassed, tolerating everything", pod(nil, inKubeSystem(func(p *corev1.Pod) {
 				p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
@@ -363,6 +364,7 @@ func TestMutateLeavesAlone(t *testing.T) {
 			{"kube-system: conflicting classes", pod(map[string]string{"ipp-class": "a", "berth.dev/instance-class": "b"}, inKubeSystem(func(*corev1.Pod) {})), true},
 		} {
 			c := cfg(mode)
+			c.Nodes = testNodes()
 			res, err := c.Mutate(tc.pod)
 			if err != nil || len(res.Patch) != 0 || len(res.Warnings) != 0 {
 				t.Errorf("%s/%s: %v %+v", mode, tc.name, err, res)

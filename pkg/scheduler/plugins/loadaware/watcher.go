@@ -111,9 +111,11 @@ func NewWatcher(plugin, baseURL string, interval, timeout time.Duration, now fun
 		now = time.Now
 	}
 	return &Watcher{
-		plugin:   plugin,
-		url:      baseURL + "/watcher?" + loadapi.PodsQuery + "=true",
-		client:   &http.Client{Timeout: timeout},
+		plugin: plugin,
+		url:    baseURL + "/watcher?" + loadapi.PodsQuery + "=true",
+		// The watcher serves only readers it can verify: the projected token of the
+		// scheduler's pod (loadapi.TokenFile), or $BERTH_WATCHER_TOKEN_FILE outside a pod.
+		client:   &http.Client{Timeout: timeout, Transport: loadapi.NewTokenTransport(nil, loadapi.DefaultTokenFile())},
 		interval: interval,
 		now:      now,
 		started:  now(),
@@ -258,9 +260,9 @@ func (w *Watcher) fetch(ctx context.Context) (*Snapshot, string, error) {
 		return nil, "", nil
 	}
 	if resp.StatusCode != http.StatusOK {
-		// Drain a little so the connection can be reused.
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-		return nil, "", &FetchError{"http_status", fmt.Errorf("GET %s: status %d", w.url, resp.StatusCode)}
+		// The refusal's first line (a 401/403 names the token or permission missing); the rest
+		// is drained so the connection can be reused.
+		return nil, "", &FetchError{"http_status", fmt.Errorf("GET %s: status %d%s", w.url, resp.StatusCode, loadapi.RefusalDetail(resp))}
 	}
 	var doc loadapi.Response
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(&doc); err != nil {
