@@ -55,6 +55,12 @@ func SchedulerRBACNamed(subject rbacv1.Subject, name, leaseName, leaseNamespace 
 			// Berth's copy of its CRDs).
 			ObjectMeta: metav1.ObjectMeta{Name: name + "-plugins"},
 			Rules: []rbacv1.PolicyRule{{
+				// The load-aware plugins read the load watcher, which checks this virtual
+				// resource with a SubjectAccessReview (pods: the pod lists and per-pod usage).
+				APIGroups: []string{"berth.dev"},
+				Resources: []string{"nodeloads", "nodeloads/pods"},
+				Verbs:     []string{"get"},
+			}, {
 				APIGroups: []string{"security-profiles-operator.x-k8s.io"},
 				Resources: []string{"seccompprofiles", "profilebindings", "securityprofilenodestatuses"},
 				Verbs:     []string{"get", "list", "watch"},
