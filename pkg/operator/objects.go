@@ -2,6 +2,7 @@ package operator
 
 import (
 	"fmt"
+	"path"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/berth-sched/berth/pkg/scheduler/rbac"
 	"github.com/berth-sched/berth/pkg/scheduler/schedconfig"
 )
@@ -30,13 +32,15 @@ const (
 	// references from a namespaced resource cannot garbage collect.
 	Finalizer = "berth.dev/cluster-scoped-cleanup"
 
-	ManagerName    = "berth-operator"
-	ConfigKey      = "config.yaml"
-	configDir      = "/etc/berth"
-	SecurePort     = 10259
-	containerName  = "scheduler"
-	tmpVolumeName  = "tmp"
-	confVolumeName = "config"
+	ManagerName   = "berth-operator"
+	ConfigKey     = "config.yaml"
+	configDir     = "/etc/berth"
+	SecurePort    = 10259
+	containerName = "scheduler"
+	tmpVolumeName = "tmp"
+	// watcherTokenVolumeName holds the scheduler's token for the load watcher.
+	watcherTokenVolumeName = "loadwatcher-token"
+	confVolumeName         = "config"
 )
 
 // Names of the namespaced objects a SecondaryScheduler owns.
@@ -199,12 +203,19 @@ func Deployment(ss *berthv1alpha1.SecondaryScheduler, r *schedconfig.Rendered) *
 						VolumeMounts: []corev1.VolumeMount{
 							{Name: confVolumeName, MountPath: configDir, ReadOnly: true},
 							{Name: tmpVolumeName, MountPath: "/tmp"},
+							{Name: watcherTokenVolumeName, MountPath: path.Dir(loadapi.TokenFile), ReadOnly: true},
 						},
 					}},
 					Volumes: []corev1.Volume{
 						{Name: confVolumeName, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 							LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(ss)}}}},
 						{Name: tmpVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+						// The token the load-aware plugins show the load watcher: for its
+						// audience only, so the API server refuses it and a watcher that
+						// leaked it leaks no API access.
+						{Name: watcherTokenVolumeName, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+							Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+								Audience: loadapi.TokenAudience, ExpirationSeconds: ptr.To[int64](3600), Path: path.Base(loadapi.TokenFile)}}}}}},
 					},
 				},
 			},
