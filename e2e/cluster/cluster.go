@@ -50,6 +50,11 @@ type Config struct {
 	WithoutControllerManager bool
 	WithoutDefaultScheduler  bool
 	WithoutKWOK              bool
+	// WithoutPodCIDRs leaves spec.podCIDR unset on every node, as on a cluster whose pod
+	// network allocates no node ranges (what the PodConfig operator must then refuse to guess).
+	// By default each real node's is its pod subnet 10.244.<i>.0/24 and every simulated node's
+	// is SimulatedPodCIDR, so the pod ranges can be discovered from the nodes.
+	WithoutPodCIDRs bool
 	// WithoutBerthCRDs skips installing the CRDs Berth reads but does not own (SPO's
 	// SeccompProfile and ProfileBinding, where SPO is absent).
 	WithoutBerthCRDs bool
@@ -478,7 +483,7 @@ func (c *Cluster) startKWOK(ctx context.Context) error {
 		"--server-address=" + c.KWOKAddr,
 		// Simulated nodes and pods get loopback addresses: nothing may route to them.
 		"--node-ip=127.0.0.1",
-		"--cidr=10.244.128.0/17",
+		"--cidr=" + SimulatedPodCIDR,
 		// KWOK reads ~/.kwok/kwok.yaml by default; a user's file must not change our cluster.
 		"--config=" + filepath.Join(c.Dir, "kwok.yaml"),
 	}

@@ -50,6 +50,10 @@ type NodeSpec struct {
 	// alone (berth-local -simulated), where every workload is meant for them and nothing could
 	// run anywhere else.
 	WithoutSimulatedTaint bool
+	// PodCIDR is the node's spec.podCIDR; empty: SimulatedPodCIDR, where KWOK gives its pods
+	// addresses (none with Config.WithoutPodCIDRs). KWOK takes a node's pods' addresses from
+	// its podCIDR, so another range gives them addresses there.
+	PodCIDR string
 }
 
 // NodeObject renders spec as a Node that KWOK manages. Ready says whether to mark it Ready
@@ -105,6 +109,12 @@ func (c *Cluster) AddNodes(ctx context.Context, specs ...NodeSpec) error {
 	withKWOK := !c.cfg.WithoutKWOK
 	for _, s := range specs {
 		n := NodeObject(s, !withKWOK)
+		if cidr := s.PodCIDR; !c.cfg.WithoutPodCIDRs {
+			if cidr == "" {
+				cidr = SimulatedPodCIDR
+			}
+			n.Spec.PodCIDR, n.Spec.PodCIDRs = cidr, []string{cidr}
+		}
 		if _, err := c.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating node %s: %w", s.Name, err)
 		}

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -661,6 +662,9 @@ func (c *Cluster) startRealNodes(ctx context.Context) error {
 		if err := c.waitRealNodeReady(ctx, n); err != nil {
 			return err
 		}
+		if err := c.setRealNodePodCIDR(ctx, n); err != nil {
+			return err
+		}
 	}
 	if c.cfg.RealNode.ClusterDNS {
 		return c.startClusterDNS(ctx)
@@ -778,6 +782,21 @@ func labelArg(labels map[string]string) string {
 	}
 	sort.Strings(kv)
 	return strings.Join(kv, ",")
+}
+
+// setRealNodePodCIDR writes the node's pod subnet (what its CNI configuration hands out) into
+// spec.podCIDR, as a controller-manager allocating node CIDRs would, so the pod ranges can be
+// discovered from the nodes. Not the controller-manager's --allocate-node-cidrs: it would
+// allocate in registration order, not each node's subnet, and from KWOK's range too.
+func (c *Cluster) setRealNodePodCIDR(ctx context.Context, r *RealNode) error {
+	if c.cfg.WithoutPodCIDRs {
+		return nil
+	}
+	patch := fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":[%q]}}`, r.Subnet, r.Subnet)
+	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, r.NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return &ComponentError{Component: r.componentName(Kubelet), Err: fmt.Errorf("setting node %s's spec.podCIDR to %s: %w", r.NodeName, r.Subnet, err)}
+	}
+	return nil
 }
 
 func (c *Cluster) waitRealNodeReady(ctx context.Context, r *RealNode) error {

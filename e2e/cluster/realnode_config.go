@@ -14,8 +14,13 @@ import (
 const (
 	RealNodeIP     = "10.244.0.1"
 	RealNodeSubnet = "10.244.0.0/24"
-	// RealPodCIDR covers every real node's pod subnet (KWOK's simulated pods use 10.244.128.0/17).
+	// RealPodCIDR covers every real node's pod subnet (KWOK's simulated pods use SimulatedPodCIDR).
 	RealPodCIDR = "10.244.0.0/17"
+	// SimulatedPodCIDR is where KWOK gives simulated pods their addresses, and every simulated
+	// node's spec.podCIDR: KWOK keys its address pools by the CIDR's text, so nodes naming the
+	// same range share KWOK's one pool, exactly as without a podCIDR. Why not a range per node:
+	// make bench-scale runs 5000 simulated nodes, and /24s of this /17 would last 128.
+	SimulatedPodCIDR = "10.244.128.0/17"
 	// RealNodeBridge is the pod (CNI) bridge inside each node's namespace; the node IP is on
 	// it. Its name is outside Berth's bridge prefix ("berth"), so no PodNetwork can name it;
 	// the agent would refuse it anyway (it carries no Berth mark).
