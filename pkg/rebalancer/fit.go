@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -13,7 +14,10 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeunschedulable"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/tainttoleration"
+	ctrl "sigs.k8s.io/controller-runtime"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
 )
 
@@ -29,6 +33,39 @@ type Fitter struct {
 	// runs no InstanceIsolation).
 	isolation fwk.FilterPlugin
 	byProfile map[string]fwk.FilterPlugin
+	// grants are the InstanceClasses (WatchGrants feeds them), so a moved pod's class is the
+	// scheduler's effective class: its namespace's, or shared by an InstanceClass.
+	grants *instanceisolation.Grants
+}
+
+// Grants is what the Fitter's InstanceIsolation knows of the InstanceClasses.
+func (f *Fitter) Grants() *instanceisolation.Grants { return f.grants }
+
+// WatchGrants feeds the Fitter's grants from the manager's InstanceClass informer. Until it
+// has synced every class is its pods' namespace's, which only refuses more moves.
+func (f *Fitter) WatchGrants(mgr ctrl.Manager) error {
+	inf, err := mgr.GetCache().GetInformer(context.Background(), &berthv1alpha1.InstanceClass{}, crcache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("InstanceClass informer: %w", err)
+	}
+	set := func(obj any) {
+		if ic, ok := obj.(*berthv1alpha1.InstanceClass); ok {
+			f.grants.Set(ic.Name, ic.Spec.Namespaces)
+		}
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if ic, ok := obj.(*berthv1alpha1.InstanceClass); ok {
+				f.grants.Set(ic.Name, nil)
+			}
+		},
+	})
+	return err
 }
 
 // NewFitter builds the upstream plugins with their default arguments and InstanceIsolation
@@ -67,7 +104,8 @@ func NewFitter(ctx context.Context) (*Fitter, error) {
 			return nil, fmt.Errorf("building the Filter plugins: %w", err)
 		}
 	}
-	return &Fitter{plugins: out, isolation: instanceisolation.NewWithIndex(ctx, iiArgs, instanceisolation.NewIndex())}, nil
+	grants := instanceisolation.NewGrants()
+	return &Fitter{plugins: out, grants: grants, isolation: instanceisolation.NewWithIndex(ctx, iiArgs, instanceisolation.NewIndex(), grants)}, nil
 }
 
 // WithProfiles returns a Fitter that gives pods of the named profiles their profile's
@@ -81,7 +119,7 @@ func (f *Fitter) WithProfiles(ctx context.Context, profiles map[string]Isolation
 			g.byProfile[name] = nil
 			continue
 		}
-		g.byProfile[name] = instanceisolation.NewWithIndex(ctx, iso.Args, instanceisolation.NewIndex())
+		g.byProfile[name] = instanceisolation.NewWithIndex(ctx, iso.Args, instanceisolation.NewIndex(), f.grants)
 	}
 	return &g
 }

@@ -65,9 +65,10 @@ func SchedulerRBACNamed(subject rbacv1.Subject, name, leaseName, leaseNamespace 
 				Resources: []string{"seccompprofiles", "profilebindings", "securityprofilenodestatuses"},
 				Verbs:     []string{"get", "list", "watch"},
 			}, {
-				// NodeImageLocality: the agents' image inventories (read only).
+				// NodeImageLocality: the agents' image inventories; InstanceIsolation: which
+				// namespaces share a class (both read only).
 				APIGroups: []string{"berth.dev"},
-				Resources: []string{"nodeimages"},
+				Resources: []string{"nodeimages", "instanceclasses"},
 				Verbs:     []string{"get", "list", "watch"},
 			}},
 		}},

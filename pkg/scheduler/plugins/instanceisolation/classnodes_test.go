@@ -143,7 +143,7 @@ func TestClassNodesFollowCounts(t *testing.T) {
 					}
 				}
 				cl := classes[r.Intn(len(classes))]
-				set := pl.index.nodesOf(cl)
+				set := pl.index.nodesOf(SharedClass(cl))
 				cp := map[string]bool{}
 				for n := range set {
 					cp[n] = true
@@ -161,7 +161,7 @@ func TestClassNodesFollowCounts(t *testing.T) {
 				for _, n := range append(nodes, "unknown") {
 					got, s := pl.Score(context.Background(), cs, pod, nodeInfo(n))
 					want := int64(0)
-					if pl.index.holds(n, cl) {
+					if pl.index.holds(n, SharedClass(cl)) {
 						want = 100
 					}
 					if !s.IsSuccess() || got != want {

@@ -78,7 +78,7 @@ func TestFilter(t *testing.T) {
 			pod: newPod("t1").class("a").pod(), want: "node holds 2 pod(s) without an instance class (strict)"},
 		{name: "unclassed incoming on classed node, not strict", existing: []*v1.Pod{newPod("t2").class("a").on("n1").pod()}, pod: newPod("t1").pod()},
 		{name: "unclassed incoming on classed node, strict", args: strict, existing: []*v1.Pod{newPod("t2").class("a").on("n1").pod()},
-			pod: newPod("t1").pod(), want: "node holds instance class a (strict: pods without a class stay off classed nodes)"},
+			pod: newPod("t1").pod(), want: "node holds instance class a (shared) (strict: pods without a class stay off classed nodes)"},
 		{name: "unclassed incoming on unclassed node, strict", args: strict, existing: []*v1.Pod{newPod("t2").on("n1").pod()}, pod: newPod("t1").pod()},
 		{name: "spreading: replica of the same StatefulSet", args: spread,
 			existing: []*v1.Pod{newPod("t1").class("a").owned("StatefulSet", "db").on("n1").pod()},
@@ -201,7 +201,7 @@ func TestNominatedAndVictims(t *testing.T) {
 	if s := pl.Filter(ctx, withVictimGone, pod, niGone); !s.IsSuccess() {
 		t.Fatalf("the parent state changed through a clone: %v", s)
 	}
-	if got := pl.Index().Summary()["n1"].Classes["b"]; got != 1 {
+	if got := pl.Index().Summary()["n1"].Classes[SharedClass("b")]; got != 1 {
 		t.Fatalf("cycle deltas leaked into the index: class b count %d", got)
 	}
 	// The clones' deltas are theirs: the cycle's own state still sees the victim.

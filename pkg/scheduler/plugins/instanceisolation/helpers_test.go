@@ -53,7 +53,28 @@ func mustArgs(t testing.TB, a *Args) *Args {
 
 func newTestPlugin(t testing.TB, a *Args) *InstanceIsolation {
 	t.Helper()
-	return NewWithIndex(context.Background(), mustArgs(t, a), NewIndex())
+	pl := NewWithIndex(context.Background(), mustArgs(t, a), NewIndex(), sharedTestGrants())
+	pl.FollowGrants()
+	return pl
+}
+
+// testNamespaces are the namespaces the tests' pods use.
+var testNamespaces = []string{"t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9", "infra"}
+
+// sharedTestGrants shares every class value the older tests use between all their
+// namespaces, as an InstanceClass per value would: those tests were written when a class value
+// was one class cluster-wide, which is exactly what the migration's InstanceClasses keep
+// (README.md, "Classes belong to namespaces"). classes_test.go tests the namespace-owned
+// default.
+func sharedTestGrants() *Grants {
+	g := NewGrants()
+	for _, v := range []string{"a", "b", "c", "z"} {
+		g.Set(v, testNamespaces)
+	}
+	for i := 0; i < 50; i++ {
+		g.Set(fmt.Sprint("c", i), testNamespaces)
+	}
+	return g
 }
 
 func boolp(b bool) *bool { return &b }

@@ -2,6 +2,7 @@ package instanceisolation
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,12 +23,17 @@ const MirrorPodAnnotation = "kubernetes.io/config.mirror"
 type podClass struct {
 	// exempt pods neither count on a node nor are filtered.
 	exempt bool
-	// classes are the distinct non-empty values of the pod's class labels, sorted. Empty:
+	// classes are the effective classes (Grants.Effective: "<namespace>/<value>" or "<value>
+	// (shared)") of the distinct non-empty values of the pod's class labels, sorted. Empty:
 	// the pod has no class. More than one: conflict says why the pod is refused; placed
 	// elsewhere (by another scheduler) it counts under each of them, which keeps every other
-	// class off its node.
+	// class off its node. Computed once per pod, so Filter compares keys only.
 	classes  []string
 	conflict string
+	// ns and values (the raw label values, in classes' order before sorting) let the index
+	// re-key the pod when an InstanceClass changes.
+	ns     string
+	values []string
 	// owner is the UID of the controller owner reference (spreadReplicas), ownerRef its
 	// Kind/name for messages.
 	owner    types.UID
@@ -46,10 +52,11 @@ type classifier struct {
 	keys     []string
 	exemptNS map[string]bool
 	exemptLS labels.Selector
+	grants   *Grants
 }
 
-func newClassifier(a *Args) *classifier {
-	c := &classifier{keys: a.ClassLabels, exemptNS: map[string]bool{}, exemptLS: exemptSelector(a)}
+func newClassifier(a *Args, g *Grants) *classifier {
+	c := &classifier{keys: a.ClassLabels, exemptNS: map[string]bool{}, exemptLS: exemptSelector(a), grants: g}
 	for _, ns := range a.ExemptNamespaces {
 		c.exemptNS[ns] = true
 	}
@@ -87,12 +94,16 @@ func (c *classifier) classify(pod *v1.Pod) podClass {
 		}
 		found = append(found, k+"="+v)
 		dup := false
-		for _, have := range pc.classes {
+		for _, have := range pc.values {
 			dup = dup || have == v
 		}
 		if !dup {
-			pc.classes = append(pc.classes, v)
+			pc.values = append(pc.values, v)
 		}
+	}
+	if len(pc.values) > 0 {
+		pc.ns = pod.Namespace
+		pc.classes = c.effective(pod.Namespace, pc.values)
 	}
 	if len(pc.classes) > 1 {
 		pc.conflict = "pod carries conflicting instance classes: " + strings.Join(found, ", ")
@@ -103,6 +114,18 @@ func (c *classifier) classify(pod *v1.Pod) podClass {
 		pc.ownerRef = ref.Kind + "/" + ref.Name
 	}
 	return pc
+}
+
+// effective maps raw class values of a pod of namespace ns to their effective classes.
+func (c *classifier) effective(ns string, values []string) []string {
+	out := make([]string, len(values))
+	for i, v := range values {
+		out[i] = c.grants.Effective(ns, v)
+	}
+	if len(out) > 1 {
+		sort.Strings(out)
+	}
+	return out
 }
 
 // counts is what one node holds (or, in a cycle's delta, what nominated or preemption-removed
@@ -336,7 +359,7 @@ func (ix *Index) set(uid types.UID, node string, pc *podClass, assumed bool) {
 		}
 		ix.removeLocked(uid)
 	}
-	pe := &podEntry{node: node, pc: podClass{exempt: pc.exempt, classes: pc.classes, owner: pc.owner, ownerRef: pc.ownerRef}, assumed: assumed}
+	pe := &podEntry{node: node, pc: podClass{exempt: pc.exempt, classes: pc.classes, owner: pc.owner, ownerRef: pc.ownerRef, ns: pc.ns, values: pc.values}, assumed: assumed}
 	ix.pods[uid] = pe
 	c := ix.nodes[node]
 	if c == nil {
@@ -390,6 +413,27 @@ func (ix *Index) addLocked(node string, c *counts, pc *podClass, n int) {
 		} else {
 			ix.classNodes[cl] = next
 		}
+	}
+}
+
+// rekey recomputes the effective classes of the pods carrying class value after its
+// InstanceClass changed (created, its namespaces edited, deleted). O(pods in the index), on
+// an administrator's rare change, never in a scheduling cycle.
+func (ix *Index) rekey(cls *classifier, value string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for _, pe := range ix.pods {
+		if pe.pc.exempt || !slices.Contains(pe.pc.values, value) {
+			continue
+		}
+		next := cls.effective(pe.pc.ns, pe.pc.values)
+		if equalStrings(next, pe.pc.classes) {
+			continue
+		}
+		c := ix.nodes[pe.node]
+		ix.addLocked(pe.node, c, &pe.pc, -1)
+		pe.pc.classes = next
+		ix.addLocked(pe.node, c, &pe.pc, 1)
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package instanceisolation implements InstanceIsolation: pods carrying an instance class
 // (IPP's ipp-class label, or Berth's berth.dev/instance-class) run only on nodes where every
-// non-exempt pod has the same class, across all namespaces, counting the pods this scheduler
-// has placed but not yet bound. It is what Instance-per-Pod's `ipp-class NotIn [X]` pod
+// non-exempt pod has the same effective class, counting the pods this scheduler has placed
+// but not yet bound. A class value belongs to the namespace of the pod carrying it unless an
+// InstanceClass shares it between namespaces (classes.go). It is what Instance-per-Pod's `ipp-class NotIn [X]` pod
 // anti-affinity on kubernetes.io/hostname asks for, read from a per-node class index in O(1)
 // per node instead of the generic InterPodAffinity machinery.
 package instanceisolation
@@ -77,7 +78,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, err
 	}
-	pl := NewWithIndex(ctx, args, NewIndex())
+	pl := NewWithIndex(ctx, args, NewIndex(), NewGrants())
+	pl.FollowGrants()
+	if err := watchClasses(ctx, h, pl.cls.grants, pl.logger); err != nil {
+		return nil, err
+	}
 	if f := h.SharedInformerFactory(); f != nil {
 		reg, err := f.Core().V1().Pods().Informer().AddEventHandler(pl.PodHandler())
 		if err != nil {
@@ -89,12 +94,23 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 }
 
 // NewWithIndex builds the plugin on an index its caller feeds through PodHandler (tests,
-// benchmarks). args must come from ParseArgs.
-func NewWithIndex(ctx context.Context, args *Args, ix *Index) *InstanceIsolation {
-	return &InstanceIsolation{
-		args: args, cls: newClassifier(args), index: ix,
+// benchmarks, the rebalancer) and on grants its caller feeds from the InstanceClasses (nil:
+// none, every class is its pods' namespace's). args must come from ParseArgs.
+func NewWithIndex(ctx context.Context, args *Args, ix *Index, grants *Grants) *InstanceIsolation {
+	pl := &InstanceIsolation{
+		args: args, cls: newClassifier(args, grants), index: ix,
 		strict: *args.Strict, spread: *args.SpreadReplicas,
 		logger: klog.FromContext(ctx).WithName(Name),
+	}
+	return pl
+}
+
+// FollowGrants re-keys the index's pods whenever an InstanceClass changes: a grant changes
+// which pods are one class, and the index must count them anew. Call it once, for a plugin
+// whose index is fed (New does; a plugin with an empty index, as the rebalancer's, needs not).
+func (pl *InstanceIsolation) FollowGrants() {
+	if g := pl.cls.grants; g != nil {
+		g.subscribe(func(value string) { pl.index.rekey(pl.cls, value) })
 	}
 }
 
