@@ -487,7 +487,7 @@ isolation: {enabled: true, mode: both}`, &v); err != nil {
 		}
 		withTerm := handWritten(nsC, "c-term", map[string]string{"ipp-class": "c"})
 		hookCfg := webhook.Defaults()
-		withTerm.Spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: hookCfg.ClassTerms("c")}
+		withTerm.Spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: hookCfg.ClassTerms("c", []string{nsC})}
 		oneKey := withTerm.DeepCopy()
 		oneKey.Name = "c-onekey"
 		oneKey.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = []corev1.PodAffinityTerm{webhook.ClassTerm("ipp-class", "c")}
@@ -508,7 +508,7 @@ isolation: {enabled: true, mode: both}`, &v); err != nil {
 		fromHook := userPod(nsC, "c-hook", map[string]string{"berth.dev/instance-class": "c"})
 		fromHook.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "4f1c2e7a-5b3d-4c1e-9a2f-6d8e0b1c3a57", Controller: ptrTo(true)}}
 		fromHook = mutateLocally(t, hookBoth, fromHook)
-		if fromHook.Spec.SchedulerName != "berth-scheduler" || len(fromHook.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 3 {
+		if fromHook.Spec.SchedulerName != "berth-scheduler" || len(fromHook.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 5 {
 			t.Fatalf("webhook output not as expected: %s %+v", fromHook.Spec.SchedulerName, fromHook.Spec.Affinity.PodAntiAffinity)
 		}
 		for _, tc := range []struct {
@@ -583,7 +583,7 @@ isolation: {enabled: true, mode: both}`, &v); err != nil {
 		}
 		d := handWritten(nsD, "d-1", map[string]string{"berth.dev/instance-class": "d"})
 		hookCfg := webhook.Defaults()
-		d.Spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: hookCfg.ClassTerms("d")}
+		d.Spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: hookCfg.ClassTerms("d", []string{nsD})}
 		if _, err := c.Client.CoreV1().Pods(nsD).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -89,6 +89,9 @@ type Config struct {
 	// kube-system by default); the webhook checks the list too, so a configuration written by
 	// hand without the selector cannot make it refuse the control plane's node daemons.
 	ExemptNamespaces []string
+	// Classes reads the InstanceClasses that share a class between namespaces. nil: there are
+	// none, and every class belongs to the namespace of the pod carrying it.
+	Classes ClassGrants
 }
 
 // Defaults is the seed's pool (label and taint ipp=true:NoSchedule) in mode berth.

@@ -1,15 +1,18 @@
 package webhook
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"strings"
 	"time"
 
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/pkg/flagvalue"
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -113,6 +116,12 @@ func (f *Flags) Setup(mgr manager.Manager, log logr.Logger) error {
 	if err := setupNodes(mgr, &o.Config); err != nil {
 		return err
 	}
+	// why: the InstanceClass informer starts with the manager's cache, so the first classed pod
+	// does not wait for its initial list; every replica serves, and caches are not leader-only.
+	if _, err := mgr.GetCache().GetInformer(context.Background(), &berthv1alpha1.InstanceClass{}, cache.BlockUntilSynced(false)); err != nil {
+		return fmt.Errorf("InstanceClass informer (is the InstanceClass CRD installed?): %w", err)
+	}
+	o.Config.Classes = CacheGrants{Reader: mgr.GetCache()}
 	reqs := NewRequestsCounter()
 	if err := crmetrics.Registry.Register(reqs); err != nil {
 		return fmt.Errorf("registering the webhook's metrics: %w", err)

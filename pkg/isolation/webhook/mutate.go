@@ -74,7 +74,7 @@ func (c *Config) Mutate(pod *corev1.Pod) (Result, error) {
 	if slices.Contains(c.ExemptNamespaces, pod.Namespace) {
 		return Result{Exempt: "namespace " + pod.Namespace + " is exempt"}, nil
 	}
-	_, class, err := ClassOf(pod.Labels, c.ClassLabels)
+	key, class, err := ClassOf(pod.Labels, c.ClassLabels)
 	if err != nil {
 		return Result{}, err
 	}
@@ -101,11 +101,15 @@ func (c *Config) Mutate(pod *corev1.Pod) (Result, error) {
 		return Result{}, &Refusal{fmt.Sprintf("pod of instance class %s sets spec.nodeName %q, which bypasses the scheduler and with it isolation; "+
 			"to pin it, require the node with node affinity on %s instead", class, pod.Spec.NodeName, corev1.LabelHostname)}
 	}
+	owners, err := c.owners(pod, key, class)
+	if err != nil {
+		return Result{}, err
+	}
 	m := &mutation{pod: pod, res: Result{Class: class}}
 	m.toleration(corev1.Toleration{Key: c.TaintKey, Operator: corev1.TolerationOpEqual, Value: c.TaintValue, Effect: c.TaintEffect})
 	m.nodeAffinity(corev1.NodeSelectorRequirement{Key: c.PoolLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{c.PoolValue}})
 	if c.Mode == ModeIPP || c.Mode == ModeBoth {
-		for _, t := range c.ClassTerms(class) {
+		for _, t := range c.ClassTerms(class, owners) {
 			m.antiAffinity(t)
 		}
 		if c.SpreadReplicas {
@@ -135,12 +139,14 @@ func ClassTerm(key, class string) corev1.PodAffinityTerm {
 	}
 }
 
-// ClassTerms is one ClassTerm per class label key: a pod of another class labelled under any
-// of the keys must be matched, and one selector cannot OR across keys.
-func (c *Config) ClassTerms(class string) []corev1.PodAffinityTerm {
-	out := make([]corev1.PodAffinityTerm, 0, len(c.ClassLabels))
+// ClassTerms is, per class label key, a ClassTerm and an OwnerTerm for owners (the namespaces
+// sharing the class: the pod's own, or an InstanceClass's list): a pod of another effective
+// class labelled under any of the keys must be matched, and one selector cannot OR across keys
+// (nor across namespaces: another value anywhere, or this value outside owners).
+func (c *Config) ClassTerms(class string, owners []string) []corev1.PodAffinityTerm {
+	out := make([]corev1.PodAffinityTerm, 0, 2*len(c.ClassLabels))
 	for _, k := range c.ClassLabels {
-		out = append(out, ClassTerm(k, class))
+		out = append(out, ClassTerm(k, class), OwnerTerm(k, class, owners))
 	}
 	return out
 }

@@ -248,6 +248,10 @@ func TestMutateEveryMode(t *testing.T) {
 				if h := hasTerm(antiTerms(got), ClassTerm(key, class)); h != tc.want.classTerm {
 					t.Errorf("class anti-affinity term on %s present %v, want %v: %+v", key, h, tc.want.classTerm, antiTerms(got))
 				}
+				// why: without an InstanceClass the class is the pod's namespace's alone.
+				if h := hasTerm(antiTerms(got), OwnerTerm(key, class, []string{"ns"})); h != tc.want.classTerm {
+					t.Errorf("owner anti-affinity term on %s present %v, want %v: %+v", key, h, tc.want.classTerm, antiTerms(got))
+				}
 				if tc.want.classTerm {
 					for _, term := range antiTerms(got) {
 						if equalTerm(term, ClassTerm(key, class)) && (term.NamespaceSelector == nil || len(term.Namespaces) > 0) {
@@ -287,42 +291,114 @@ func TestMutateEveryMode(t *testing.T) {
 }
 
 // TestClassTermsSelect: what the written terms match on a node, evaluated the way the
-// scheduler's InterPodAffinity does (each term's selector against every pod there, any
-// namespace): other classes under either key, never the pod's own class and never unclassed
-// pods such as node daemons, which are on every node.
+// scheduler's InterPodAffinity does (each term's label selector against every pod there, its
+// namespace selector against the pod's namespace): every other effective class — another value
+// under either key in any namespace, or the same value in a namespace that does not share it —
+// never the pod's own class and never unclassed pods such as node daemons, which are on every
+// node.
 func TestClassTermsSelect(t *testing.T) {
 	c := cfg(ModeIPP)
-	terms := c.ClassTerms("a")
 	for _, tc := range []struct {
 		name   string
+		owners []string
+		ns     string
 		labels map[string]string
 		match  bool
 	}{
-		{"same class", map[string]string{"ipp-class": "a"}, false},
-		{"same class, other key", map[string]string{"berth.dev/instance-class": "a"}, false},
-		{"same class, both keys", map[string]string{"ipp-class": "a", "berth.dev/instance-class": "a"}, false},
-		{"other class", map[string]string{"ipp-class": "b"}, true},
-		{"other class, other key", map[string]string{"berth.dev/instance-class": "b", "app": "x"}, true},
-		{"node daemon without a class", map[string]string{"k8s-app": "kube-proxy", "controller-revision-hash": "7d"}, false},
-		{"no labels at all", nil, false},
+		{"same class, same namespace", []string{"red"}, "red", map[string]string{"ipp-class": "a"}, false},
+		{"same class, other key", []string{"red"}, "red", map[string]string{"berth.dev/instance-class": "a"}, false},
+		{"same class, both keys", []string{"red"}, "red", map[string]string{"ipp-class": "a", "berth.dev/instance-class": "a"}, false},
+		{"same value, another namespace: another class", []string{"red"}, "blue", map[string]string{"ipp-class": "a"}, true},
+		{"same value, another namespace, other key", []string{"red"}, "blue", map[string]string{"berth.dev/instance-class": "a"}, true},
+		{"shared class, a namespace it is granted to", []string{"red", "blue"}, "blue", map[string]string{"ipp-class": "a"}, false},
+		{"shared class, a namespace it is not granted to", []string{"red", "blue"}, "green", map[string]string{"ipp-class": "a"}, true},
+		{"other class", []string{"red"}, "red", map[string]string{"ipp-class": "b"}, true},
+		{"other class, other key, other namespace", []string{"red"}, "blue", map[string]string{"berth.dev/instance-class": "b", "app": "x"}, true},
+		{"node daemon without a class", []string{"red"}, "kube-system", map[string]string{"k8s-app": "kube-proxy", "controller-revision-hash": "7d"}, false},
+		{"no labels at all", []string{"red"}, "red", nil, false},
 		// why: conservative; the plugin treats it as unclassed, the term as another class.
-		{"empty class value", map[string]string{"ipp-class": ""}, true},
+		{"empty class value", []string{"red"}, "red", map[string]string{"ipp-class": ""}, true},
 	} {
 		matched := false
-		for _, term := range terms {
+		for _, term := range c.ClassTerms("a", tc.owners) {
 			sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ns := term.NamespaceSelector; ns == nil || len(ns.MatchLabels)+len(ns.MatchExpressions) > 0 || term.TopologyKey != corev1.LabelHostname {
-				t.Fatalf("term not cluster-wide: %+v", term)
+			nsSel, err := metav1.LabelSelectorAsSelector(term.NamespaceSelector)
+			if term.NamespaceSelector == nil || len(term.Namespaces) > 0 || err != nil || term.TopologyKey != corev1.LabelHostname {
+				t.Fatalf("term does not select by namespace labels on the host: %+v (%v)", term, err)
 			}
-			matched = matched || sel.Matches(labels.Set(tc.labels))
+			matched = matched || sel.Matches(labels.Set(tc.labels)) && nsSel.Matches(labels.Set{NamespaceNameLabel: tc.ns})
 		}
 		if matched != tc.match {
-			t.Errorf("%s %v: matched %v, want %v", tc.name, tc.labels, matched, tc.match)
+			t.Errorf("%s: pod of %s %v: matched %v, want %v", tc.name, tc.ns, tc.labels, matched, tc.match)
 		}
 	}
+}
+
+// TestMutateClassGrants: a class belongs to the pod's namespace unless an InstanceClass of
+// that name shares it; a namespace the InstanceClass does not list is refused, with the field,
+// the InstanceClass and the grant to ask for, in every mode (the scheduler would keep the pod
+// apart anyway, but a tenant must learn at once that the value is taken).
+func TestMutateClassGrants(t *testing.T) {
+	grants := StaticGrants{"gold": {"red", "blue"}}
+	for _, mode := range []Mode{ModeIPP, ModeBerth, ModeBoth} {
+		for _, tc := range []struct {
+			name, ns string
+			labels   map[string]string
+			owners   []string // the owner term's namespaces (modes ipp, both)
+			refused  string
+		}{
+			{"ungranted class: the pod's namespace owns it", "green", map[string]string{"ipp-class": "silver"}, []string{"green"}, ""},
+			{"granted class, a listed namespace", "blue", map[string]string{"ipp-class": "gold"}, []string{"red", "blue"}, ""},
+			{"granted class under the other key", "red", map[string]string{"berth.dev/instance-class": "gold"}, []string{"red", "blue"}, ""},
+			{"granted class, a namespace not listed", "green", map[string]string{"ipp-class": "gold"}, nil,
+				"metadata.labels[ipp-class]: instance class gold belongs to the namespaces InstanceClass gold grants it to (red, blue), not to green; " +
+					"ask a cluster administrator to add green to spec.namespaces of InstanceClass gold (kubectl edit instanceclass gold), " +
+					"or use a class value that no InstanceClass names, which belongs to namespace green alone"},
+			{"granted class under the second key, a namespace not listed", "green", map[string]string{"berth.dev/instance-class": "gold"}, nil,
+				"metadata.labels[berth.dev/instance-class]: instance class gold belongs to"},
+		} {
+			t.Run(string(mode)+"/"+tc.name, func(t *testing.T) {
+				c := cfg(mode)
+				c.Classes = grants
+				p := pod(tc.labels, nil)
+				p.Namespace = tc.ns
+				if tc.refused != "" {
+					res, err := c.Mutate(p)
+					if err == nil || !strings.HasPrefix(err.Error(), tc.refused) || len(res.Patch) > 0 {
+						t.Fatalf("got %v (patch %d ops), want a refusal starting %q", err, len(res.Patch), tc.refused)
+					}
+					return
+				}
+				got, _ := apply(t, c, p)
+				_, class, _ := ClassOf(tc.labels, c.ClassLabels)
+				for _, key := range c.ClassLabels {
+					if h := hasTerm(antiTerms(got), OwnerTerm(key, class, tc.owners)); h != (mode != ModeBerth) {
+						t.Errorf("owner term %s NotIn %v present %v: %+v", key, tc.owners, h, antiTerms(got))
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestMutateGrantLookupFails: when the InstanceClasses cannot be read the pod is refused, not
+// guessed about: admitting it as its namespace's class could join a shared class's pods (the
+// scheduler would still keep it apart), and a grant cannot be checked.
+func TestMutateGrantLookupFails(t *testing.T) {
+	c := cfg(ModeBerth)
+	c.Classes = failingGrants{}
+	if _, err := c.Mutate(pod(classA, nil)); err == nil || !strings.Contains(err.Error(), "cache not synced") {
+		t.Fatalf("got %v, want the lookup's error", err)
+	}
+}
+
+type failingGrants struct{}
+
+func (failingGrants) Grant(string) ([]string, bool, error) {
+	return nil, false, fmt.Errorf("reading InstanceClass a: cache not synced")
 }
 
 // TestMutateLeavesAlone: pods without a class and without a way into the pool, mirror pods
