@@ -7,6 +7,8 @@
 //	                                               requested, freshness, class, images
 //	kubectl berth status                           components, leader, watcher freshness,
 //	                                               webhook and CRDs (both in pkg/berthctl)
+//	kubectl berth grants [-n NS] [-o json]         the PodNetworks and shared instance classes
+//	                                               granted to a namespace (pkg/berthctl)
 //	kubectl berth podconfig release NS/NAME        the operator's end of a PodConfig's deletion,
 //	                                               for when the operator is gone (podconfig.go)
 package main
@@ -30,6 +32,8 @@ func main() {
 	switch verb {
 	case "podconfig":
 		code = podConfigMain(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "grants":
+		code = berthctl.GrantsMain(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "nodes", "status":
 		code = berthctl.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	default:
@@ -37,6 +41,7 @@ func main() {
 		if code == 2 && verb != "explain" {
 			os.Stderr.WriteString("       kubectl berth nodes [-l SELECTOR] [--sort-by KEY] [-o table|wide|json|yaml] [flags]\n")
 			os.Stderr.WriteString("       kubectl berth status [-o table|json|yaml] [flags]\n")
+			os.Stderr.WriteString("       kubectl berth grants [-n NAMESPACE] [-o table|json|yaml] [flags]\n")
 			os.Stderr.WriteString("       kubectl berth podconfig release NAMESPACE/NAME [flags]\n")
 		}
 	}
