@@ -188,6 +188,14 @@ func TestNetworksNeverTakeANodesAddress(t *testing.T) {
 		e.waitReady(t, "clear", "Released", "0 addresses in use")
 	})
 
+	// The agent's own check, on the real API server: with the operator gone, an administrator
+	// writes around it a network whose gateway is berth-real-2's address, marks it Accepted,
+	// and an entry allocated on berth-real. The agent, from its own node informer, refuses it.
+	op.Stop(5 * time.Second)
+	t.Run("the agent refuses another node's gateway even when the operator is bypassed", func(t *testing.T) {
+		e.testAgentRefusesNodeGateway(t, p)
+	})
+
 	t.Run("the node: nothing the agent did not create gained an address, route or port", func(t *testing.T) {
 		// The other node's address never reached a bridge here: kubelet's port on it still
 		// answers through the node link, as the API server's log and exec need.
@@ -244,5 +252,43 @@ func (e *env) waitReady(t *testing.T, name, reason, msg string) {
 	})
 	if err != nil {
 		t.Fatalf("network %s: want Ready True %s %q, got %s", name, reason, msg, last)
+	}
+}
+
+func (e *env) testAgentRefusesNodeGateway(t *testing.T, pod *corev1.Pod) {
+	ctx := e.ctx
+	pn := network("sneak", "berth-sneak", "10.244.1.0/24", otherIP, map[string]string{"team": "red"}, nil)
+	if err := e.admin.Create(ctx, pn); err != nil {
+		t.Fatal(err)
+	}
+	defer e.deleteAndWait(t, &berthv1alpha1.PodNetwork{ObjectMeta: metav1.ObjectMeta{Name: "sneak"}})
+	meta.SetStatusCondition(&pn.Status.Conditions, metav1.Condition{Type: berthv1alpha1.ConditionAccepted, Status: metav1.ConditionTrue,
+		Reason: "WrittenAroundTheOperator", Message: "the test's forgery"})
+	if err := e.admin.Status().Update(ctx, pn); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.admin.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+		t.Fatal(err)
+	}
+	pc := podConfig(attacker, "sneak", berthv1alpha1.NetworkAttachment{Name: "net3", Network: "sneak"})
+	if err := e.admin.Create(ctx, pc); err != nil {
+		t.Fatal(err)
+	}
+	defer e.deleteAndWait(t, pc)
+	pc.Status.Pods = []berthv1alpha1.PodAttachmentStatus{{Pod: pod.Name, Attachment: "net3", PodUID: string(pod.UID), Node: realNode,
+		Address: "10.244.1.9/24", State: berthv1alpha1.AttachmentAllocated}}
+	if err := e.admin.Status().Update(ctx, pc); err != nil {
+		t.Fatal(err)
+	}
+	want := "spec.gateway: Forbidden: " + otherIP + " is node " + otherNode + "'s InternalIP"
+	e.waitPodConfig(t, attacker, "sneak", func(pc *berthv1alpha1.PodConfig) bool {
+		return len(pc.Status.Pods) == 1 && pc.Status.Pods[0].State == berthv1alpha1.AttachmentFailed &&
+			strings.Contains(pc.Status.Pods[0].LastError, "refused by the node agent") && strings.Contains(pc.Status.Pods[0].LastError, want)
+	})
+	if out, err := e.rn.InNetNS(ctx, "ip", "-o", "addr", "show"); err != nil || strings.Contains(out, " "+otherIP+"/") {
+		t.Errorf("node %s carries %s (err %v):\n%s", realNode, otherIP, err, out)
+	}
+	if _, err := e.rn.InNetNS(ctx, "ip", "link", "show", "berth-sneak"); err == nil {
+		t.Error("the agent made bridge berth-sneak for a refused network")
 	}
 }
