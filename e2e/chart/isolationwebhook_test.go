@@ -472,6 +472,11 @@ type policyEval struct {
 	env      *cel.Env
 	policies []*admissionv1.ValidatingAdmissionPolicy
 	mwc      string // the webhook's matchCondition
+	// params are the Nodes a policy with paramKind Node is evaluated against (its binding's
+	// paramRef.selector applied to isoNodes), by policy name; bindingCond is the binding
+	// webhook's matchCondition (isolation_nodename_test.go).
+	params      map[string][]map[string]any
+	bindingCond string
 }
 
 func newPolicyEval(t *testing.T, objs []*unstructured.Unstructured) *policyEval {
@@ -479,7 +484,7 @@ func newPolicyEval(t *testing.T, objs []*unstructured.Unstructured) *policyEval 
 	envSet, err := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).Extend(environment.VersionedOptions{
 		IntroducedVersion: environment.DefaultCompatibilityVersion(),
 		EnvOptions: []cel.EnvOption{cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType), cel.Variable("request", cel.DynType),
-			cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType))},
+			cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType)), cel.Variable("params", cel.DynType)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -488,8 +493,9 @@ func newPolicyEval(t *testing.T, objs []*unstructured.Unstructured) *policyEval 
 	if err != nil {
 		t.Fatal(err)
 	}
-	pe := &policyEval{env: env}
+	pe := &policyEval{env: env, params: map[string][]map[string]any{}}
 	for _, o := range objs {
+		pe.addNodeParams(t, o)
 		switch o.GetKind() {
 		case "ValidatingAdmissionPolicy":
 			var p admissionv1.ValidatingAdmissionPolicy
@@ -508,8 +514,8 @@ func newPolicyEval(t *testing.T, objs []*unstructured.Unstructured) *policyEval 
 			pe.mwc = mc[0].(map[string]any)["expression"].(string)
 		}
 	}
-	if len(pe.policies) != 3 || pe.mwc == "" {
-		t.Fatalf("%d policies, webhook condition %q: want the classed, pool-access and fixed-class policies and the webhook's condition", len(pe.policies), pe.mwc)
+	if len(pe.policies) != 5 || pe.mwc == "" {
+		t.Fatalf("%d policies, webhook condition %q: want the classed, pool-access, fixed-class, node-name and binding policies and the webhook's condition", len(pe.policies), pe.mwc)
 	}
 	return pe
 }
@@ -580,14 +586,8 @@ func (pe *policyEval) verdict(t *testing.T, ns string, old, pod *corev1.Pod) (ms
 		if !matched {
 			continue
 		}
-		clear(vars)
-		for _, v := range p.Spec.Variables {
-			vars[v.Name] = pe.eval(t, v.Expression, act, &maxCost)
-		}
-		for _, v := range p.Spec.Validations {
-			if !pe.eval(t, v.Expression, act, &maxCost).(bool) {
-				return pe.eval(t, v.MessageExpression, act, &maxCost).(string), p.Name, sentToWebhook, maxCost
-			}
+		if msg := pe.validate(t, p, act, &maxCost); msg != "" {
+			return msg, p.Name, sentToWebhook, maxCost
 		}
 	}
 	return "", "", sentToWebhook, maxCost
@@ -604,6 +604,7 @@ func TestIsolationPolicyAgreesWithWebhook(t *testing.T) {
 		rel := "iso-" + mode
 		objs, nsOf := isoRelease(t, mode, rel)
 		hook := webhookConfigOf(t, objs, rel)
+		hook.Nodes = isoNodes()
 		if want := []string{rel + "-system", "kube-system", rel + "-exempt"}; !slices.Equal(hook.ExemptNamespaces, want) {
 			t.Fatalf("%s: webhook exempts %v, want %v", mode, hook.ExemptNamespaces, want)
 		}
@@ -613,7 +614,7 @@ func TestIsolationPolicyAgreesWithWebhook(t *testing.T) {
 			p.Spec.NodeName = "n1"
 			p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 		})
-		cases := append(isoCases(),
+		cases := append(append(isoCases(), nodeNameCases()...),
 			isoCase{name: "kube-system: the incident", ns: "kube-system", pod: isoCases()[0].pod},
 			isoCase{name: "mirror pod", ns: "tenant", pod: mirror},
 			isoCase{name: "conflicting classes", ns: "tenant", pod: isoPod(map[string]string{"ipp-class": "a", "berth.dev/instance-class": "b"}, nil),
@@ -650,7 +651,9 @@ func TestIsolationPolicyAgreesWithWebhook(t *testing.T) {
 				}
 				if acts := herr != nil || len(res.Patch) > 0; acts && !sent {
 					t.Fatalf("the webhook would refuse or patch the pod, but its matchCondition does not send it (refusal %v)", herr)
-				} else if !acts && res.Exempt == "" && sent {
+				} else if !acts && res.Exempt == "" && sent && p.Spec.NodeName == "" {
+					// why: a pod naming a node is sent for the webhook to read the Node; it
+					// leaves alone one that is not the pool's.
 					t.Fatalf("the webhook's matchCondition sends a pod it leaves alone")
 				}
 			})
@@ -717,10 +720,13 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 	// The controller manager stays: namespaces get their default ServiceAccount from it.
 	c := framework.StartCluster(ctx, t, cluster.Config{Logf: t.Logf, WithoutKWOK: true, WithoutDefaultScheduler: true, WithoutBerthCRDs: true})
 	adm := c.Client.AdmissionregistrationV1()
+	createIsoNodes(ctx, t, c.Client)
+	admin := whoAmI(ctx, t, c.Client)
 	for _, mode := range []string{"ipp", "berth", "both"} {
 		rel := "iso-" + mode
 		objs, nsOf := isoRelease(t, mode, rel)
 		hook := webhookConfigOf(t, objs, rel)
+		hook.Nodes = isoNodes()
 		var names []string
 		for _, ns := range nsOf {
 			if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
@@ -759,7 +765,7 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 		if err := framework.WaitPoliciesTypeChecked(ctx, c.Client, policies...); err != nil {
 			t.Fatal(err)
 		}
-		for i, tc := range isoCases() {
+		for i, tc := range append(isoCases(), nodeNameCases()...) {
 			t.Run(mode+"/"+tc.name, func(t *testing.T) {
 				p := tc.pod.DeepCopy()
 				p.Namespace, p.Name = nsOf[tc.ns], fmt.Sprintf("case-%d", i)
@@ -792,6 +798,7 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 				t.Logf("refused: %v", err)
 			})
 		}
+		t.Run(mode, func(t *testing.T) { apiServerBindings(ctx, t, c.Client, hook, nsOf, admin) })
 		// Updates of pods created here (and deleted at the end), answered as dry runs.
 		for i, tc := range isoUpdates() {
 			if tc.existing {

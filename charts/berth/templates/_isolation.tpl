@@ -68,6 +68,27 @@ term). */}}
 has({{ .obj }}.metadata.ownerReferences) && {{ .obj }}.metadata.ownerReferences.exists(o, o.kind == 'DaemonSet')
 {{- end -}}
 
+{{/* Who may bind pods to the pool's nodes, as a JSON list of usernames: the schedulers of the
+classes. berth-scheduler's ServiceAccount (the operator names it after the SecondaryScheduler),
+and in mode ipp, where the default scheduler places classed pods, system:kube-scheduler. Anyone
+else's Binding to a pool node is refused (templates/isolation-webhook.yaml). */}}
+{{- define "berth.isolation.poolBinders" -}}
+{{- $b := list -}}
+{{- if .Values.scheduler.enabled -}}
+{{- $b = append $b (printf "system:serviceaccount:%s:%s" .Release.Namespace (include "berth.scheduler.name" .)) -}}
+{{- end -}}
+{{- if eq .Values.isolation.mode "ipp" -}}
+{{- $b = append $b "system:kube-scheduler" -}}
+{{- end -}}
+{{ toJson $b }}
+{{- end -}}
+
+{{/* CEL: the pod names a node (spec.nodeName set at creation: never scheduled) and is no
+static pod's mirror (the kubelet's, written whatever the API server answers). */}}
+{{- define "berth.isolation.namesNode" -}}
+has(object.spec.nodeName) && object.spec.nodeName != '' && (!has(object.metadata.annotations) || !('kubernetes.io/config.mirror' in object.metadata.annotations))
+{{- end -}}
+
 {{/* Checks values that the schema cannot relate to each other. */}}
 {{- define "berth.isolation.check" -}}
 {{- $iso := .Values.isolation -}}
@@ -98,6 +119,7 @@ has({{ .obj }}.metadata.ownerReferences) && {{ .obj }}.metadata.ownerReferences.
 {{- end }}
 - --isolation-spread-replicas={{ $iso.spreadReplicas }}
 - --isolation-exempt-namespaces={{ join "," (fromJsonArray (include "berth.isolation.exemptNamespaces" .)) }}
+- --isolation-pool-binders={{ join "," (fromJsonArray (include "berth.isolation.poolBinders" .)) }}
 - --isolation-webhook-bind-address=:9443
 - --isolation-webhook-secret={{ .Release.Namespace }}/{{ include "berth.isolation.secret" . }}
 {{- if $iso.certs.certManager.enabled }}

@@ -407,7 +407,7 @@ func TestAdmission(t *testing.T) {
 				p := handWritten(nsB, "pinned", map[string]string{"ipp-class": "b"})
 				p.Spec.NodeName = "pool-1"
 				return p
-			}(), "pod of instance class b sets spec.nodeName pool-1, which bypasses the scheduler"},
+			}(), `pod of instance class b sets spec.nodeName "pool-1", which bypasses the scheduler`},
 		} {
 			// why: the API server sees the Ignore policy a moment after the update; until then
 			// the call fails as under Fail, which is not what is tested here.
