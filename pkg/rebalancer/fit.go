@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	toolscache "k8s.io/client-go/tools/cache"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -45,6 +46,11 @@ func (f *Fitter) Grants() *instanceisolation.Grants { return f.grants }
 // has synced every class is its pods' namespace's, which only refuses more moves.
 func (f *Fitter) WatchGrants(mgr ctrl.Manager) error {
 	inf, err := mgr.GetCache().GetInformer(context.Background(), &berthv1alpha1.InstanceClass{}, crcache.BlockUntilSynced(false))
+	if meta.IsNoMatchError(err) {
+		// why: without the CRD there is no grant to follow; the fit check keeps every class
+		// its pods' namespace's, as the scheduler does.
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("InstanceClass informer: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -56,7 +57,9 @@ func (g CacheGrants) Grant(class string) ([]string, bool, error) {
 	defer cancel()
 	var ic berthv1alpha1.InstanceClass
 	if err := g.Reader.Get(ctx, client.ObjectKey{Name: class}, &ic); err != nil {
-		if apierrors.IsNotFound(err) {
+		// why: without the CRD no InstanceClass can exist, so every class is its pods'
+		// namespace's; that is the answer, not a failure (the chart always installs it).
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 			return nil, false, nil
 		}
 		return nil, false, fmt.Errorf("reading InstanceClass %s: %w", class, err)

@@ -11,6 +11,7 @@ import (
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/pkg/flagvalue"
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -118,8 +119,10 @@ func (f *Flags) Setup(mgr manager.Manager, log logr.Logger) error {
 	}
 	// why: the InstanceClass informer starts with the manager's cache, so the first classed pod
 	// does not wait for its initial list; every replica serves, and caches are not leader-only.
-	if _, err := mgr.GetCache().GetInformer(context.Background(), &berthv1alpha1.InstanceClass{}, cache.BlockUntilSynced(false)); err != nil {
-		return fmt.Errorf("InstanceClass informer (is the InstanceClass CRD installed?): %w", err)
+	if _, err := mgr.GetCache().GetInformer(context.Background(), &berthv1alpha1.InstanceClass{}, cache.BlockUntilSynced(false)); meta.IsNoMatchError(err) {
+		log.Info("InstanceClass CRD not installed: every class belongs to its pods' namespace until it is", "err", err.Error())
+	} else if err != nil {
+		return fmt.Errorf("InstanceClass informer: %w", err)
 	}
 	o.Config.Classes = CacheGrants{Reader: mgr.GetCache()}
 	reqs := NewRequestsCounter()
