@@ -80,7 +80,7 @@ else's Binding to a pool node is refused (templates/isolation-webhook.yaml). */}
 {{- if eq .Values.isolation.mode "ipp" -}}
 {{- $b = append $b "system:kube-scheduler" -}}
 {{- end -}}
-{{ toJson $b }}
+{{ toJson (uniq (concat $b (.Values.isolation.extraPoolBinders | default (list)))) }}
 {{- end -}}
 
 {{/* CEL: the pod names a node (spec.nodeName set at creation: never scheduled) and is no

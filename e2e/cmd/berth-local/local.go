@@ -298,6 +298,11 @@ func ExplainLine(bin string) string {
 	return "PATH=$PWD/" + bin + ":$PATH kubectl berth explain pod POD --scheduler-namespace berth-system --lease berth-scheduler"
 }
 
+// AddNodesLine adds simulated nodes to the running cluster (addnodes.go).
+func AddNodesLine(bin string) string {
+	return filepath.Join(bin, "berth-local") + " add-nodes 3 [-cpu 8] [-memory 32Gi] [-label pool=a] [-taint dedicated=a:NoSchedule]"
+}
+
 // ExampleManifest is the workload the README applies: a Deployment with schedulerName
 // berth-scheduler running the pause image the node already has.
 const ExampleManifest = "examples/hello-berth.yaml"
@@ -333,6 +338,7 @@ func printNextSteps(w *os.File, o localOpts, st *Status) {
 		fmt.Fprintf(w, "  %s\n", ExplainLine(bin))
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintf(w, "Add simulated nodes: %s\n", AddNodesLine(bin))
 	fmt.Fprintln(w, "Stop it with: make down")
 }
 

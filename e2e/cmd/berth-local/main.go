@@ -4,6 +4,8 @@
 //	berth-local up     start the cluster (a real node where possible) and leave it running
 //	                   under a supervisor process (see local.go)
 //	berth-local down   stop the cluster `up` started and leave nothing behind
+//	berth-local add-nodes N [-cpu 8 -memory 32Gi -label k=v -taint k=v:NoSchedule ...]
+//	                   add simulated (KWOK) nodes to the cluster `up` keeps running (addnodes.go)
 package main
 
 import (
@@ -40,6 +42,27 @@ func main() {
 		usage()
 	}
 	cmd := os.Args[1]
+	if cmd == "add-nodes" {
+		// Its own flags (capacity, labels, taints) and a count: parsed apart from the others.
+		o, err := parseAddNodes(os.Args[2:], os.Stderr)
+		if err != nil {
+			if !errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintf(os.Stderr, "berth-local add-nodes: %v\n", err)
+			}
+			os.Exit(2)
+		}
+		if abs, err := filepath.Abs(o.dir); err == nil {
+			o.dir = abs
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err = addNodes(ctx, o, os.Stdout)
+		stop()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "berth-local add-nodes: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	_ = fs.Parse(os.Args[2:])
 	if abs, err := filepath.Abs(*dir); err == nil {
 		*dir = abs
@@ -71,6 +94,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: berth-local demo|up|down [-dir DIR] [-simulated] [-real-nodes N] [-v]")
+	fmt.Fprintln(os.Stderr, "       berth-local add-nodes N [-cpu 8] [-memory 32Gi] [-pods 110] [-label k=v]... [-taint k=v:NoSchedule]... [-dir DIR]")
 	os.Exit(2)
 }
 

@@ -51,10 +51,12 @@ const (
 	certValidity = 20 * time.Second
 )
 
-// The chart's values for this suite: mode berth, the plugin on, failurePolicy Fail.
+// The chart's values for this suite: mode berth, the plugin on, failurePolicy Fail. The
+// suite's berth-scheduler runs as user berth-scheduler, not the chart's ServiceAccount, so it is
+// named a pool binder (else its bindings to pool nodes are refused, as anyone else's).
 const values = `
 scheduler: {plugins: {instanceIsolation: {enabled: true}}}
-isolation: {enabled: true, mode: berth, failurePolicy: Fail}
+isolation: {enabled: true, mode: berth, failurePolicy: Fail, extraPoolBinders: [berth-scheduler]}
 `
 
 var poolTaint = corev1.Taint{Key: "ipp", Value: "true", Effect: corev1.TaintEffectNoSchedule}
@@ -125,7 +127,9 @@ func TestAdmission(t *testing.T) {
 			// why: the API server runs outside any pod network here; the operator listens on
 			// loopback, so the chart's Service reference becomes a URL to it.
 			url := "https://" + e.hookAddr + webhook.Path
-			m.Webhooks[0].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url}
+			for i := range m.Webhooks {
+				m.Webhooks[i].ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url}
+			}
 			if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &m, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -158,7 +162,7 @@ func TestAdmission(t *testing.T) {
 	e.startOperator(ctx, t, objs)
 
 	t.Run("policy type-checks on the API server", func(t *testing.T) {
-		if err := framework.WaitPoliciesTypeChecked(ctx, c.Client, mwcName, fixedClass, mwcName+"-pool-access"); err != nil {
+		if err := framework.WaitPoliciesTypeChecked(ctx, c.Client, mwcName, fixedClass, mwcName+"-pool-access", mwcName+"-node-name", mwcName+"-binding"); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -76,9 +76,11 @@ func incident(ns, name string) *appsv1.DaemonSet {
 func (e *env) tenantDaemonSets(ctx context.Context, t *testing.T) {
 	c := e.c
 	var v map[string]any
+	// why extraPoolBinders: the suite's berth-scheduler runs as user berth-scheduler, not the
+	// chart's ServiceAccount; anyone else's binding to a pool node is refused.
 	if err := yamlUnmarshal(`
 scheduler: {plugins: {instanceIsolation: {enabled: true}}}
-isolation: {enabled: true, mode: berth}`, &v); err != nil {
+isolation: {enabled: true, mode: berth, extraPoolBinders: [berth-scheduler]}`, &v); err != nil {
 		t.Fatal(err)
 	}
 	r, err := chart.Render(chartVals, relNS, v)
