@@ -21,9 +21,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
 	"github.com/berth-sched/berth/pkg/isolation/webhook"
@@ -359,7 +361,14 @@ func isoCases() []isoCase {
 		p.OwnerReferences = []metav1.OwnerReference{isoDSRef}
 	}
 	gpu := corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	gold := map[string]string{"ipp-class": "gold"}
 	return []isoCase{
+		// Issue 35 item 1: class gold is shared by the tenant namespaces (isoClasses); another
+		// namespace carrying it is refused, naming the grant to ask for.
+		{name: "class granted to other namespaces only", ns: "other", pod: isoPod(gold, nil),
+			refused: "metadata.labels[ipp-class]: instance class gold belongs to the namespaces InstanceClass gold grants it to (iso-ipp-tenant, iso-berth-tenant, iso-both-tenant), not to iso-"},
+		{name: "class granted to other namespaces only, under Berth's key", ns: "other", pod: isoPod(map[string]string{"berth.dev/instance-class": "gold"}, nil),
+			refused: "metadata.labels[berth.dev/instance-class]: instance class gold belongs to the namespaces InstanceClass gold grants it to"},
 		{name: "the incident: DaemonSet pod of class red on the pool", ns: "tenant", pod: isoPod(red, incident),
 			refused: "metadata.ownerReferences[0]: pod of instance class red is owned by DaemonSet attack; only pods in an exempt namespace"},
 		{name: "classed pod naming a DaemonSet owner as its second reference", ns: "tenant", pod: isoPod(red, func(p *corev1.Pod) {
@@ -391,6 +400,10 @@ func isoCases() []isoCase {
 			p.Spec.Tolerations = []corev1.Toleration{gpu}
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "1b9d6bcd-bbfd-4b2d-9b5d-ab8dfbbd4bed", Controller: ptr.To(true)}}
 		})},
+		{name: "shared class in a namespace its InstanceClass lists", ns: "tenant", pod: isoPod(gold, nil)},
+		// why: without an InstanceClass named red, red in another namespace is that namespace's
+		// own class (its owner term names only it).
+		{name: "another namespace's class value is a class of its own", ns: "other", pod: isoPod(red, nil)},
 		{name: "release namespace: the incident is exempt", ns: "release", pod: isoPod(red, incident)},
 		{name: "exempt namespace: the incident is exempt", ns: "exempt", pod: isoPod(red, incident)},
 		{name: "exempt namespace: unclassed node daemon tolerating every taint", ns: "exempt", pod: isoPod(nil, func(p *corev1.Pod) {
@@ -452,7 +465,26 @@ func isoRelease(t *testing.T, mode, rel string) (objs []*unstructured.Unstructur
 	if err != nil {
 		t.Fatal(err)
 	}
-	return objectsOf(t, r), map[string]string{"tenant": rel + "-tenant", "release": rel + "-system", "exempt": rel + "-exempt"}
+	return objectsOf(t, r), map[string]string{"tenant": rel + "-tenant", "release": rel + "-system", "exempt": rel + "-exempt", "other": rel + "-other"}
+}
+
+// isoClasses are the InstanceClasses every release's policies and webhook judge against:
+// class gold is shared by the three releases' tenant namespaces (and no "other" one).
+func isoClasses() []*berthv1alpha1.InstanceClass {
+	return []*berthv1alpha1.InstanceClass{{
+		TypeMeta:   metav1.TypeMeta{APIVersion: berthv1alpha1.GroupVersion.String(), Kind: "InstanceClass"},
+		ObjectMeta: metav1.ObjectMeta{Name: "gold"},
+		Spec:       berthv1alpha1.InstanceClassSpec{Namespaces: []string{"iso-ipp-tenant", "iso-berth-tenant", "iso-both-tenant"}},
+	}}
+}
+
+// isoGrants is isoClasses as the webhook's operator cache answers.
+func isoGrants() webhook.StaticGrants {
+	g := webhook.StaticGrants{}
+	for _, ic := range isoClasses() {
+		g[ic.Name] = ic.Spec.Namespaces
+	}
+	return g
 }
 
 // patched is pod after the webhook's answer: the pod itself, or with the patch applied.
@@ -514,8 +546,21 @@ func newPolicyEval(t *testing.T, objs []*unstructured.Unstructured) *policyEval 
 			pe.mwc = mc[0].(map[string]any)["expression"].(string)
 		}
 	}
-	if len(pe.policies) != 5 || pe.mwc == "" {
-		t.Fatalf("%d policies, webhook condition %q: want the classed, pool-access, fixed-class, node-name and binding policies and the webhook's condition", len(pe.policies), pe.mwc)
+	for _, p := range pe.policies {
+		if p.Spec.ParamKind != nil && p.Spec.ParamKind.Kind == "InstanceClass" {
+			// why: its binding selects every InstanceClass (paramRef.selector {}).
+			pe.params[p.Name] = nil
+			for _, ic := range isoClasses() {
+				obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ic)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pe.params[p.Name] = append(pe.params[p.Name], obj)
+			}
+		}
+	}
+	if len(pe.policies) != 6 || pe.mwc == "" {
+		t.Fatalf("%d policies, webhook condition %q: want the classed, class-grant, pool-access, fixed-class, node-name and binding policies and the webhook's condition", len(pe.policies), pe.mwc)
 	}
 	return pe
 }
@@ -563,7 +608,7 @@ func (pe *policyEval) verdict(t *testing.T, ns string, old, pod *corev1.Pod) (ms
 		op = admissionv1.Update
 	}
 	vars := map[string]any{}
-	act := map[string]any{"object": asObject(pod), "oldObject": asObject(old), "variables": vars, "request": map[string]any{"operation": string(op)}}
+	act := map[string]any{"object": asObject(pod), "oldObject": asObject(old), "variables": vars, "request": map[string]any{"operation": string(op), "namespace": ns}}
 	if op == admissionv1.Create {
 		sentToWebhook = pe.eval(t, pe.mwc, act, &maxCost).(bool)
 	}
@@ -605,6 +650,7 @@ func TestIsolationPolicyAgreesWithWebhook(t *testing.T) {
 		objs, nsOf := isoRelease(t, mode, rel)
 		hook := webhookConfigOf(t, objs, rel)
 		hook.Nodes = isoNodes()
+		hook.Classes = isoGrants()
 		if want := []string{rel + "-system", "kube-system", rel + "-exempt"}; !slices.Equal(hook.ExemptNamespaces, want) {
 			t.Fatalf("%s: webhook exempts %v, want %v", mode, hook.ExemptNamespaces, want)
 		}
@@ -631,10 +677,7 @@ func TestIsolationPolicyAgreesWithWebhook(t *testing.T) {
 				if tc.refused == "" && herr != nil || tc.refused != "" && (herr == nil || !strings.Contains(herr.Error(), tc.refused)) {
 					t.Fatalf("webhook: %v, want refused containing %q", herr, tc.refused)
 				}
-				after := p
-				if herr == nil {
-					after = patched(t, p, res)
-				}
+				after := isoAsPolicySees(t, hook, p, res, herr)
 				msg, policy, sent, cost := pe.verdict(t, ns, nil, after)
 				if cost >= celconfig.PerCallLimit {
 					t.Errorf("dearest expression costs %d, over the API server's per-call limit", cost)
@@ -721,12 +764,14 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 	c := framework.StartCluster(ctx, t, cluster.Config{Logf: t.Logf, WithoutKWOK: true, WithoutDefaultScheduler: true, WithoutBerthCRDs: true})
 	adm := c.Client.AdmissionregistrationV1()
 	createIsoNodes(ctx, t, c.Client)
+	createIsoClasses(ctx, t, c)
 	admin := whoAmI(ctx, t, c.Client)
 	for _, mode := range []string{"ipp", "berth", "both"} {
 		rel := "iso-" + mode
 		objs, nsOf := isoRelease(t, mode, rel)
 		hook := webhookConfigOf(t, objs, rel)
 		hook.Nodes = isoNodes()
+		hook.Classes = isoGrants()
 		var names []string
 		for _, ns := range nsOf {
 			if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
@@ -773,9 +818,7 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 				if tc.refused == "" && herr != nil || tc.refused != "" && herr == nil {
 					t.Fatalf("webhook: %v, want refused %v", herr, tc.refused != "")
 				}
-				if herr == nil {
-					p = patched(t, p, res)
-				}
+				p = isoAsPolicySees(t, hook, p, res, herr)
 				var err error
 				// why: a new binding takes effect a moment after it is created; until then a pod
 				// the policy must refuse is admitted.
@@ -839,6 +882,54 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 				t.Logf("refused: %v", err)
 			})
 		}
+	}
+}
+
+// isoAsPolicySees is the pod the policies judge after the webhook answered res, herr: the
+// patched pod when admitted; the pod itself when refused, except for a class its namespace is
+// not granted, which is judged as the webhook would have constrained it with the class as the
+// namespace's own. why: mutating admission runs first, so the policies decide only where the
+// webhook was skipped; an unconstrained pod is then refused for lacking the constraint (the
+// classed policy's words), and the grant refusal is what a pod written with every constraint
+// meets (the webhook's words, from the class-grant policy).
+func isoAsPolicySees(t *testing.T, hook webhook.Config, p *corev1.Pod, res webhook.Result, herr error) *corev1.Pod {
+	t.Helper()
+	if herr == nil {
+		return patched(t, p, res)
+	}
+	if !strings.Contains(herr.Error(), "grants it to") {
+		return p
+	}
+	own := hook
+	own.Classes = nil
+	res, err := own.Mutate(p)
+	if err != nil {
+		t.Fatalf("the webhook refuses the pod as its namespace's class too: %v", err)
+	}
+	return patched(t, p, res)
+}
+
+// createIsoClasses installs the InstanceClass CRD (the class-grant policy's paramKind) and
+// isoClasses, removed at the end.
+func createIsoClasses(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	if err := framework.InstallInstanceClassCRD(ctx, c.RESTConfig); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := dyn.Resource(framework.InstanceClassGVR)
+	for _, ic := range isoClasses() {
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := api.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("InstanceClass %s: %v", ic.Name, err)
+		}
+		t.Cleanup(func() { _ = api.Delete(context.Background(), ic.Name, metav1.DeleteOptions{}) })
 	}
 }
 

@@ -63,6 +63,23 @@ term). */}}
 {{ $o }}.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.exists(t, has(t.matchExpressions) && t.matchExpressions.exists(e, {{ include "berth.isolation.selects" .root }})))
 {{- end -}}
 
+{{/* CEL: the class label keys of object whose owner term is missing: {<key> In [class]} on the
+host in namespaces NotIn a list for which .owners (CEL over that list, "v") holds. .root is the
+chart's context; variables.class must be defined. */}}
+{{- define "berth.isolation.missingOwnerTerms" -}}
+{{- $pa := "object.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution" -}}
+{{ include "berth.isolation.classLabels" .root }}.filter(k, !(has(object.spec.affinity) && has(object.spec.affinity.podAntiAffinity) && has({{ $pa }}) &&
+{{ $pa }}.exists(t, t.topologyKey == 'kubernetes.io/hostname' &&
+has(t.labelSelector) && (!has(t.labelSelector.matchLabels) || size(t.labelSelector.matchLabels) == 0) &&
+has(t.labelSelector.matchExpressions) && size(t.labelSelector.matchExpressions) == 1 &&
+t.labelSelector.matchExpressions[0].key == k && t.labelSelector.matchExpressions[0].operator == 'In' &&
+has(t.labelSelector.matchExpressions[0].values) && t.labelSelector.matchExpressions[0].values == [variables.class] &&
+has(t.namespaceSelector) && (!has(t.namespaceSelector.matchLabels) || size(t.namespaceSelector.matchLabels) == 0) &&
+has(t.namespaceSelector.matchExpressions) && size(t.namespaceSelector.matchExpressions) == 1 &&
+t.namespaceSelector.matchExpressions[0].key == 'kubernetes.io/metadata.name' && t.namespaceSelector.matchExpressions[0].operator == 'NotIn' &&
+has(t.namespaceSelector.matchExpressions[0].values) && [t.namespaceSelector.matchExpressions[0].values].all(v, {{ .owners }}))))
+{{- end -}}
+
 {{/* CEL: pod .obj has an owner reference of kind DaemonSet. */}}
 {{- define "berth.isolation.daemonSetOwned" -}}
 has({{ .obj }}.metadata.ownerReferences) && {{ .obj }}.metadata.ownerReferences.exists(o, o.kind == 'DaemonSet')
