@@ -33,6 +33,19 @@ type Grants struct {
 	mu   sync.RWMutex
 	m    map[string]*grant
 	subs []func(value string)
+	// synced reports whether the informer feeding the grants has listed them (nil: none runs).
+	synced func() bool
+}
+
+// hasSynced is false while an informer feeding g has not listed the InstanceClasses yet.
+func (g *Grants) hasSynced() bool {
+	if g == nil {
+		return true
+	}
+	g.mu.RLock()
+	f := g.synced
+	g.mu.RUnlock()
+	return f == nil || f()
 }
 
 type grant struct {
@@ -133,6 +146,9 @@ func watchClasses(ctx context.Context, h fwk.Handle, g *Grants, logger klog.Logg
 			logger.Error(err, "InstanceClass informer")
 			return true
 		}
+		g.mu.Lock()
+		g.synced = inf.HasSynced
+		g.mu.Unlock()
 		f.Start(ctx.Done())
 		return true
 	})

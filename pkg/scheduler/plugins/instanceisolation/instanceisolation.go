@@ -181,11 +181,14 @@ func (pl *InstanceIsolation) waitSynced(ctx context.Context) {
 	if pl.synced == nil || pl.syncedOnce.Load() {
 		return
 	}
-	if !pl.synced() {
+	// why: before the InstanceClasses are listed every class is its namespace's, which would
+	// place a shared class's first pods apart for no reason (never together wrongly).
+	synced := func() bool { return pl.synced() && pl.cls.grants.hasSynced() }
+	if !synced() {
 		wctx, cancel := context.WithTimeout(ctx, syncTimeout)
 		defer cancel()
-		if !cache.WaitForCacheSync(wctx.Done(), pl.synced) {
-			pl.logger.Error(nil, "Pod handler did not sync in time; isolation decisions may miss pods until it does", "timeout", syncTimeout)
+		if !cache.WaitForCacheSync(wctx.Done(), synced) {
+			pl.logger.Error(nil, "Pod handler or InstanceClass informer did not sync in time; isolation decisions may miss pods or shared classes until they do", "timeout", syncTimeout)
 			return
 		}
 	}
