@@ -31,16 +31,16 @@ import (
 
 // PodNetwork condition reasons.
 const (
-	ReasonAccepted        = "Accepted"
-	ReasonRefused         = "Refused"
-	ReasonInUse           = "AddressesInUse"
+	ReasonAccepted = "Accepted"
+	ReasonRefused  = "Refused"
+	ReasonInUse    = "AddressesInUse"
 	// ReasonReleased: accepted, its pool exists and every address of it was released.
 	ReasonReleased = "Released"
 	// ReasonIdle: accepted, no address was ever allocated from it.
 	ReasonIdle = "Idle"
 	// ReasonNoPodRange: refused because the cluster's pod range is unknown (no node has a
 	// podCIDR, no cluster CIDR configured); see podconfig.NoPodRangeMessage.
-	ReasonNoPodRange = "PodRangeUnknown"
+	ReasonNoPodRange      = "PodRangeUnknown"
 	EventNetworkRefused   = "NetworkRefused"
 	EventNetworkAccepted  = "NetworkAccepted"
 	reasonNetworkDeleting = "Deleting"
@@ -167,15 +167,15 @@ func (r *NetworkReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	}
 	res, err := conflictRequeue(r.writeStatus(ctx, pn, status))
 	if err == nil && res.RequeueAfter == 0 {
-		// The discovered ranges (a node's podCIDR, a new ServiceCIDR) change without any event
-		// this controller watches: every decision is taken again after a while.
+		// A new ServiceCIDR comes without any event this controller watches (nodes are
+		// watched): every decision is taken again after a while.
 		res.RequeueAfter = r.recheck()
 	}
 	return res, err
 }
 
 // DefaultNetworkRecheck is how often a network is decided again without an event, so a range
-// that appears in the cluster (a node's podCIDR, a ServiceCIDR) refuses it in time.
+// that appears in the cluster unwatched (a ServiceCIDR) refuses it in time.
 const DefaultNetworkRecheck = time.Minute
 
 func (r *NetworkReconciler) recheck() time.Duration {
