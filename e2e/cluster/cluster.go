@@ -22,11 +22,14 @@ import (
 	"time"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	berthcrds "github.com/berth-sched/berth/api/crds"
 	spocrds "github.com/berth-sched/berth/pkg/scheduler/plugins/sysched/crds"
 )
 
@@ -56,7 +59,8 @@ type Config struct {
 	// is SimulatedPodCIDR, so the pod ranges can be discovered from the nodes.
 	WithoutPodCIDRs bool
 	// WithoutBerthCRDs skips installing the CRDs Berth reads but does not own (SPO's
-	// SeccompProfile and ProfileBinding, where SPO is absent).
+	// SeccompProfile and ProfileBinding, where SPO is absent) and the InstanceClass CRD the
+	// chart's admission policies name as their paramKind.
 	WithoutBerthCRDs bool
 	// APIServerPort fixes kube-apiserver's port; 0 picks a free one.
 	APIServerPort int
@@ -559,6 +563,18 @@ func (c *Cluster) installCRDs(ctx context.Context) error {
 	if err != nil {
 		return &ComponentError{Component: APIServer, Err: fmt.Errorf("installing SPO CRDs: %w", err)}
 	}
+	// why: the chart's class-grant admission policy names InstanceClass as its paramKind; on a
+	// cluster without the CRD the API server applies the policy's failurePolicy (Fail) to every
+	// classed pod. helm install always brings it (crds/); suites applying the chart's policies
+	// get it here.
+	ic, err := berthcrds.Load("berth.dev_instanceclasses.yaml")
+	if err != nil {
+		return &ComponentError{Component: APIServer, Err: err}
+	}
+	if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, ic, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return &ComponentError{Component: APIServer, Err: fmt.Errorf("installing the InstanceClass CRD: %w", err)}
+	}
+	names = append(names, ic.Name)
 	for _, name := range names {
 		if err := WaitCRDEstablished(ctx, ext, name, c.cfg.ReadyTimeout); err != nil {
 			return &ComponentError{Component: APIServer, Err: err}

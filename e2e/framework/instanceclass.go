@@ -2,7 +2,12 @@ package framework
 
 import (
 	"context"
+	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/berth-sched/berth/api/crds"
@@ -21,4 +26,31 @@ func InstallInstanceClassCRD(ctx context.Context, cfg *rest.Config) error {
 		return err
 	}
 	return cluster.InstallCRDs(ctx, cfg, crd)
+}
+
+// CreateInstanceClass installs the InstanceClass CRD if needed and creates the InstanceClass
+// name sharing its class among namespaces, deleted when the test ends.
+func CreateInstanceClass(ctx context.Context, t testing.TB, cfg *rest.Config, name string, namespaces ...string) {
+	t.Helper()
+	if err := InstallInstanceClassCRD(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic := &berthv1alpha1.InstanceClass{
+		TypeMeta:   metav1.TypeMeta{APIVersion: berthv1alpha1.GroupVersion.String(), Kind: "InstanceClass"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       berthv1alpha1.InstanceClassSpec{Namespaces: namespaces},
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := dyn.Resource(InstanceClassGVR)
+	if _, err := api.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("InstanceClass %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = api.Delete(context.Background(), name, metav1.DeleteOptions{}) })
 }

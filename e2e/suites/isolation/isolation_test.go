@@ -82,6 +82,12 @@ func TestInstanceIsolation(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// why: a class belongs to its pods' namespace unless an InstanceClass shares it; the classes
+	// here cross the three namespaces, as the migration's InstanceClasses keep them (created
+	// before the scheduler, whose first cycle waits for them).
+	for i := 0; i < classes; i++ {
+		framework.CreateInstanceClass(ctx, t, c.RESTConfig, fmt.Sprintf("class-%d", i), namespaces...)
+	}
 	main, err := framework.InstanceIsolationProfiles(mainProfile, isolatedProfile, 10, configv1.InstanceIsolationArgs{})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +109,8 @@ func TestInstanceIsolation(t *testing.T) {
 	}
 
 	t.Run("200 pods of 10 classes in 3 namespaces: no node holds two classes", func(t *testing.T) {
-		// Classes cross namespaces (class k has pods in all three), and namespace iso-c goes
+		// Classes cross namespaces (class k has pods in all three, shared by InstanceClass
+		// class-k), and namespace iso-c goes
 		// through the isolated profile with IPP's term, so both profiles share the nodes.
 		var created []*corev1.Pod
 		for i := 0; i < pods; i++ {
