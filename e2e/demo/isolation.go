@@ -17,11 +17,12 @@ import (
 )
 
 func init() {
-	register(40, Scenario{Name: "InstanceIsolation: each instance class gets nodes of its own, across namespaces (IPP)", Run: isolationDemo})
+	register(40, Scenario{Name: "InstanceIsolation: each instance class gets nodes of its own; an InstanceClass shares one across namespaces (IPP)", Run: isolationDemo})
 }
 
 // isolationDemo: two KWOK nodes labelled and tainted as IPP's pool, classes tenant-a and
-// tenant-b with pods in two namespaces, then a third class that finds no node of its own and
+// tenant-b with pods in two namespaces (a class belongs to its pods' namespace, so each is
+// shared by an InstanceClass listing both), then a third class that finds no node of its own and
 // waits Pending until the scenario adds a pool node (what Cluster Autoscaler would do).
 func isolationDemo(ctx context.Context, env *Env) error {
 	const (
@@ -40,6 +41,14 @@ func isolationDemo(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
+	// why: created before the scheduler, whose first cycle waits for its InstanceClass informer.
+	for _, class := range []string{"tenant-a", "tenant-b"} {
+		remove, err := framework.ApplyInstanceClass(ctx, env.Cluster.RESTConfig, class, namespaces...)
+		if err != nil {
+			return err
+		}
+		defer remove()
+	}
 	sched, ec, err := startRecording(ctx, env.Cluster, "berth-scheduler-isolation", framework.SchedulerConfig(profiles))
 	if err != nil {
 		return err
@@ -54,6 +63,7 @@ func isolationDemo(ctx context.Context, env *Env) error {
 	// adds berth's schedulerName, the pool toleration and node affinity.
 	wcfg := webhook.Defaults()
 	wcfg.SchedulerName, wcfg.PoolLabel, wcfg.TaintKey = schedulerName, pool, pool
+	wcfg.Classes = webhook.StaticGrants{"tenant-a": namespaces, "tenant-b": namespaces}
 	stopWebhook, err := startIsolationWebhook(ctx, env, wcfg, namespaces)
 	if err != nil {
 		return err
@@ -64,7 +74,7 @@ func isolationDemo(ctx context.Context, env *Env) error {
 			framework.PodSpec("", "100m", "64Mi")), createOpts)
 	}
 	var created []*corev1.Pod
-	// Both classes have pods in both namespaces: isolation is cluster-wide.
+	// Both classes have pods in both namespaces, which their InstanceClasses share them with.
 	for i := 0; i < 6; i++ {
 		class := []string{"tenant-a", "tenant-b"}[i%2]
 		p, err := pod(namespaces[(i/2)%2], fmt.Sprintf("%s-%d", class, i/2), class)

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,12 +33,22 @@ func InstallInstanceClassCRD(ctx context.Context, cfg *rest.Config) error {
 // name sharing its class among namespaces, deleted when the test ends.
 func CreateInstanceClass(ctx context.Context, t testing.TB, cfg *rest.Config, name string, namespaces ...string) {
 	t.Helper()
-	if err := InstallInstanceClassCRD(ctx, cfg); err != nil {
+	remove, err := ApplyInstanceClass(ctx, cfg, name, namespaces...)
+	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(remove)
+}
+
+// ApplyInstanceClass installs the InstanceClass CRD if needed and creates the InstanceClass
+// name sharing its class among namespaces; remove deletes it.
+func ApplyInstanceClass(ctx context.Context, cfg *rest.Config, name string, namespaces ...string) (remove func(), err error) {
+	if err := InstallInstanceClassCRD(ctx, cfg); err != nil {
+		return nil, err
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	ic := &berthv1alpha1.InstanceClass{
 		TypeMeta:   metav1.TypeMeta{APIVersion: berthv1alpha1.GroupVersion.String(), Kind: "InstanceClass"},
@@ -46,11 +57,11 @@ func CreateInstanceClass(ctx context.Context, t testing.TB, cfg *rest.Config, na
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ic)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	api := dyn.Resource(InstanceClassGVR)
 	if _, err := api.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("InstanceClass %s: %v", name, err)
+		return nil, fmt.Errorf("InstanceClass %s: %w", name, err)
 	}
-	t.Cleanup(func() { _ = api.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	return func() { _ = api.Delete(context.Background(), name, metav1.DeleteOptions{}) }, nil
 }
