@@ -171,7 +171,13 @@ func (f *agentFeed) setup(ctx context.Context, c *cluster.Cluster) error {
 	if err := push(ctx); err != nil {
 		return err
 	}
-	if f.freshAtStart, err = freshNodes(ctx, client, f.url); err != nil {
+	// The watcher serves its document only to readers it can check.
+	readerToken, err := c.WatcherReaderTokenFile(ctx)
+	if err != nil {
+		return err
+	}
+	reader := &http.Client{Timeout: 30 * time.Second, Transport: loadapi.NewTokenTransport(nil, readerToken)}
+	if f.freshAtStart, err = freshNodes(ctx, reader, f.url); err != nil {
 		return err
 	}
 	if f.freshAtStart != len(names) {

@@ -86,7 +86,14 @@ func (c *Cluster) StartScheduler(ctx context.Context, o SchedulerOptions) (*Sche
 		args = append(args, "--config="+path)
 	}
 	args = append(args, o.Args...)
-	p, err := c.StartComponent(ctx, ProcessSpec{Name: o.Name, Binary: filepath.Join(c.BinDir, o.Binary), Args: args},
+	var env []string
+	if o.Binary == BerthScheduler {
+		// The load-aware plugins read the watcher, which serves only tokens it can check.
+		if env, err = c.WatcherReaderEnv(ctx); err != nil {
+			return nil, fmt.Errorf("%s: %w", o.Name, err)
+		}
+	}
+	p, err := c.StartComponent(ctx, ProcessSpec{Name: o.Name, Binary: filepath.Join(c.BinDir, o.Binary), Args: args, Env: env},
 		HTTPCheck(fmt.Sprintf("https://127.0.0.1:%d/readyz", port)))
 	if err != nil {
 		return nil, err

@@ -61,6 +61,11 @@ func StartOperator(ctx context.Context, c *cluster.Cluster, o OperatorOptions) (
 	} else {
 		args = append(args, "--leader-elect=false")
 	}
-	return c.StartComponent(ctx, cluster.ProcessSpec{Name: o.Name, Binary: filepath.Join(c.BinDir, "berth-operator"), Args: append(args, o.Args...)},
+	// The rebalancer reads the load watcher, which serves only tokens it can check.
+	env, err := c.WatcherReaderEnv(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.StartComponent(ctx, cluster.ProcessSpec{Name: o.Name, Binary: filepath.Join(c.BinDir, "berth-operator"), Args: append(args, o.Args...), Env: env},
 		cluster.HTTPCheck(fmt.Sprintf("http://127.0.0.1:%d/readyz", health)))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
 	"github.com/berth-sched/berth/pkg/decisionapi"
 	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/berth-sched/berth/pkg/placedload"
@@ -24,6 +25,8 @@ type placedProbe struct {
 	url     string
 	explain string
 	watcher string
+	// watcherClient shows the watcher the reader token stack.StartWatcher registered.
+	watcherClient *http.Client
 }
 
 func newPlacedProbe(c *cluster.Cluster, port int, watcherURL string) (*placedProbe, error) {
@@ -33,13 +36,13 @@ func newPlacedProbe(c *cluster.Cluster, port int, watcherURL string) (*placedPro
 	}
 	base := "https://127.0.0.1:" + strconv.Itoa(port)
 	return &placedProbe{client: client, url: base + placedload.Path, explain: base + decisionapi.Path,
-		watcher: watcherURL + "/watcher?pods=true"}, nil
+		watcher: watcherURL + "/watcher?pods=true", watcherClient: stack.ReaderClient(watcherURL)}, nil
 }
 
 // reported counts the pods the watcher lists on nodes and those with measured use.
 func (p *placedProbe) reported(ctx context.Context) string {
 	var doc loadapi.Response
-	if err := getJSON(ctx, http.DefaultClient, p.watcher, &doc); err != nil {
+	if err := getJSON(ctx, p.watcherClient, p.watcher, &doc); err != nil {
 		return err.Error()
 	}
 	listed, measured := 0, 0

@@ -13,6 +13,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -135,7 +137,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: rn.DialContext}}
+		hc := watcherReader(ctx, t, c, ns, rn.DialContext)
 		watcherAddr = net.JoinHostPort(pods[0].Status.PodIP, "2020")
 		var last string
 		err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -318,7 +320,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		uid := string(pods[0].UID)
-		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: rn.DialContext}}
+		hc := watcherReader(ctx, t, c, ns, rn.DialContext)
 		var last string
 		err = wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
 			resp, err := hc.Get(fmt.Sprintf("http://%s/watcher/%s?pods=true", watcherAddr, realNode))
@@ -653,4 +655,24 @@ func ptrOr(p *int32, def int32) int32 {
 		return def
 	}
 	return *p
+}
+
+// watcherReader is an HTTP client into the real node that reads the helm-installed watcher as
+// the operator's account (the chart grants it get on nodeloads and nodeloads/pods), with a token
+// for the watcher's audience as the operator's projected volume holds: the watcher serves no
+// anonymous reads with the chart's defaults.
+func watcherReader(ctx context.Context, t *testing.T, c *cluster.Cluster, ns string, dial func(context.Context, string, string) (net.Conn, error)) *http.Client {
+	t.Helper()
+	exp := int64(3600)
+	tr, err := c.Client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "berth-operator", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences: []string{loadapi.TokenAudience}, ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token of berth-operator for the watcher: %v", err)
+	}
+	dir := t.TempDir()
+	f := filepath.Join(dir, "token")
+	if err := os.WriteFile(f, []byte(tr.Status.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: loadapi.NewTokenTransport(&http.Transport{DialContext: dial}, f)}
 }

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
@@ -97,6 +98,8 @@ func WatcherKubeconfig(ctx context.Context, c *cluster.Cluster, name, agentNS st
 	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: watcherRole},
 		Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
+			// Readers of /watcher: may this user get nodeloads.berth.dev?
+			{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
 		}}
 	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: watcherRole},
@@ -177,10 +180,34 @@ func TokenKubeconfig(c *cluster.Cluster, path, token string) error {
 	return clientcmd.WriteToFile(*cfg, path)
 }
 
-// Watcher is a running berth-loadapi.
+// Watcher is a running berth-loadwatcher.
 type Watcher struct {
 	*cluster.Process
 	URL string
+	// ReaderTokenFile holds the cluster's watcher-reader token (cluster.WatcherReaderTokenFile),
+	// which GetWatcher sends.
+	ReaderTokenFile string
+}
+
+var (
+	readersMu sync.Mutex
+	// readers maps a watcher's URL to the reader token file GetWatcher sends it: the suites
+	// call GetWatcher(ctx, url) with the URL alone.
+	readers = map[string]string{}
+)
+
+// RegisterReader makes GetWatcher and WaitFresh send the token in file to the watcher at url.
+func RegisterReader(url, file string) {
+	readersMu.Lock()
+	defer readersMu.Unlock()
+	readers[url] = file
+}
+
+// ReaderClient is an HTTP client that shows the watcher at url the token registered for it.
+func ReaderClient(url string) *http.Client {
+	readersMu.Lock()
+	defer readersMu.Unlock()
+	return &http.Client{Transport: loadapi.NewTokenTransport(nil, readers[url])}
 }
 
 // StartWatcher runs bin/berth-loadwatcher as a cluster process on a free loopback port with the
@@ -197,7 +224,12 @@ func StartWatcher(ctx context.Context, c *cluster.Cluster, name, kubeconfig stri
 	if err != nil {
 		return nil, err
 	}
-	return &Watcher{Process: p, URL: url}, nil
+	tf, err := c.WatcherReaderTokenFile(ctx)
+	if err != nil {
+		return nil, err
+	}
+	RegisterReader(url, tf)
+	return &Watcher{Process: p, URL: url, ReaderTokenFile: tf}, nil
 }
 
 // Agent is a running berth-agent for one node.
@@ -381,13 +413,13 @@ func Start(ctx context.Context, c *cluster.Cluster, o Options) (*Stack, error) {
 	return s, nil
 }
 
-// GetWatcher reads GET <url>/watcher?pods=true.
+// GetWatcher reads GET <url>/watcher?pods=true with the reader token registered for url.
 func GetWatcher(ctx context.Context, url string) (*loadapi.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/watcher?pods=true", nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := ReaderClient(url).Do(req)
 	if err != nil {
 		return nil, err
 	}
