@@ -51,6 +51,7 @@ func main() {
 	cleanupAgents := flag.String("cleanup-agent-daemonset", "",
 		"with --cleanup-namespace: the agent DaemonSet in that namespace, deleted (and its pods waited for) before NodeImages are deleted")
 	cleanupNodeImages := flag.Bool("cleanup-nodeimages", false, "with --cleanup-namespace: delete every NodeImages object")
+	cleanupGrants := flag.Bool("cleanup-grants", false, "with --cleanup-namespace: delete every Grants object once the operator is stopped")
 	var agents operator.AgentReadyOptions
 	flag.StringVar(&agents.DaemonSet, "wait-agents-daemonset", "",
 		"instead of operating: wait until this agent DaemonSet (in --wait-agents-namespace) is rolled out and every agent on a Ready node "+
@@ -122,7 +123,7 @@ func main() {
 	if *cleanupNS != "" {
 		co := operator.CleanupOptions{Namespace: *cleanupNS, OperatorDeployment: *cleanupDeployment,
 			OperatorLease: o.LeaderElectionID, OperatorLeaseNamespace: o.LeaderElectionNamespace,
-			PodConfigs: *cleanupPodConfigs, AgentDaemonSet: *cleanupAgents, NodeImages: *cleanupNodeImages}
+			PodConfigs: *cleanupPodConfigs, AgentDaemonSet: *cleanupAgents, NodeImages: *cleanupNodeImages, Grants: *cleanupGrants}
 		if co.OperatorDeployment == "" {
 			fmt.Fprintln(os.Stderr, "berth-operator: --cleanup-namespace needs --cleanup-operator-deployment (the operator must stop before its Lease is deleted)")
 			os.Exit(2)

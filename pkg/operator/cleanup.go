@@ -42,6 +42,9 @@ type CleanupOptions struct {
 	AgentDaemonSet string
 	// NodeImages: delete every NodeImages object (chart: agent.enabled).
 	NodeImages bool
+	// Grants: delete every Grants object once the operator, their only writer, is stopped
+	// (chart: grants.enabled).
+	Grants bool
 	// Interval between polls (default 500ms).
 	Interval time.Duration
 }
@@ -63,6 +66,7 @@ type CleanupOptions struct {
 //  2. stop the operator: scale its Deployment to 0 and wait until none of its pods remains;
 //  3. (PodConfigs) check that no PodConfig appeared meanwhile, drop the operator's finalizer
 //     from the PodNetworks and delete the IPAllocations;
+//     (Grants) delete every Grants object: nobody keeps them current any more;
 //  4. (AgentDaemonSet) delete the agent DaemonSet and wait until its pods are gone;
 //     (NodeImages) then delete every NodeImages object;
 //  5. delete every SecondaryScheduler in the namespace and do the finalizer's work (the
@@ -112,6 +116,12 @@ func Cleanup(ctx context.Context, c client.Client, o CleanupOptions) error {
 			return err
 		}
 		logger.Info("PodNetworks released, IPAllocations deleted")
+	}
+	if o.Grants {
+		if err := deleteGrants(ctx, c); err != nil {
+			return err
+		}
+		logger.Info("Grants deleted")
 	}
 	if o.AgentDaemonSet != "" {
 		logger.Info("stopping the agents", "daemonSet", o.AgentDaemonSet)

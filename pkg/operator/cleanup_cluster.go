@@ -31,6 +31,7 @@ var (
 	podNetworkListGVK = berthv1alpha1.GroupVersion.WithKind("PodNetworkList")
 	ipAllocationsGVK  = berthv1alpha1.GroupVersion.WithKind("IPAllocationList")
 	nodeImagesListGVK = berthv1alpha1.GroupVersion.WithKind("NodeImagesList")
+	grantsListGVK     = berthv1alpha1.GroupVersion.WithKind("GrantsList")
 )
 
 // deletePodConfigs deletes every PodConfig of the cluster and waits until none is left, i.e.
@@ -192,6 +193,13 @@ func stopAgents(ctx context.Context, c client.Client, interval time.Duration, na
 // which are stopped by now).
 func deleteNodeImages(ctx context.Context, c client.Client) error {
 	return deleteAllMetadata(ctx, c, nodeImagesListGVK, "NodeImages")
+}
+
+// deleteGrants deletes every Grants object (the operator's view of each namespace's grants,
+// pkg/grants): with the operator gone nobody would keep them current, and a stale view would
+// tell tenants of networks and classes that may since have been withdrawn.
+func deleteGrants(ctx context.Context, c client.Client) error {
+	return deleteAllMetadata(ctx, c, grantsListGVK, "Grants")
 }
 
 // listMetadata lists the objects of a kind as metadata only; a kind the API server does not
