@@ -25,6 +25,11 @@ const (
 	tokenReread = time.Minute
 )
 
+// ReadTokenHeader carries a reader's bearer token where Authorization cannot: the API server's
+// service proxy consumes Authorization (it authenticates the caller with it and deletes it) and
+// forwards other headers. The watcher checks a token from either header the same way.
+const ReadTokenHeader = "X-Berth-Watcher-Authorization"
+
 // DefaultTokenFile is the reader token file of this process: $BERTH_WATCHER_TOKEN_FILE, else
 // TokenFile where it exists, else "" (no token: the watcher must allow anonymous reads).
 func DefaultTokenFile() string {

@@ -12,6 +12,8 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/berth-sched/berth/pkg/loadapi"
 )
 
 // The virtual resource a reader must be allowed to `get` (no CRD backs it: RBAC rules may name
@@ -25,10 +27,8 @@ const (
 	ReadVerb           = "get"
 )
 
-// ReadTokenHeader carries a reader's bearer token where Authorization cannot: the API server's
-// service proxy consumes Authorization (it authenticates the caller with it and deletes it) and
-// forwards other headers. The watcher checks a token from either header the same way.
-const ReadTokenHeader = "X-Berth-Watcher-Authorization"
+// ReadTokenHeader: see loadapi.ReadTokenHeader.
+const ReadTokenHeader = loadapi.ReadTokenHeader
 
 // Read refusal reasons (berth_loadwatcher_reads_refused_total{reason}).
 const (
