@@ -390,7 +390,10 @@ func TestAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	ignore := admissionregistrationv1.Ignore
-	m.Webhooks[0].FailurePolicy = &ignore
+	// why every webhook: the binding webhook too, so the binding policy is what answers below.
+	for i := range m.Webhooks {
+		m.Webhooks[i].FailurePolicy = &ignore
+	}
 	if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Update(ctx, m, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -412,6 +415,11 @@ func TestAdmission(t *testing.T) {
 				p.Spec.NodeName = "pool-1"
 				return p
 			}(), `pod of instance class b sets spec.nodeName "pool-1", which bypasses the scheduler`},
+			{"unclassed, pool node named", func() *corev1.Pod {
+				p := framework.Pod(nsB, "squat", nil, framework.PodSpec("", "10m", "16Mi"))
+				p.Spec.NodeName = "pool-1"
+				return p
+			}(), "spec.nodeName: names node pool-1, an isolation pool node (label ipp=true); pool nodes belong to instance classes"},
 		} {
 			// why: the API server sees the Ignore policy a moment after the update; until then
 			// the call fails as under Fail, which is not what is tested here.
@@ -423,6 +431,21 @@ func TestAdmission(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.msg) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
 				t.Errorf("%s: %v, want the policy's refusal containing %q", tc.name, err, tc.msg)
 			}
+		}
+		// A Binding created directly by someone who is no class's scheduler (the suite's admin):
+		// the binding policy, evaluated per pool node, refuses it.
+		stray, err := c.Client.CoreV1().Pods(nsB).Create(ctx, framework.Pod(nsB, "stray", nil, framework.PodSpec("nobody", "10m", "16Mi")), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: stray.Name}, Target: corev1.ObjectReference{Kind: "Node", Name: "pool-1"}}
+		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+			err = c.Client.CoreV1().Pods(nsB).Bind(ctx, b, metav1.CreateOptions{})
+			return err == nil || !strings.Contains(err.Error(), "failed calling webhook"), nil
+		})
+		if err == nil || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy '"+mwcName+"-binding'") ||
+			!strings.Contains(err.Error(), "target.name: binding pod "+nsB+"/stray to node pool-1, an isolation pool node (label ipp=true)") {
+			t.Errorf("direct binding to pool-1: %v, want the binding policy's refusal", err)
 		}
 	})
 
