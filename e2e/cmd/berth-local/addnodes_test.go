@@ -149,8 +149,6 @@ func TestAddNodesOnLocalCluster(t *testing.T) {
 	}
 
 	// A name taken by a node: refused, naming it.
-	o.prefix = "berth"
-	o.count = 1
 	if _, err := c.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "taken-1"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
