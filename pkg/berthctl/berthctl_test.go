@@ -306,12 +306,20 @@ func TestWatcherDocument(t *testing.T) {
 		want       string // substring of the error; "" for success
 		notBerth   bool
 		proxied    bool
+		// token is shown to the watcher; header is where it must arrive.
+		token, header string
 	}{
 		{name: "service proxy without RBAC", body: `{"kind":"Status","code":403}`, code: 403, proxied: true,
 			want: "you may not proxy to the load watcher X (get on services/proxy there): bind the chart's <release>-berthctl-reader Role"},
 		{name: "service proxy, no endpoints", body: `{"kind":"Status","message":"no endpoints available for service"}`, code: 503, proxied: true,
 			want: "the load watcher X has no ready endpoint"},
-		{name: "not proxied, 403 is the watcher's", body: "nope", code: 403, want: "answered /watcher 403: nope"},
+		{name: "not proxied, 403 is the watcher's", body: "nope", code: 403, want: "load watcher X refused to serve node load without a token (no --watcher-reader and no berth.dev/reader-service-account on its Service): nope"},
+		{name: "proxied, the watcher's own 403 is not the API server's", body: "forbidden: user \"u\" may not get nodeloads.berth.dev", code: 403, proxied: true,
+			token: "tok", header: "X-Berth-Watcher-Authorization", want: "refused to serve node load as serviceaccount berth-system/berth-berthctl: forbidden: user \"u\" may not get nodeloads.berth.dev"},
+		{name: "proxied: the token travels in the header the proxy forwards", body: `{"timestamp":1,"window":{"duration":"15m","start":0,"end":1},"source":"BerthAgent","data":{"NodeMetricsMap":{}}}`, code: 200, proxied: true,
+			token: "tok", header: "X-Berth-Watcher-Authorization"},
+		{name: "direct: the token travels in Authorization", body: `{"timestamp":1,"window":{"duration":"15m","start":0,"end":1},"source":"BerthAgent","data":{"NodeMetricsMap":{}}}`, code: 200,
+			token: "tok", header: "Authorization"},
 		{name: "upstream paypal watcher", body: upstream, code: 200, want: "is not Berth's load watcher (it serves the upstream load-watcher document without berthNodes)", notBerth: true},
 		{name: "html page", body: "<html>hello</html>", code: 200, want: "answer is not a JSON object", notBerth: true},
 		{name: "some other JSON", body: `{"status":"ok"}`, code: 200, want: "has neither berthNodes nor the load-watcher fields", notBerth: true},
@@ -320,11 +328,18 @@ func TestWatcherDocument(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.header != "" && r.Header.Get(tc.header) != "Bearer "+tc.token {
+					w.WriteHeader(http.StatusTeapot)
+					return
+				}
 				w.WriteHeader(tc.code)
 				_, _ = w.Write([]byte(tc.body))
 			}))
 			defer ts.Close()
-			w := &Watcher{Base: ts.URL, Who: "load watcher X", Client: ts.Client(), Proxied: tc.proxied}
+			w := &Watcher{Base: ts.URL, Who: "load watcher X", Client: ts.Client(), Proxied: tc.proxied, Token: tc.token}
+			if tc.token != "" {
+				w.Reader = "berth-system/berth-berthctl"
+			}
 			_, err := w.Document(context.Background(), "")
 			if tc.want == "" {
 				if err != nil {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/berth-sched/berth/pkg/berthctl/reach"
+	"github.com/berth-sched/berth/pkg/loadapi"
 )
 
 // Options are the flags of nodes and status.
@@ -30,7 +31,11 @@ type Options struct {
 	// WatcherPortForward reaches the watcher's pod by port-forward instead of the Service proxy.
 	WatcherPortForward bool
 	WatcherPort        int
-	Window             string
+	// WatcherReader is the ServiceAccount in BerthNamespace whose short-lived token is shown
+	// to the watcher (empty: the one the watcher's Service names; "-": none), for
+	// WatcherTokenAudience.
+	WatcherReader, WatcherTokenAudience string
+	Window                              string
 	// SchedulerNamespace and Lease name the scheduler's leader-election Lease; SchedulerPort
 	// is its secure port (nodes reads the placed load there).
 	SchedulerNamespace, Lease string
@@ -67,6 +72,8 @@ func (o *Options) flags(name, usage string, stderr io.Writer) *pflag.FlagSet {
 	fs.StringVar(&o.BerthNamespace, "berth-namespace", "berth-system", "namespace Berth's chart is installed in (load watcher, agents, operator)")
 	fs.StringVar(&o.WatcherURL, "watcher-url", "", "read the load watcher at this address (http://host:port) instead of port-forwarding to its pod")
 	fs.BoolVar(&o.WatcherPortForward, "watcher-port-forward", false, "reach the load watcher by a port-forward to its pod (needs create on pods/exec there under the chart's policy) instead of the API server's service proxy")
+	fs.StringVar(&o.WatcherReader, "watcher-reader", "", "ServiceAccount in --berth-namespace whose short-lived token is shown to the load watcher (default: the one its Service names in "+ReaderAnnotation+"; - for none); you need create on its serviceaccounts/token (the chart's berthctl-reader Role)")
+	fs.StringVar(&o.WatcherTokenAudience, "watcher-token-audience", loadapi.TokenAudience, "audience of that token (the chart's loadWatcher.tokenAudience)")
 	fs.IntVar(&o.WatcherPort, "watcher-port", DefaultWatcherPort, "the load watcher's port in its pod (with --watcher-port-forward)")
 	fs.StringVar(&o.Window, "window", "", "the watcher's averaging window: 5m, 10m or 15m (default: the watcher's, 15m)")
 	fs.StringVarP(&o.Output, "output", "o", "table", "table, wide, json or yaml")

@@ -9,7 +9,9 @@ import (
 	"net/url"
 	"strings"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
@@ -31,10 +33,19 @@ func (e *NotBerthWatcherError) Error() string {
 	return fmt.Sprintf("%s is not Berth's load watcher (%s): kubectl berth reads the per-node freshness only Berth's watcher serves", e.Who, e.Why)
 }
 
+// ReaderAnnotation on the watcher's Service names the ServiceAccount (same namespace) whose
+// token kubectl berth shows the watcher.
+const ReaderAnnotation = "berth.dev/reader-service-account"
+
 // Watcher is where the load watcher answers and what to call it in messages.
 type Watcher struct {
 	Base, Who string
 	Client    *http.Client
+	// Token is shown to the watcher: in loadapi.ReadTokenHeader through the service proxy
+	// (which consumes Authorization), else in Authorization. Empty: none.
+	Token string
+	// Reader names the account the token is of, for messages.
+	Reader string
 	// Proxied: Base is the API server's service proxy, whose own refusals (RBAC, no
 	// endpoints) come back as the status codes below.
 	Proxied bool
@@ -47,6 +58,62 @@ type Watcher struct {
 // explain reaches the scheduler), for API servers that cannot reach Service endpoints. The
 // returned function closes what was opened.
 func (o Options) openWatcher(ctx context.Context, kube *reach.Kube) (*Watcher, func(), error) {
+	w, stop, err := o.openWatcherAt(ctx, kube)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := o.readerToken(ctx, kube, w); err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return w, stop, nil
+}
+
+// readerToken gets w a token the watcher can check. The API server's service proxy forwards no
+// caller identity (it authenticates you with Authorization, deletes it and connects as nobody),
+// and a client certificate cannot be forwarded at all; so instead of your own credential, the
+// API server mints a short-lived token (10 minutes, the watcher's audience: useless against the
+// API server) of the account the chart ships for this, if RBAC lets you (create on its
+// serviceaccounts/token: the berthctl-reader Role). The account may read node load, not pod lists.
+func (o Options) readerToken(ctx context.Context, kube *reach.Kube, w *Watcher) error {
+	sa := o.WatcherReader
+	if sa == "-" {
+		return nil
+	}
+	if sa == "" {
+		svcs, err := kube.Client.CoreV1().Services(o.BerthNamespace).List(ctx, metav1.ListOptions{LabelSelector: WatcherLabel})
+		if err == nil {
+			for _, s := range svcs.Items {
+				if a := s.Annotations[ReaderAnnotation]; a != "" {
+					sa = a
+					break
+				}
+			}
+		}
+		if sa == "" {
+			// No chart Service to ask (a --watcher-url of another installation, or an older
+			// chart): read without a token; a watcher that needs one says so.
+			return nil
+		}
+	}
+	exp := int64(600)
+	spec := authnv1.TokenRequestSpec{ExpirationSeconds: &exp}
+	if o.WatcherTokenAudience != "" {
+		spec.Audiences = []string{o.WatcherTokenAudience}
+	}
+	tr, err := kube.Client.CoreV1().ServiceAccounts(o.BerthNamespace).CreateToken(ctx, sa, &authnv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
+	if apierrors.IsForbidden(err) {
+		return fmt.Errorf("you may not create a token of serviceaccount %s/%s (create on serviceaccounts/token there), which the load watcher needs to serve you: bind the chart's <release>-berthctl-reader Role in that namespace (kubectl -n %s create rolebinding <you>-berthctl --role=<release>-berthctl-reader --user=<you>)", o.BerthNamespace, sa, o.BerthNamespace)
+	}
+	if err != nil {
+		return explainAPIError(err, fmt.Sprintf("create a token of serviceaccount %s/%s for the load watcher (--watcher-reader)", o.BerthNamespace, sa))
+	}
+	w.Token, w.Reader = tr.Status.Token, o.BerthNamespace+"/"+sa
+	return nil
+}
+
+// openWatcherAt finds where the watcher answers (see openWatcher).
+func (o Options) openWatcherAt(ctx context.Context, kube *reach.Kube) (*Watcher, func(), error) {
 	hc := &http.Client{Timeout: o.Timeout}
 	if o.WatcherURL != "" {
 		u, err := url.Parse(o.WatcherURL)
@@ -107,6 +174,13 @@ func (w *Watcher) Document(ctx context.Context, window string) (*loadapi.Respons
 	if err != nil {
 		return nil, err
 	}
+	if w.Token != "" {
+		h := "Authorization"
+		if w.Proxied {
+			h = loadapi.ReadTokenHeader
+		}
+		req.Header.Set(h, "Bearer "+w.Token)
+	}
 	resp, err := w.Client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s from %s: %w", loadapi.ReportPath, w.Who, err)
@@ -116,7 +190,9 @@ func (w *Watcher) Document(ctx context.Context, window string) (*loadapi.Respons
 	if err != nil {
 		return nil, fmt.Errorf("reading %s from %s: %w", loadapi.ReportPath, w.Who, err)
 	}
-	if w.Proxied {
+	// The API server's own refusals are Status objects (JSON); the watcher's are one line of
+	// text naming its reason.
+	if w.Proxied && strings.HasPrefix(strings.TrimSpace(string(body)), "{") {
 		switch resp.StatusCode {
 		case http.StatusUnauthorized:
 			return nil, fmt.Errorf("the API server does not accept your credentials (to proxy to the %s): log in again or check --kubeconfig/--context", w.Who)
@@ -125,6 +201,13 @@ func (w *Watcher) Document(ctx context.Context, window string) (*loadapi.Respons
 		case http.StatusServiceUnavailable:
 			return nil, fmt.Errorf("the %s has no ready endpoint (the API server answered 503: %s): kubectl get pods -l %s", w.Who, firstLine(string(body)), WatcherLabel)
 		}
+	}
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		who := "without a token (no --watcher-reader and no " + ReaderAnnotation + " on its Service)"
+		if w.Reader != "" {
+			who = "as serviceaccount " + w.Reader
+		}
+		return nil, fmt.Errorf("%s refused to serve node load %s: %s", w.Who, who, firstLine(string(body)))
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s answered %s %d: %s", w.Who, loadapi.ReportPath, resp.StatusCode, firstLine(string(body)))

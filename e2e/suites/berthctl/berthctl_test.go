@@ -111,7 +111,12 @@ func TestKubectlBerthNodesAndStatus(t *testing.T) {
 		}
 		return out.String(), errb.String(), code
 	}
-	watcher := []string{"--watcher-url", st.Watcher.URL}
+	// The watcher serves only tokens it can check: kubectl berth mints one of the chart's
+	// reader account (applied from the chart below), for the audience this process watcher
+	// reviews against (it runs without --token-audience: the API server's).
+	applyChartReaderAccount(ctx, t, c)
+	watcher := []string{"--watcher-url", st.Watcher.URL, "--watcher-reader", "berth-berthctl",
+		"--watcher-token-audience", "https://kubernetes.default.svc.cluster.local"}
 	nodesJSON := func(kubeconfig string, extra ...string) berthctl.NodesView {
 		t.Helper()
 		out, errs, code := run(kubeconfig, append(append([]string{"nodes", "-o", "json"}, watcher...), extra...)...)
@@ -328,5 +333,55 @@ func applyChartRoles(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	}
 	if found != 2 {
 		t.Fatalf("the chart renders %d of the ClusterRole and Role %s", found, readerCR)
+	}
+}
+
+// applyChartReaderAccount creates the chart's kubectl berth reader account, its ClusterRole (get
+// nodeloads, not nodeloads/pods) and binding, rendered from charts/berth with default values.
+func applyChartReaderAccount(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	if err := framework.EnsureNamespace(ctx, c.Client, berthNS); err != nil {
+		t.Fatal(err)
+	}
+	r, err := chart.Render(release, berthNS, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := chart.Objects(r.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, o := range objs {
+		if o.GetName() != "berth-berthctl" && o.GetName() != "berth-berthctl-load" {
+			continue
+		}
+		var err error
+		switch o.GetKind() {
+		case "ServiceAccount":
+			var sa corev1.ServiceAccount
+			if err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &sa); err == nil {
+				_, err = c.Client.CoreV1().ServiceAccounts(berthNS).Create(ctx, &sa, metav1.CreateOptions{})
+			}
+		case "ClusterRole":
+			var cr rbacv1.ClusterRole
+			if err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &cr); err == nil {
+				_, err = c.Client.RbacV1().ClusterRoles().Create(ctx, &cr, metav1.CreateOptions{})
+			}
+		case "ClusterRoleBinding":
+			var crb rbacv1.ClusterRoleBinding
+			if err = runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &crb); err == nil {
+				_, err = c.Client.RbacV1().ClusterRoleBindings().Create(ctx, &crb, metav1.CreateOptions{})
+			}
+		default:
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+		found++
+	}
+	if found != 3 {
+		t.Fatalf("the chart renders %d of kubectl berth's reader ServiceAccount, ClusterRole and binding", found)
 	}
 }
