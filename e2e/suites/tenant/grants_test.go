@@ -37,7 +37,7 @@ import (
 	"github.com/berth-sched/berth/e2e/framework"
 )
 
-const operatorUser = "berth-operator-chart-identity"
+const grantsOperatorUser = "berth-operator-chart-identity"
 
 func TestTenantSeesItsGrants(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -51,7 +51,7 @@ func TestTenantSeesItsGrants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	installBerthCRDs(ctx, t, c)
+	grantsInstallCRDs(ctx, t, c)
 	opKubeconfig := applyChartGrantsRBAC(ctx, t, c, admin)
 
 	for _, n := range []struct{ name, team string }{{"blue", "blue"}, {"red", "red"}, {"green", "green"}} {
@@ -84,27 +84,27 @@ func TestTenantSeesItsGrants(t *testing.T) {
 			t.Logf("operator log tail:\n%s", op.Tail(60))
 		}
 	})
-	alice := tenant(ctx, t, c, admin, s, "blue", "alice")
+	alice := grantsTenant(ctx, t, c, admin, s, "blue", "alice")
 
 	// The tenant lists its grants: its network (decided, with what a PodConfig needs) and its
 	// shared class (how many others share it, not who).
 	var mine berthv1alpha1.Grants
-	waitFor(ctx, t, "blue's Grants to show blue-net Accepted and class gold", func() (bool, string) {
+	grantsWait(ctx, t, "blue's Grants to show blue-net Accepted and class gold", func() (bool, string) {
 		var l berthv1alpha1.GrantsList
 		if err := alice.List(ctx, &l, client.InNamespace("blue")); err != nil {
 			return false, err.Error()
 		}
 		if len(l.Items) != 1 {
-			return false, "items: " + names(l.Items)
+			return false, "items: " + grantsNames(l.Items)
 		}
 		mine = l.Items[0]
 		st := mine.Status
 		return len(st.Networks) == 1 && st.Networks[0].State == berthv1alpha1.GrantedNetworkAccepted &&
-			len(st.InstanceClasses) == 1, toJSON(st)
+			len(st.InstanceClasses) == 1, grantsJSON(st)
 	})
 	n := mine.Status.Networks[0]
 	if mine.Name != berthv1alpha1.GrantsName || n.Name != "blue-net" || n.CIDR != "192.168.71.0/24" || n.Gateway != "192.168.71.1" || n.MTU == nil || *n.MTU != 1400 {
-		t.Errorf("blue's network = %s", toJSON(mine))
+		t.Errorf("blue's network = %s", grantsJSON(mine))
 	}
 	if cl := mine.Status.InstanceClasses[0]; cl.Name != "gold" || cl.SharedWith != 1 {
 		t.Errorf("blue's class = %+v, want gold shared with 1", cl)
@@ -117,8 +117,8 @@ func TestTenantSeesItsGrants(t *testing.T) {
 	}
 	// Nothing about the other tenants: not their network, class, range or namespace names.
 	for _, leak := range []string{"red-net", "ruby", "192.168.72.", "green", "ghost", `"red"`} {
-		if strings.Contains(toJSON(mine), leak) {
-			t.Errorf("blue's Grants mentions %q: %s", leak, toJSON(mine))
+		if strings.Contains(grantsJSON(mine), leak) {
+			t.Errorf("blue's Grants mentions %q: %s", leak, grantsJSON(mine))
 		}
 	}
 
@@ -161,13 +161,13 @@ func TestTenantSeesItsGrants(t *testing.T) {
 	// InstanceClass status: Granted names the namespace that does not exist, until it does.
 	waitClass := func(want metav1.ConditionStatus, msg string) {
 		t.Helper()
-		waitFor(ctx, t, "InstanceClass ruby Granted "+string(want), func() (bool, string) {
+		grantsWait(ctx, t, "InstanceClass ruby Granted "+string(want), func() (bool, string) {
 			ic := &berthv1alpha1.InstanceClass{}
 			if err := admin.Get(ctx, client.ObjectKey{Name: "ruby"}, ic); err != nil {
 				return false, err.Error()
 			}
 			c := meta.FindStatusCondition(ic.Status.Conditions, berthv1alpha1.ConditionGranted)
-			return c != nil && c.Status == want && strings.Contains(c.Message, msg) && ic.Status.ObservedGeneration == ic.Generation, toJSON(ic.Status)
+			return c != nil && c.Status == want && strings.Contains(c.Message, msg) && ic.Status.ObservedGeneration == ic.Generation, grantsJSON(ic.Status)
 		})
 	}
 	waitClass(metav1.ConditionFalse, "namespaces ghost do not exist")
@@ -176,7 +176,7 @@ func TestTenantSeesItsGrants(t *testing.T) {
 	}
 	waitClass(metav1.ConditionTrue, "shared by namespaces red, ghost")
 	// ghost is granted ruby and nothing else: its own Grants appears.
-	waitGrants(ctx, t, admin, "ghost", func(g *berthv1alpha1.Grants) bool {
+	grantsWaitObject(ctx, t, admin, "ghost", func(g *berthv1alpha1.Grants) bool {
 		return g != nil && len(g.Status.InstanceClasses) == 1 && g.Status.InstanceClasses[0].Name == "ruby" && len(g.Status.Networks) == 0
 	})
 
@@ -184,7 +184,7 @@ func TestTenantSeesItsGrants(t *testing.T) {
 	if err := admin.Delete(ctx, &berthv1alpha1.Grants{ObjectMeta: metav1.ObjectMeta{Namespace: "red", Name: berthv1alpha1.GrantsName}}); err != nil {
 		t.Fatal(err)
 	}
-	waitGrants(ctx, t, admin, "red", func(g *berthv1alpha1.Grants) bool {
+	grantsWaitObject(ctx, t, admin, "red", func(g *berthv1alpha1.Grants) bool {
 		return g != nil && g.DeletionTimestamp.IsZero() && len(g.Status.Networks) == 1 && g.Status.Networks[0].Name == "red-net"
 	})
 	// Only "grants" is a Grants object's name, for the administrator too.
@@ -199,12 +199,12 @@ func TestTenantSeesItsGrants(t *testing.T) {
 		client.RawPatch(types.MergePatchType, []byte(`{"spec":{"namespaceSelector":{"matchLabels":{"team":"nobody"}}}}`))); err != nil {
 		t.Fatal(err)
 	}
-	waitGrants(ctx, t, admin, "blue", func(g *berthv1alpha1.Grants) bool { return g != nil && len(g.Status.Networks) == 0 })
+	grantsWaitObject(ctx, t, admin, "blue", func(g *berthv1alpha1.Grants) bool { return g != nil && len(g.Status.Networks) == 0 })
 	if err := admin.Patch(ctx, &berthv1alpha1.InstanceClass{ObjectMeta: metav1.ObjectMeta{Name: "gold"}},
 		client.RawPatch(types.MergePatchType, []byte(`{"spec":{"namespaces":["green"]}}`))); err != nil {
 		t.Fatal(err)
 	}
-	waitGrants(ctx, t, admin, "blue", func(g *berthv1alpha1.Grants) bool { return g == nil })
+	grantsWaitObject(ctx, t, admin, "blue", func(g *berthv1alpha1.Grants) bool { return g == nil })
 	var l berthv1alpha1.GrantsList
 	if err := alice.List(ctx, &l, client.InNamespace("blue")); err != nil || len(l.Items) != 0 {
 		t.Errorf("after revocation alice lists %d Grants (%v), want none", len(l.Items), err)
@@ -266,7 +266,7 @@ func runBerthGrants(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, n
 }
 
 // installBerthCRDs installs every CRD the chart ships (crds/), as helm install does.
-func installBerthCRDs(ctx context.Context, t *testing.T, c *cluster.Cluster) {
+func grantsInstallCRDs(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 	t.Helper()
 	files, err := crds.Files()
 	if err != nil {
@@ -285,7 +285,7 @@ func installBerthCRDs(ctx context.Context, t *testing.T, c *cluster.Cluster) {
 
 // applyChartGrantsRBAC renders the chart with its defaults plus podConfig, creates its
 // grants-view ClusterRole (folded into view, edit and admin), checks it grants tenants no
-// write verb, binds the chart's operator ClusterRole to operatorUser, and returns a kubeconfig
+// write verb, binds the chart's operator ClusterRole to grantsOperatorUser, and returns a kubeconfig
 // for that user.
 func applyChartGrantsRBAC(ctx context.Context, t *testing.T, c *cluster.Cluster, admin client.Client) string {
 	t.Helper()
@@ -330,12 +330,12 @@ func applyChartGrantsRBAC(ctx context.Context, t *testing.T, c *cluster.Cluster,
 	op.Name = "berth-operator-e2e"
 	for _, o := range []client.Object{view, op, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "berth-operator-e2e"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: op.Name},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: operatorUser}}}} {
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: grantsOperatorUser}}}} {
 		if err := admin.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	kc, err := c.WriteKubeconfig("berth-operator-chart", cluster.Identity{User: operatorUser})
+	kc, err := c.WriteKubeconfig("berth-operator-chart", cluster.Identity{User: grantsOperatorUser})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +344,7 @@ func applyChartGrantsRBAC(ctx context.Context, t *testing.T, c *cluster.Cluster,
 
 // tenant creates ServiceAccount ns/name bound to the built-in edit role in ns and returns a
 // client that impersonates it, once the aggregation controller has folded grants-view into edit.
-func tenant(ctx context.Context, t *testing.T, c *cluster.Cluster, admin client.Client, s *runtime.Scheme, ns, name string) client.Client {
+func grantsTenant(ctx context.Context, t *testing.T, c *cluster.Cluster, admin client.Client, s *runtime.Scheme, ns, name string) client.Client {
 	t.Helper()
 	if err := admin.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
 		t.Fatal(err)
@@ -361,16 +361,16 @@ func tenant(ctx context.Context, t *testing.T, c *cluster.Cluster, admin client.
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(ctx, t, "edit to allow listing grants (role aggregation)", func() (bool, string) {
+	grantsWait(ctx, t, "edit to allow listing grants (role aggregation)", func() (bool, string) {
 		err := cl.List(ctx, &berthv1alpha1.GrantsList{}, client.InNamespace(ns))
-		return err == nil, errString(err)
+		return err == nil, grantsErr(err)
 	})
 	return cl
 }
 
-func waitGrants(ctx context.Context, t *testing.T, admin client.Client, ns string, ok func(*berthv1alpha1.Grants) bool) {
+func grantsWaitObject(ctx context.Context, t *testing.T, admin client.Client, ns string, ok func(*berthv1alpha1.Grants) bool) {
 	t.Helper()
-	waitFor(ctx, t, ns+"'s Grants", func() (bool, string) {
+	grantsWait(ctx, t, ns+"'s Grants", func() (bool, string) {
 		g := &berthv1alpha1.Grants{}
 		err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: berthv1alpha1.GrantsName}, g)
 		if apierrors.IsNotFound(err) {
@@ -379,11 +379,11 @@ func waitGrants(ctx context.Context, t *testing.T, admin client.Client, ns strin
 		if err != nil {
 			return false, err.Error()
 		}
-		return ok(g), toJSON(g.Status)
+		return ok(g), grantsJSON(g.Status)
 	})
 }
 
-func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, string)) {
+func grantsWait(ctx context.Context, t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 45*time.Second, true, func(context.Context) (bool, error) {
@@ -396,7 +396,7 @@ func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, 
 	}
 }
 
-func names(gs []berthv1alpha1.Grants) string {
+func grantsNames(gs []berthv1alpha1.Grants) string {
 	var out []string
 	for _, g := range gs {
 		out = append(out, g.Namespace+"/"+g.Name)
@@ -404,12 +404,12 @@ func names(gs []berthv1alpha1.Grants) string {
 	return strings.Join(out, ",")
 }
 
-func toJSON(v any) string {
+func grantsJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
 
-func errString(err error) string {
+func grantsErr(err error) string {
 	if err == nil {
 		return ""
 	}
