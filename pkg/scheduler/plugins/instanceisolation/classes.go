@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -146,8 +148,20 @@ func watchClasses(ctx context.Context, h fwk.Handle, g *Grants, logger klog.Logg
 			logger.Error(err, "InstanceClass informer")
 			return true
 		}
+		// why: a scheduler without the right to list InstanceClasses (an older RBAC) must not
+		// wait for them: with no grants known every class stays its namespace's, which only
+		// keeps more pods apart, so a refused list counts as listed (and is logged).
+		var refused atomic.Bool
+		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+				if !refused.Swap(true) {
+					logger.Error(err, "cannot list InstanceClasses; every class belongs to its pods' namespace (grant list/watch on instanceclasses.berth.dev)")
+				}
+			}
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+		})
 		g.mu.Lock()
-		g.synced = inf.HasSynced
+		g.synced = func() bool { return refused.Load() || inf.HasSynced() }
 		g.mu.Unlock()
 		f.Start(ctx.Done())
 		return true

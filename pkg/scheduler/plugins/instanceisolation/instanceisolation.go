@@ -188,8 +188,9 @@ func (pl *InstanceIsolation) waitSynced(ctx context.Context) {
 		wctx, cancel := context.WithTimeout(ctx, syncTimeout)
 		defer cancel()
 		if !cache.WaitForCacheSync(wctx.Done(), synced) {
+			// why: the wait is bounded once, not per cycle: an InstanceClass informer that
+			// cannot list (no CRD, no RBAC) must not stall every pod by syncTimeout.
 			pl.logger.Error(nil, "Pod handler or InstanceClass informer did not sync in time; isolation decisions may miss pods or shared classes until they do", "timeout", syncTimeout)
-			return
 		}
 	}
 	pl.syncedOnce.Store(true)
