@@ -208,7 +208,10 @@ func TestCleanupHookRBAC(t *testing.T) {
 		{"cluster", "rbac.authorization.k8s.io", "clusterrolebindings", "list,delete", ""},
 		{"cluster", "rbac.authorization.k8s.io", "rolebindings", "list", ""},
 		{"kube-system", "rbac.authorization.k8s.io", "rolebindings", "delete", ""},
+		// grants.enabled (default): the operator's Grants objects go once it is stopped.
+		{"cluster", "berth.dev", "grants", "list,delete", ""},
 	}
+	noGrants := base[:len(base)-1]
 	nodeImages := rule{"cluster", "berth.dev", "nodeimages", "list,delete", ""}
 	agents := rule{"berth-system", "apps", "daemonsets", "get,delete", "berth-agent"}
 	podConfig := []rule{{"cluster", "berth.dev", "podconfigs", "list,delete", ""}, {"cluster", "berth.dev", "ipallocations", "list,delete", ""},
@@ -219,14 +222,15 @@ func TestCleanupHookRBAC(t *testing.T) {
 		want     []rule
 		wantArgs []string
 	}{
-		{"defaults", map[string]any{}, append(append([]rule{}, base...), nodeImages), []string{"--cleanup-nodeimages"}},
-		{"agent disabled", map[string]any{"agent": map[string]any{"enabled": false}}, base, nil},
+		{"defaults", map[string]any{}, append(append([]rule{}, base...), nodeImages), []string{"--cleanup-nodeimages", "--cleanup-grants"}},
+		{"agent disabled", map[string]any{"agent": map[string]any{"enabled": false}}, base, []string{"--cleanup-grants"}},
+		{"grants disabled", map[string]any{"grants": map[string]any{"enabled": false}}, append(append([]rule{}, noGrants...), nodeImages), []string{"--cleanup-nodeimages"}},
 		{"CRI socket", map[string]any{"agent": map[string]any{"criSocket": "/run/containerd/containerd.sock"}},
-			append(append([]rule{}, base...), agents, nodeImages), []string{"--cleanup-agent-daemonset=berth-agent", "--cleanup-nodeimages"}},
+			append(append([]rule{}, base...), agents, nodeImages), []string{"--cleanup-agent-daemonset=berth-agent", "--cleanup-nodeimages", "--cleanup-grants"}},
 		{"PodConfig", map[string]any{"podConfig": map[string]any{"enabled": true, "clusterCIDRs": []any{"10.244.0.0/16"}},
 			"agent": map[string]any{"criSocket": "/run/containerd/containerd.sock"}},
 			append(append(append([]rule{}, base...), agents, nodeImages), podConfig...),
-			[]string{"--cleanup-podconfigs", "--cleanup-agent-daemonset=berth-agent", "--cleanup-nodeimages"}},
+			[]string{"--cleanup-podconfigs", "--cleanup-agent-daemonset=berth-agent", "--cleanup-nodeimages", "--cleanup-grants"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := Render("berth", "berth-system", tc.values)
@@ -302,7 +306,7 @@ func TestCleanupHookRBAC(t *testing.T) {
 					t.Errorf("hook Job lacks %q:\n%s", a, job)
 				}
 			}
-			for _, a := range []string{"--cleanup-podconfigs", "--cleanup-agent-daemonset", "--cleanup-nodeimages"} {
+			for _, a := range []string{"--cleanup-podconfigs", "--cleanup-agent-daemonset", "--cleanup-nodeimages", "--cleanup-grants"} {
 				if strings.Contains(job, a) && !slices.ContainsFunc(tc.wantArgs, func(w string) bool { return strings.HasPrefix(w, a) }) {
 					t.Errorf("hook Job has %s, not wanted with these values", a)
 				}
