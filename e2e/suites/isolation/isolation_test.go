@@ -210,7 +210,7 @@ func TestInstanceIsolation(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("unclassed pod on a classed node was not refused in strict mode")
 		}
-		if !strings.Contains(msg, "holds instance class s (strict") {
+		if !strings.Contains(msg, "holds instance class iso-strict/s (strict") {
 			t.Fatalf("FailedScheduling %q does not give the strict reason", msg)
 		}
 		got, err := c.Client.CoreV1().Pods(p2.Namespace).Get(ctx, p2.Name, metav1.GetOptions{})
