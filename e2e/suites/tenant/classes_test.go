@@ -28,7 +28,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
-	configv1 "github.com/berth-sched/berth/api/config/v1"
 	"github.com/berth-sched/berth/e2e/chart"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
@@ -81,41 +80,7 @@ func TestTenantClassesOwnedByNamespaces(t *testing.T) {
 			_ = cs.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{})
 		}
 	})
-	profiles, err := framework.InstanceIsolationProfiles("berth-scheduler", "", 10, configv1.InstanceIsolationArgs{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.StartBerthScheduler(ctx, cluster.SchedulerOptions{Config: framework.SchedulerConfig(profiles)}); err != nil {
-		t.Fatal(err)
-	}
-	port, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	undo, err := framework.InstallChartWebhook(ctx, cs, objs, "https://"+addr+webhook.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(undo)
-	args, err := framework.ChartIsolationArgs(objs, "berth-operator", map[string]string{
-		"--isolation-webhook-bind-address": addr, "--isolation-webhook-cert-hosts": "127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := c.WriteKubeconfig("berth-operator-classes", cluster.Identity{User: nnOpUser})
-	if err != nil {
-		t.Fatal(err)
-	}
-	op, err := framework.StartOperator(ctx, c, framework.OperatorOptions{Kubeconfig: kc, Args: append([]string{"--metrics-secure=false"}, args...)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("berth-operator log tail:\n%s", op.Tail(60))
-		}
-	})
+	nnStartIsolation(ctx, t, c, cs, objs, "berth-operator-classes")
 
 	edit := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"}
 	tenants := map[string]kubernetes.Interface{}

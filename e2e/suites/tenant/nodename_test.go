@@ -89,42 +89,7 @@ func TestTenantNodeNameDoor(t *testing.T) {
 			_ = cs.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{})
 		}
 	})
-	profiles, err := framework.InstanceIsolationProfiles("berth-scheduler", "", 10, configv1.InstanceIsolationArgs{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.StartBerthScheduler(ctx, cluster.SchedulerOptions{Config: framework.SchedulerConfig(profiles)}); err != nil {
-		t.Fatal(err)
-	}
-	port, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	undo, err := framework.InstallChartWebhook(ctx, cs, objs, "https://"+addr+webhook.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(undo)
-	args, err := framework.ChartIsolationArgs(objs, "berth-operator", map[string]string{
-		"--isolation-webhook-bind-address": addr, "--isolation-webhook-cert-hosts": "127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := c.WriteKubeconfig("berth-operator-nodename", cluster.Identity{User: nnOpUser})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// readyz includes the webhook's certificate and its Node cache.
-	op, err := framework.StartOperator(ctx, c, framework.OperatorOptions{Kubeconfig: kc, Args: append([]string{"--metrics-secure=false"}, args...)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("berth-operator log tail:\n%s", op.Tail(60))
-		}
-	})
+	nnStartIsolation(ctx, t, c, cs, objs, "berth-operator-nodename")
 
 	mallory := nnClient(ctx, t, cs, c.RESTConfig, "mallory", rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"})
 	onNode := func(name, node string, labels map[string]string) *corev1.Pod {
@@ -362,4 +327,47 @@ func nnUnstructured(t *testing.T, b *corev1.Binding) *unstructured.Unstructured 
 	u.SetAPIVersion("v1")
 	u.SetKind("Binding")
 	return u
+}
+
+// nnStartIsolation runs what a tenant meets in front of the pool: berth-scheduler with
+// InstanceIsolation, and the operator serving the chart's webhook (its arguments, its
+// configuration) as the chart's operator identity, named name. Both stop with the test.
+func nnStartIsolation(ctx context.Context, t *testing.T, c *cluster.Cluster, cs kubernetes.Interface, objs []*unstructured.Unstructured, name string) {
+	t.Helper()
+	profiles, err := framework.InstanceIsolationProfiles("berth-scheduler", "", 10, configv1.InstanceIsolationArgs{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StartBerthScheduler(ctx, cluster.SchedulerOptions{Config: framework.SchedulerConfig(profiles)}); err != nil {
+		t.Fatal(err)
+	}
+	port, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	undo, err := framework.InstallChartWebhook(ctx, cs, objs, "https://"+addr+webhook.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(undo)
+	args, err := framework.ChartIsolationArgs(objs, "berth-operator", map[string]string{
+		"--isolation-webhook-bind-address": addr, "--isolation-webhook-cert-hosts": "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := c.WriteKubeconfig(name, cluster.Identity{User: nnOpUser})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// readyz includes the webhook's certificate and its Node cache.
+	op, err := framework.StartOperator(ctx, c, framework.OperatorOptions{Kubeconfig: kc, Args: append([]string{"--metrics-secure=false"}, args...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("berth-operator log tail:\n%s", op.Tail(60))
+		}
+	})
 }
