@@ -12,7 +12,6 @@ import (
 
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
-	"github.com/berth-sched/berth/pkg/scheduler/rbac"
 )
 
 // Image inventory of the NodeImageLocality throughput run: every node holds imagesPerNode of a
@@ -34,16 +33,7 @@ func init() {
 			Binary:   cluster.BerthScheduler,
 			Profiles: framework.NodeImageLocalityProfile(SchedulerName, 1, false, "{}"),
 			Setup: func(ctx context.Context, c *cluster.Cluster) error {
-				// Bench schedulers run as system:kube-scheduler; grant only the plugin reads,
-				// as the chart does for berth-scheduler.
-				objs := rbac.SchedulerRBAC(rbac.UserSubject(cluster.SchedulerIdentity.User), "bench-imagelocality", "kube-system")
-				only := rbac.Objects{ClusterRoles: objs.ClusterRoles}
-				for _, b := range objs.ClusterRoleBindings {
-					if b.RoleRef.Name == objs.ClusterRoles[0].Name {
-						only.ClusterRoleBindings = append(only.ClusterRoleBindings, b)
-					}
-				}
-				if err := rbac.Apply(ctx, c.Client, only); err != nil {
+				if err := grantPluginReads(ctx, c, "bench-imagelocality"); err != nil {
 					return err
 				}
 				if err := framework.InstallNodeImagesCRD(ctx, c.RESTConfig); err != nil {

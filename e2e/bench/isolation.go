@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -82,11 +83,16 @@ func IsolationProfiles(classes int) ([]Profile, error) {
 	}
 	return []Profile{
 		{Name: IsolationAntiAffinity, Binary: cluster.DefaultScheduler, Profiles: "- schedulerName: " + SchedulerName + "\n", PodMutator: labelAndTerm},
-		{Name: IsolationBerthMode, Binary: cluster.BerthScheduler, Profiles: main, PodMutator: label},
-		{Name: IsolationBothMode, Binary: cluster.BerthScheduler, Profiles: isolated, PodMutator: labelAndTerm},
+		{Name: IsolationBerthMode, Binary: cluster.BerthScheduler, Profiles: main, PodMutator: label, Setup: isolationReads},
+		{Name: IsolationBothMode, Binary: cluster.BerthScheduler, Profiles: isolated, PodMutator: labelAndTerm, Setup: isolationReads},
 		{Name: IsolationNoClass, Binary: cluster.BerthScheduler, Profiles: "- schedulerName: " + SchedulerName + "\n", PodMutator: groupOnly},
 		{Name: IsolationNoClassRecorded, Binary: cluster.BerthScheduler, Profiles: recorded, PodMutator: groupOnly},
 	}, nil
+}
+
+// isolationReads lets InstanceIsolation list the InstanceClasses, as installed.
+func isolationReads(ctx context.Context, c *cluster.Cluster) error {
+	return grantPluginReads(ctx, c, "bench-isolation")
 }
 
 // recordingOnlyProfile is the profile entry the operator renders for a SecondaryScheduler
