@@ -69,27 +69,14 @@ func isolationDemo(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer stopWebhook()
-	pod := func(ns, name, class string) (*corev1.Pod, error) {
-		return env.Client.CoreV1().Pods(ns).Create(ctx, framework.Pod(ns, name, map[string]string{framework.ClassLabel: class, "demo": "isolation"},
-			framework.PodSpec("", "100m", "64Mi")), createOpts)
-	}
-	var created []*corev1.Pod
-	// Both classes have pods in both namespaces, which their InstanceClasses share them with.
-	for i := 0; i < 6; i++ {
-		class := []string{"tenant-a", "tenant-b"}[i%2]
-		p, err := pod(namespaces[(i/2)%2], fmt.Sprintf("%s-%d", class, i/2), class)
-		if err != nil {
-			return err
-		}
-		if i == 0 {
-			fmt.Fprintf(env.Out, "%s/%s written with %s=%s only; the webhook added: %s\n\n", p.Namespace, p.Name, framework.ClassLabel, class, describeMutation(p, wcfg))
-		}
-		created = append(created, p)
+	created, err := createIsolationPods(ctx, env, namespaces, wcfg)
+	if err != nil {
+		return err
 	}
 	if err := waitAllBound(ctx, env, created, time.Minute); err != nil {
 		return err
 	}
-	late, err := pod(namespaces[0], "tenant-c-0", "tenant-c")
+	late, err := isolationPod(ctx, env, namespaces[0], "tenant-c-0", "tenant-c")
 	if err != nil {
 		return err
 	}
@@ -114,6 +101,31 @@ func isolationDemo(ctx context.Context, env *Env) error {
 	}
 	fmt.Fprintln(env.Out)
 	return printIsolation(ctx, env, append(created, late))
+}
+
+// createIsolationPods writes three pods of each of classes tenant-a and tenant-b, alternating
+// between the namespaces (which their InstanceClasses share them with), and shows what the
+// webhook added to the first.
+func createIsolationPods(ctx context.Context, env *Env, namespaces []string, wcfg webhook.Config) ([]*corev1.Pod, error) {
+	var created []*corev1.Pod
+	for i := 0; i < 6; i++ {
+		class := []string{"tenant-a", "tenant-b"}[i%2]
+		p, err := isolationPod(ctx, env, namespaces[(i/2)%2], fmt.Sprintf("%s-%d", class, i/2), class)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			fmt.Fprintf(env.Out, "%s/%s written with %s=%s only; the webhook added: %s\n\n", p.Namespace, p.Name, framework.ClassLabel, class, describeMutation(p, wcfg))
+		}
+		created = append(created, p)
+	}
+	return created, nil
+}
+
+// isolationPod creates a pod carrying only a class label; the webhook adds the rest.
+func isolationPod(ctx context.Context, env *Env, ns, name, class string) (*corev1.Pod, error) {
+	return env.Client.CoreV1().Pods(ns).Create(ctx, framework.Pod(ns, name, map[string]string{framework.ClassLabel: class, "demo": "isolation"},
+		framework.PodSpec("", "100m", "64Mi")), createOpts)
 }
 
 func waitAllBound(ctx context.Context, env *Env, pods []*corev1.Pod, timeout time.Duration) error {
