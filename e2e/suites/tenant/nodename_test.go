@@ -289,25 +289,10 @@ func nnApplyChart(ctx context.Context, t *testing.T, cs kubernetes.Interface, ob
 	}
 }
 
-// nnClient is a ServiceAccount name in the tenant namespace bound to role there, as a client
-// (impersonated, with the groups a ServiceAccount token carries).
+// nnClient is a ServiceAccount name in the tenant namespace bound to role there, as a client.
 func nnClient(ctx context.Context, t *testing.T, cs kubernetes.Interface, admin *rest.Config, name string, role rbacv1.RoleRef) kubernetes.Interface {
 	t.Helper()
-	if _, err := cs.CoreV1().ServiceAccounts(nnTenant).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.RbacV1().RoleBindings(nnTenant).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef: role, Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: nnTenant, Name: name}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cfg := rest.CopyConfig(admin)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + nnTenant + ":" + name,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + nnTenant, "system:authenticated"}}
-	cl, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cl
+	return clTenant(ctx, t, cs, admin, nnTenant, name, role)
 }
 
 func nnTyped(t *testing.T, o *unstructured.Unstructured, into any) {
