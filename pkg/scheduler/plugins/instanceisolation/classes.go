@@ -15,6 +15,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/pkg/isolation/classmarker"
 	"github.com/berth-sched/berth/pkg/scheduler/dynamicapi"
 )
 
@@ -100,11 +101,12 @@ func (g *Grants) Effective(ns, value string) string {
 	return NamespaceClass(ns, value)
 }
 
-// NamespaceClass is the effective class of value owned by namespace ns alone.
-func NamespaceClass(ns, value string) string { return ns + "/" + value }
+// NamespaceClass is the effective class of value owned by namespace ns alone (the contract
+// package's rule, which the webhook and the marker's writer share).
+func NamespaceClass(ns, value string) string { return classmarker.NamespaceClass(ns, value) }
 
 // SharedClass is the effective class of value shared through an InstanceClass.
-func SharedClass(value string) string { return value + " (shared)" }
+func SharedClass(value string) string { return classmarker.SharedClass(value) }
 
 // watchClasses feeds g from an InstanceClass informer on h's kubeconfig, started once the API
 // serves the resource (the plugin must not keep the scheduler from starting when the CRD
