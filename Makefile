@@ -17,7 +17,7 @@ K8S_LDFLAGS := -s -w \
   -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=37
 
 K8S_TOOLS := kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy
-TOOLS := $(addprefix $(BIN)/,etcd kwok helm $(K8S_TOOLS))
+TOOLS := $(addprefix $(BIN)/,etcd kwok helm karpenter $(K8S_TOOLS))
 BERTH_BINS := $(addprefix $(BIN)/,berth-scheduler berth-agent berth-loadwatcher $(if $(wildcard cmd/operator/*.go),berth-operator) kubectl-berth)
 HARNESS_BINS := $(addprefix $(BIN)/,berth-local schedbench)
 BERTH_SRC := $(shell find api pkg cmd -name '*.go' -o -name go.mod -o -name go.sum 2>/dev/null)
@@ -58,6 +58,17 @@ $(BIN)/helm: tools/helm/go.mod tools/helm/go.sum
 $(BIN)/kwok: tools/kwok/go.mod tools/kwok/go.sum
 	@mkdir -p $(BIN)
 	cd tools/kwok && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $@ sigs.k8s.io/kwok/cmd/kwok
+
+# Karpenter's KWOK provider: a complete Karpenter whose "cloud" creates nodes the cluster's KWOK
+# simulates (`make up AUTOSCALER=karpenter`, the autoscale suite). Its CRDs come from the same
+# module version and are copied beside it: the e2e module cannot import karpenter (its k8s.io
+# versions differ), so e2e/cluster applies them from bin/karpenter-crds.
+$(BIN)/karpenter: tools/karpenter/go.mod tools/karpenter/go.sum
+	@mkdir -p $(BIN) $(BIN)/karpenter-crds
+	cd tools/karpenter && GOWORK=off CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $@ sigs.k8s.io/karpenter/kwok
+	cd tools/karpenter && dir=$$(GOWORK=off $(GO) list -m -f '{{.Dir}}' sigs.k8s.io/karpenter) && \
+	  rm -f $(BIN)/karpenter-crds/*.yaml && \
+	  install -m 0644 $$dir/pkg/apis/crds/karpenter.sh_*.yaml $$dir/kwok/apis/crds/karpenter.kwok.sh_*.yaml $(BIN)/karpenter-crds/
 
 ## build: Berth's binaries
 build: $(BERTH_BINS)
