@@ -69,22 +69,23 @@ func (g CacheGrants) Grant(class string) ([]string, bool, error) {
 
 // owners is the namespaces sharing pod's class (key=class): the InstanceClass's list, or the
 // pod's namespace alone. A pod of a namespace the InstanceClass does not list is refused,
-// naming the field, the InstanceClass and the grant to ask for.
-func (c *Config) owners(pod *corev1.Pod, key, class string) ([]string, error) {
+// naming the field, the InstanceClass and the grant to ask for. shared says an InstanceClass
+// shares the class (its list may still be the pod's namespace alone).
+func (c *Config) owners(pod *corev1.Pod, key, class string) (owners []string, shared bool, err error) {
 	if c.Classes == nil {
-		return []string{pod.Namespace}, nil
+		return []string{pod.Namespace}, false, nil
 	}
 	ns, found, err := c.Classes.Grant(class)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !found {
-		return []string{pod.Namespace}, nil
+		return []string{pod.Namespace}, false, nil
 	}
 	if !slices.Contains(ns, pod.Namespace) {
-		return nil, &Refusal{GrantRefusal(key, class, pod.Namespace, ns)}
+		return nil, false, &Refusal{GrantRefusal(key, class, pod.Namespace, ns)}
 	}
-	return ns, nil
+	return ns, true, nil
 }
 
 // GrantRefusal is the refusal of class (label key) in namespace ns, which the InstanceClass

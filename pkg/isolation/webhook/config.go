@@ -89,6 +89,11 @@ type Config struct {
 	// kube-system by default); the webhook checks the list too, so a configuration written by
 	// hand without the selector cannot make it refuse the control plane's node daemons.
 	ExemptNamespaces []string
+	// AutoscalerMarker: write the two marker terms into every classed pod's required node
+	// affinity (marker In [its class's value], then marker DoesNotExist) and refuse pods that
+	// select another class's marker (README.md, "The autoscaler's view"). The operator's marker
+	// writer keeps the label on the pool's nodes.
+	AutoscalerMarker bool
 	// Classes reads the InstanceClasses that share a class between namespaces. nil: there are
 	// none, and every class belongs to the namespace of the pod carrying it.
 	Classes ClassGrants
@@ -104,6 +109,7 @@ func Defaults() Config {
 		SchedulerName:    DefaultSchedulerName,
 		SpreadReplicas:   true,
 		ExemptNamespaces: []string{metav1.NamespaceSystem},
+		AutoscalerMarker: true,
 	}
 }
 

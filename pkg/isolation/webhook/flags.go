@@ -23,7 +23,8 @@ type Flags struct {
 	Enabled                                   bool
 	mode, classLabels, pool, taint            string
 	schedulerName, isolatedName, exemptNS     string
-	spread                                    bool
+	spread, marker                            bool
+	markerGrace                               time.Duration
 	poolBinders                               string
 	bind, secret, configuration, certs, hosts string
 	maxBody                                   int64
@@ -45,6 +46,10 @@ func BindFlags(fs *flag.FlagSet) *Flags {
 	fs.StringVar(&f.exemptNS, "isolation-exempt-namespaces", strings.Join(d.ExemptNamespaces, ","), "comma-separated namespaces the webhook leaves alone (the chart passes its release namespace and isolation.exemptNamespaces, the same list its namespaceSelector exempts)")
 	fs.StringVar(&f.poolBinders, "isolation-pool-binders", "", "comma-separated usernames that may bind pods to pool nodes outside the exempt namespaces: the classes' schedulers "+
 		"(the chart passes berth-scheduler's ServiceAccount, and in mode ipp system:kube-scheduler); anyone else's binding to a pool node is refused")
+	fs.BoolVar(&f.marker, "isolation-autoscaler-marker", d.AutoscalerMarker, "write the autoscaler-visible marker: classed pods get required node affinity to "+MarkerKey+
+		" (their class's value, or no marker yet) and the operator labels each pool node with the class it holds (see pkg/isolation/marker)")
+	fs.DurationVar(&f.markerGrace, "isolation-marker-empty-grace", 2*time.Minute, "how long a pool node must hold no classed pod before the operator removes its marker "+
+		"(counted from the node's creation, the last classed pod seen there, or the operator's start, whichever is latest)")
 	fs.StringVar(&f.bind, "isolation-webhook-bind-address", ":9443", "HTTPS address of the webhook")
 	fs.Int64Var(&f.maxBody, "isolation-webhook-max-body-bytes", DefaultMaxBody, "larger AdmissionReview bodies are answered 413")
 	fs.StringVar(&f.secret, "isolation-webhook-secret", "", "namespace/name of the Secret holding the serving certificate (required)")
@@ -65,7 +70,8 @@ func (f *Flags) Options() (Options, error) {
 		Certs: CertOptions{CAValidity: f.caValidity, CertValidity: f.certValidity, Hosts: flagvalue.SplitList(f.hosts)}}
 	var errs []error
 	c := Config{Mode: Mode(f.mode), ClassLabels: flagvalue.SplitList(f.classLabels), SchedulerName: f.schedulerName,
-		IsolatedSchedulerName: f.isolatedName, SpreadReplicas: f.spread, ExemptNamespaces: flagvalue.SplitList(f.exemptNS)}
+		IsolatedSchedulerName: f.isolatedName, SpreadReplicas: f.spread, ExemptNamespaces: flagvalue.SplitList(f.exemptNS),
+		AutoscalerMarker: f.marker}
 	c.PoolBinders = flagvalue.SplitList(f.poolBinders)
 	var err error
 	if c.PoolLabel, c.PoolValue, err = ParseLabelPair(f.pool); err != nil {
@@ -83,11 +89,25 @@ func (f *Flags) Options() (Options, error) {
 	if !ok || ns == "" || name == "" {
 		errs = append(errs, fmt.Errorf("--isolation-webhook-secret %q: want namespace/name", f.secret))
 	}
+	if f.markerGrace < 0 {
+		errs = append(errs, fmt.Errorf("--isolation-marker-empty-grace %s: must not be negative", f.markerGrace))
+	}
 	if f.maxBody <= 0 {
 		errs = append(errs, fmt.Errorf("--isolation-webhook-max-body-bytes %d: must be positive", f.maxBody))
 	}
 	o.Config, o.SecretNamespace, o.SecretName = c, ns, name
 	return o, errors.Join(errs...)
+}
+
+// Marker says whether the operator runs the marker writer (the webhook on and
+// --isolation-autoscaler-marker), with the webhook's configuration (pool label and taint, class
+// labels, exempt namespaces) and --isolation-marker-empty-grace.
+func (f *Flags) Marker() (on bool, c Config, grace time.Duration, err error) {
+	if !f.Enabled || !f.marker {
+		return false, Config{}, 0, nil
+	}
+	o, err := f.Options()
+	return err == nil, o.Config, f.markerGrace, err
 }
 
 // Check validates the flags when the webhook is enabled (nil otherwise).

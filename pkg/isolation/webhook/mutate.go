@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/berth-sched/berth/pkg/isolation/classmarker"
 )
 
 // PatchOp is one RFC 6902 operation. The webhook only ever emits "add": onto a missing field,
@@ -89,6 +91,11 @@ func (c *Config) Mutate(pod *corev1.Pod) (Result, error) {
 		if access := c.poolAccess(&pod.Spec); len(access) > 0 {
 			return Result{}, c.unclassedRefusal(access)
 		}
+		if c.AutoscalerMarker {
+			if sel := markerSelection(&pod.Spec, nil); sel != "" {
+				return Result{}, c.markerRefusal(sel, "")
+			}
+		}
 		return Result{}, c.nodeNameRefusal(pod)
 	}
 	if i := daemonSetOwner(pod); i >= 0 {
@@ -101,13 +108,25 @@ func (c *Config) Mutate(pod *corev1.Pod) (Result, error) {
 		return Result{}, &Refusal{fmt.Sprintf("pod of instance class %s sets spec.nodeName %q, which bypasses the scheduler and with it isolation; "+
 			"to pin it, require the node with node affinity on %s instead", class, pod.Spec.NodeName, corev1.LabelHostname)}
 	}
-	owners, err := c.owners(pod, key, class)
+	owners, shared, err := c.owners(pod, key, class)
 	if err != nil {
 		return Result{}, err
 	}
+	if c.AutoscalerMarker {
+		// why: a pod requiring another class's marker would make an autoscaler put it on (or
+		// create for it) a node of that class; InstanceIsolation would still refuse the node,
+		// but the autoscaler would then believe the pod fits there and make no node of its own.
+		if sel := markerSelection(&pod.Spec, markerValues(pod.Namespace, class)); sel != "" {
+			return Result{}, c.markerRefusal(sel, class)
+		}
+	}
 	m := &mutation{pod: pod, res: Result{Class: class}}
 	m.toleration(corev1.Toleration{Key: c.TaintKey, Operator: corev1.TolerationOpEqual, Value: c.TaintValue, Effect: c.TaintEffect})
-	m.nodeAffinity(corev1.NodeSelectorRequirement{Key: c.PoolLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{c.PoolValue}})
+	pool := corev1.NodeSelectorRequirement{Key: c.PoolLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{c.PoolValue}}
+	m.nodeAffinity(pool)
+	if c.AutoscalerMarker {
+		m.markerTerms(pool, classmarker.MarkerValue(classmarker.Effective(pod.Namespace, class, shared)))
+	}
 	if c.Mode == ModeIPP || c.Mode == ModeBoth {
 		for _, t := range c.ClassTerms(class, owners) {
 			m.antiAffinity(t)
