@@ -103,6 +103,8 @@ type Cluster struct {
 	real *realNodes
 	// onStop run after the processes stop and before the directory is removed (OnStop).
 	onStop []func()
+	// karpenter is the autoscaler StartKarpenter runs (nil: none).
+	karpenter *karpenterState
 }
 
 // Start brings the cluster up and waits until every component is ready. On failure it stops
@@ -314,6 +316,8 @@ const stopGrace = 2 * time.Second
 // Stop ends every process in reverse start order and removes a temporary Dir. It is safe to
 // call more than once.
 func (c *Cluster) Stop() {
+	// First, while the API server and KWOK run: Karpenter deletes the nodes it made.
+	c.karpenterBeforeStop()
 	c.realNodeBeforeStop()
 	c.mu.Lock()
 	if c.stopped {
