@@ -18,9 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	resourcehelper "k8s.io/component-helpers/resource"
 
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/pkg/loadapi"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
 )
 
 // Load states of a node as the load watcher serves it.
@@ -204,8 +204,11 @@ func nodeView(n *corev1.Node, doc *loadapi.Response, req corev1.ResourceList, im
 	return nv
 }
 
+// instanceClass reads the class by the plugin's default label keys, from the args contract
+// (api/config/v1) rather than the plugin: the plugin links k8s.io/kubernetes, kubectl-berth
+// must not.
 func instanceClass(labels map[string]string) string {
-	for _, k := range instanceisolation.DefaultClassLabels {
+	for _, k := range configv1.DefaultClassLabels {
 		if v := labels[k]; v != "" {
 			return v
 		}
