@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/berth-sched/berth/pkg/isolation/marker"
 	isolationwebhook "github.com/berth-sched/berth/pkg/isolation/webhook"
 	"github.com/berth-sched/berth/pkg/operator"
 	"github.com/berth-sched/berth/pkg/podconfig"
@@ -143,6 +144,17 @@ func main() {
 	if err := isolation.Setup(mgr, ctrl.Log.WithName("isolation-webhook")); err != nil {
 		fmt.Fprintln(os.Stderr, "berth-operator: instance-isolation webhook:", err)
 		os.Exit(1)
+	}
+	if on, c, grace, err := isolation.Marker(); err != nil {
+		fmt.Fprintln(os.Stderr, "berth-operator: isolation marker:", err)
+		os.Exit(1)
+	} else if on {
+		// why: the single writer of the autoscaler-visible marker; leader-elected with the
+		// operator's other controllers, so one replica writes at a time.
+		if err := marker.Setup(mgr, c, grace); err != nil {
+			fmt.Fprintln(os.Stderr, "berth-operator: isolation marker:", err)
+			os.Exit(1)
+		}
 	}
 	if *rebalance {
 		if err := rebalancer.Setup(mgr, strings.Split(*rebalanceProtected, ",")); err != nil {

@@ -186,3 +186,7 @@ func setupNodes(mgr manager.Manager, c *Config) error {
 		return nil
 	})
 }
+
+// PoolNode says why node belongs to the isolation pool ("" when it does not): the pool label,
+// else a taint with the pool's key (the marker writer's test, the same as for spec.nodeName).
+func (c *Config) PoolNode(node *corev1.Node) string { return c.poolMembership(node) }

@@ -75,6 +75,9 @@ func stripPod(obj any) (any, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
 			Labels: p.Labels, DeletionTimestamp: p.DeletionTimestamp, CreationTimestamp: p.CreationTimestamp,
+			// why: the isolation marker writer (pkg/isolation/marker) shares this cache and leaves
+			// DaemonSet and mirror pods (owned by the Node) out of a node's classes.
+			OwnerReferences: p.OwnerReferences,
 		},
 		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
 		Status: corev1.PodStatus{Phase: p.Status.Phase},
