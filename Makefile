@@ -28,6 +28,9 @@ E2E_PKGS := ./e2e/...
 GO_TEST_FLAGS ?=
 # Real nodes `make up` and `make demo` start where root and the packages allow (1 to 8).
 REAL_NODES ?= 3
+# AUTOSCALER=karpenter: `make up` also runs Karpenter's KWOK provider with NodePools for the
+# chart's default isolation pool and a plain autoscaled pool (e2e/cmd/berth-local).
+AUTOSCALER ?=
 
 .PHONY: all tools build images push kind-load krew generate seccomp-data lint-chart preflight test test-unit test-e2e verify bench bench-scale bench-exs bench-agent bench-images bench-isolation bench-placement demo up down fmt clean fuzz
 
@@ -158,7 +161,7 @@ demo: tools build images $(HARNESS_BINS)
 ## up / down: keep a local cluster running under a supervisor (REAL_NODES real nodes with Berth's
 ## images as root with the packages, else simulated nodes); up prints the helm install line, down stops it
 up: tools build images $(HARNESS_BINS)
-	$(BIN)/berth-local up -real-nodes $(REAL_NODES)
+	$(BIN)/berth-local up -real-nodes $(REAL_NODES) $(if $(AUTOSCALER),-autoscaler $(AUTOSCALER))
 
 down: $(BIN)/berth-local
 	$(BIN)/berth-local down

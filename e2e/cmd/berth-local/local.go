@@ -57,14 +57,18 @@ type Status struct {
 	Kubeconfig   string  `json:"kubeconfig"`
 	Logs         string  `json:"logs"`
 	BinDir       string  `json:"binDir"`
-	CgroupName   string  `json:"cgroupName,omitempty"`
-	NetNSInode   uint64  `json:"netnsInode,omitempty"`
+	// NodePools are the autoscaler's (-autoscaler), empty without one.
+	NodePools  []string `json:"nodePools,omitempty"`
+	CgroupName string   `json:"cgroupName,omitempty"`
+	NetNSInode uint64   `json:"netnsInode,omitempty"`
 }
 
 type localOpts struct {
 	dir       string
 	simulated bool
 	realNodes int
+	// autoscaler is "" or AutoscalerKarpenter.
+	autoscaler string
 }
 
 func clusterDir(dir string) string { return filepath.Join(dir, "cluster") }
@@ -189,6 +193,9 @@ func up(ctx context.Context, o localOpts) error {
 	args := []string{"supervise", "-dir", o.dir, "-real-nodes", strconv.Itoa(o.realNodes)}
 	if o.simulated {
 		args = append(args, "-simulated")
+	}
+	if o.autoscaler != "" {
+		args = append(args, "-autoscaler", o.autoscaler)
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -338,6 +345,11 @@ func printNextSteps(w *os.File, o localOpts, st *Status) {
 		fmt.Fprintf(w, "  %s\n", ExplainLine(bin))
 	}
 	fmt.Fprintln(w)
+	if len(st.NodePools) > 0 {
+		fmt.Fprintf(w, "Karpenter runs beside the cluster (log %s) with NodePools %s: a pending pod they fit gets a simulated node, removed once empty for %s.\n",
+			rel(filepath.Join(st.Logs, cluster.Karpenter+".log")), strings.Join(st.NodePools, ", "), localConsolidateAfter)
+		fmt.Fprintf(w, "  %s get nodepools,nodeclaims\n", filepath.Join(bin, "kubectl"))
+	}
 	fmt.Fprintf(w, "Add simulated nodes: %s\n", AddNodesLine(bin))
 	fmt.Fprintln(w, "Stop it with: make down")
 }
@@ -427,6 +439,10 @@ func supervise(o localOpts) error {
 			stopCluster()
 			return fail(err)
 		}
+	}
+	if st.NodePools, err = startAutoscaler(ctx, c, o.autoscaler); err != nil {
+		stopCluster()
+		return fail(err)
 	}
 	st.Kubeconfig, st.Logs, st.BinDir = c.Kubeconfig, filepath.Join(dir, "logs"), c.BinDir
 	st.StartSeconds = time.Since(start).Seconds()

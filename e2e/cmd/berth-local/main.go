@@ -38,6 +38,7 @@ func main() {
 	simulated := fs.Bool("simulated", false, "demo, up: simulated (KWOK) nodes only, even where a real node could run")
 	only := fs.String("only", "", "demo: run only the scenarios whose name contains this")
 	realNodes := fs.Int("real-nodes", defaultRealNodes(), "demo, up: how many real nodes to run where they can run (default $REAL_NODES, else 3)")
+	autoscaler := fs.String("autoscaler", "", "up: run an autoscaler beside the cluster: karpenter (Karpenter's KWOK provider, with a NodePool for the chart's default isolation pool and a plain autoscaled pool), or none (empty)")
 	if len(os.Args) < 2 {
 		usage()
 	}
@@ -71,6 +72,10 @@ func main() {
 	if *verbose {
 		logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "berth-local: "+format+"\n", args...) }
 	}
+	if err := checkAutoscaler(*autoscaler); err != nil {
+		fmt.Fprintf(os.Stderr, "berth-local %s: %v\n", cmd, err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
@@ -78,9 +83,9 @@ func main() {
 	case "demo":
 		err = runDemo(ctx, !*simulated, *realNodes, *only, logf)
 	case "up":
-		err = up(ctx, localOpts{dir: *dir, simulated: *simulated, realNodes: *realNodes})
+		err = up(ctx, localOpts{dir: *dir, simulated: *simulated, realNodes: *realNodes, autoscaler: *autoscaler})
 	case "supervise":
-		err = supervise(localOpts{dir: *dir, simulated: *simulated, realNodes: *realNodes})
+		err = supervise(localOpts{dir: *dir, simulated: *simulated, realNodes: *realNodes, autoscaler: *autoscaler})
 	case "down":
 		err = down(localOpts{dir: *dir})
 	default:
