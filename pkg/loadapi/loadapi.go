@@ -124,3 +124,57 @@ type Response struct {
 	watcher.WatcherMetrics
 	Nodes map[string]NodeStatus `json:"berthNodes,omitempty"`
 }
+
+// LoadMediaType is Berth's typed form of GET /watcher (Load). Berth's scheduler names it first in
+// Accept; a watcher that serves it answers with this Content-Type. Any other answer is the
+// upstream document (Response): an upstream watcher, or a Berth watcher older than this form,
+// ignores the Accept header, and the client reads the metric list instead. Why a media type
+// rather than a path: the auth, the query (window, pods), the ETag and the gzip of GET /watcher
+// apply unchanged, and a client learns from one answer which form it got.
+const LoadMediaType = "application/vnd.berth.load.v1+json"
+
+// Load is GET /watcher in LoadMediaType: each node's load as named, typed fields, where the
+// upstream document (Response) has a list of {type, operator, value} metrics its readers must
+// interpret. The query is the same: ?window= picks the window of every Avg and Std (default
+// 15m), ?pods=true adds PodUIDs and Pods.
+type Load struct {
+	// Timestamp is the Unix time (seconds) the watcher built the document: its last store
+	// change or staleness transition, not the request.
+	Timestamp int64 `json:"timestamp"`
+	// Window is the length of the statistics window of every Avg and Std: "5m", "10m" or "15m".
+	Window string `json:"window"`
+	// Source is where the numbers come from: BerthAgent, Prometheus or KubernetesMetricsServer.
+	Source string `json:"source"`
+	// Nodes holds every node the watcher knows: those with numbers, and stale or never-reported
+	// ones (Stale set, no CPU or Memory), so a reader tells "unknown" from "idle".
+	Nodes map[string]NodeLoad `json:"nodes"`
+}
+
+// NodeLoad is one node in Load.
+type NodeLoad struct {
+	// Updated is the Unix time (seconds) of the newest sample behind the numbers; 0 for a
+	// cluster node that never reported.
+	Updated int64 `json:"updated"`
+	// Stale is set when Updated is older than the watcher's staleness limit (or the node never
+	// reported). A stale node has no CPU or Memory.
+	Stale bool `json:"stale,omitempty"`
+	// CPU and Memory are the node's utilisation over Window; absent when the source has no
+	// number for that resource (or the node is stale).
+	CPU    *ResourceLoad `json:"cpu,omitempty"`
+	Memory *ResourceLoad `json:"memory,omitempty"`
+	// PodUIDs and Pods are as in NodeStatus (only with ?pods=true).
+	PodUIDs []string   `json:"podUIDs,omitempty"`
+	Pods    []PodUsage `json:"pods,omitempty"`
+}
+
+// ResourceLoad is one resource of one node over the document's window. Every value is in
+// percent of the node's capacity, within [0,100] (the watcher clamps what its sources serve).
+type ResourceLoad struct {
+	// Avg is the mean of the window's samples. A source without a mean for the window (a pull
+	// source that has only the newest sample so far) serves that sample here, which is what
+	// upstream's readers take in its place.
+	Avg float64 `json:"avg"`
+	// Std is the standard deviation of the window's samples, in percentage points; 0 when the
+	// source has none.
+	Std float64 `json:"std"`
+}

@@ -46,6 +46,7 @@ func TestRoundTrip(t *testing.T) {
 	}{
 		{"report", &rep, &Report{}, []string{`"node":`, `"time":`, `"latest":`, `"windows":`, `"podUIDs":`, `"samples":`, `"p95":`, `"instance":`, `"seq":`, `"pods":`, `"uid":`, `"cpuMillicores":`, `"memoryBytes":`}},
 		{"response", ptr(sampleResponse()), &Response{}, []string{`"timestamp":`, `"window":`, `"source":`, `"data":`, `"NodeMetricsMap":`, `"berthNodes":`, `"updated":`, `"stale":true`, `"podUIDs":`}},
+		{"typed load", ptr(sampleLoad()), &Load{}, []string{`"timestamp":`, `"window":"15m"`, `"source":`, `"nodes":`, `"updated":`, `"stale":true`, `"cpu":{"avg":30,"std":2}`, `"memory":{"avg":49.5,"std":0}`, `"podUIDs":`, `"pods":`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -69,6 +70,26 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func sampleLoad() Load {
+	return Load{Timestamp: 1_700_000_000, Window: "15m", Source: "BerthAgent", Nodes: map[string]NodeLoad{
+		"node-a": {Updated: 1_699_999_998, CPU: &ResourceLoad{Avg: 30, Std: 2}, Memory: &ResourceLoad{Avg: 49.5},
+			PodUIDs: []string{"uid-1"}, Pods: []PodUsage{{UID: "uid-1", Latest: Latest{CPU: 3}}}},
+		"node-b": {Stale: true},
+	}}
+}
+
+// A stale node carries no numbers: the typed form must not encode an absent resource as 0 %,
+// which a reader would take for an idle node.
+func TestLoadOmitsAbsentResources(t *testing.T) {
+	b, err := json.Marshal(NodeLoad{Stale: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(b), `{"updated":0,"stale":true}`; got != want {
+		t.Fatalf("stale node encoded as %s, want %s", got, want)
+	}
+}
 
 // paypal/load-watcher v0.2.4's own client must decode Berth's document unchanged: the upstream
 // fields at the top level, Berth's extension ignored.
