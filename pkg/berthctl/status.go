@@ -76,9 +76,13 @@ type StatusInput struct {
 // CollectStatus checks components, the leader, the watcher's freshness, webhooks and CRDs.
 // An error is returned only when the caller may not read what status needs at all (RBAC).
 func CollectStatus(ctx context.Context, in StatusInput) (*StatusView, error) {
-	comps, operator, err := componentChecks(ctx, in)
+	comps, operatorDep, err := componentChecks(ctx, in)
 	if err != nil {
 		return nil, err
+	}
+	operator := ""
+	if operatorDep != nil {
+		operator = operatorDep.Name
 	}
 	v := &StatusView{Checks: comps}
 	// In the order they are printed; the first that may not be read ends the command.
@@ -88,6 +92,7 @@ func CollectStatus(ctx context.Context, in StatusInput) (*StatusView, error) {
 		func() ([]Check, error) { return watcherChecks(ctx, in) },
 		func() ([]Check, error) { return webhookChecks(ctx, in, operator) },
 		func() ([]Check, error) { return crdChecks(ctx, in) },
+		func() ([]Check, error) { return nodePoolChecks(ctx, in, operatorDep) },
 	} {
 		cs, err := checks()
 		if err != nil {
@@ -99,26 +104,27 @@ func CollectStatus(ctx context.Context, in StatusInput) (*StatusView, error) {
 }
 
 // componentChecks reads the chart's Deployments and DaemonSets. It also returns the operator
-// Deployment's name, from which the webhook check derives the release prefix.
-func componentChecks(ctx context.Context, in StatusInput) ([]Check, string, error) {
+// Deployment, from whose name the webhook check derives the release prefix and from whose
+// arguments the NodePool check reads the isolation pool.
+func componentChecks(ctx context.Context, in StatusInput) ([]Check, *appsv1.Deployment, error) {
 	ns := in.BerthNamespace
 	deps, err := in.Client.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, "", explainAPIError(err, "list deployments in "+ns)
+		return nil, nil, explainAPIError(err, "list deployments in "+ns)
 	}
 	dss, err := in.Client.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, "", explainAPIError(err, "list daemonsets in "+ns)
+		return nil, nil, explainAPIError(err, "list daemonsets in "+ns)
 	}
 	var comps []Check
-	var operator string
+	var operator *appsv1.Deployment
 	for i := range deps.Items {
 		d := &deps.Items[i]
 		if !isBerth(d.Labels) {
 			continue
 		}
 		if d.Labels["app.kubernetes.io/name"] == "berth-operator" {
-			operator = d.Name
+			operator = d
 		}
 		comps = append(comps, deploymentCheck(ns, d))
 	}
