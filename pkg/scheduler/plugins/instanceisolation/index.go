@@ -561,6 +561,21 @@ func (ix *Index) allowedNodes(nodes []fwk.NodeInfo, pod *v1.Pod, pc *podClass, s
 	return out
 }
 
+// noRoomFor is noRoom under the index's lock, ranging over nodes only when the O(1) estimate
+// says fewer than maxNodeSet nodes are left for the class (as allowedNodes).
+func (ix *Index) noRoomFor(nodes []fwk.NodeInfo, pod *v1.Pod, pc *podClass, strict, spread bool) string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	refused := ix.classed
+	if cl := pc.class(); cl != "" {
+		refused -= ix.soleNodes[cl]
+	}
+	if len(nodes)-refused >= maxNodeSet {
+		return ""
+	}
+	return ix.noRoom(nodes, pod, pc, strict, spread)
+}
+
 // holds says whether node holds pods of class cl ("": whether it holds no classed pod).
 func (ix *Index) holds(node, cl string) bool {
 	ix.mu.RLock()

@@ -218,6 +218,12 @@ func (pl *InstanceIsolation) PreFilter(ctx context.Context, cs fwk.CycleState, p
 	if set := pl.index.allowedNodes(nodes, pod, &pc, pl.strict, pl.spread); set != nil {
 		return &fwk.PreFilterResult{NodeNames: set}, nil
 	}
+	// why: with the autoscaler marker's terms, NodeAffinity refuses the nodes marked for other
+	// classes before Filter runs, and the event would only say "didn't match Pod's node
+	// affinity/selector"; when no node is left for the class, say so, naming it (noroom.go).
+	if msg := pl.index.noRoomFor(nodes, pod, &pc, pl.strict, pl.spread); msg != "" {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	}
 	return nil, nil
 }
 
