@@ -52,12 +52,16 @@ func (e *Engine) sayRule(ctx context.Context, s *Snapshot) {
 		"plugin", e.plugin, "source", s.Source, "window", s.Window)
 }
 
-// Options are test seams; zero values mean production behaviour.
+// Options are the plugin's choices and test seams; zero values mean production behaviour.
 type Options struct {
 	// Now replaces time.Now.
 	Now func() time.Time
 	// NoLoop skips starting the refresh goroutine (tests drive Watcher.Refresh themselves).
 	NoLoop bool
+	// UpstreamCPU is the plugin's reading of CPU from an upstream watcher's document (nil:
+	// GetResourceData's); Berth's typed form needs none. It decides CPU for this engine's
+	// Filter too, so a plugin reads one CPU number per node.
+	UpstreamCPU UpstreamCPU
 }
 
 // NewEngine builds the engine, registers the tracker on the framework's pod informer (when
@@ -83,6 +87,7 @@ func NewEngine(ctx context.Context, plugin string, args CommonArgs, handle fwk.H
 		time.Duration(*args.RefreshIntervalSeconds)*time.Second,
 		time.Duration(*args.WatcherTimeoutSeconds)*time.Second, now)
 	e.Watcher.install = e.Tracker.Install
+	e.Watcher.upstreamCPU = opts.UpstreamCPU
 	e.Watcher.onSnapshot = func(s *Snapshot) {
 		e.Tracker.Prune(s, e.expiry)
 		e.sayRule(ctx, s)

@@ -91,7 +91,7 @@ func TestWatcherFailuresKeepLastSnapshot(t *testing.T) {
 			if e.Watcher.Snapshot() != good {
 				t.Error("snapshot replaced after a failed fetch")
 			}
-			if v := e.Node("n"); v.Freshness != Fresh || v.Metrics.TLPCPU != 42 {
+			if v := e.Node("n"); v.Freshness != Fresh || v.Metrics.CPU.Avg != 42 {
 				t.Errorf("node after failure: %+v", v)
 			}
 			if _, fails := e.Watcher.Counts(); fails != failsBefore+1 {
@@ -198,16 +198,16 @@ func TestDigestFollowsUpstreamResourceData(t *testing.T) {
 	m := lat.Metric
 	// Reference vector: {CPU "" 40, CPU AVG 40, CPU STD 36, Mem AVG 20, Mem STD 10}.
 	d, _ := digest([]watcher.Metric{m(watcher.CPU, "", 40), m(watcher.CPU, watcher.Average, 40), m(watcher.CPU, watcher.Std, 36),
-		m(watcher.Memory, watcher.Average, 20), m(watcher.Memory, watcher.Std, 10)})
+		m(watcher.Memory, watcher.Average, 20), m(watcher.Memory, watcher.Std, 10)}, nil)
 	if d.CPU != (ResourceData{40, 36, true}) || d.Memory != (ResourceData{20, 10, true}) {
 		t.Errorf("digest: %+v", d)
 	}
 	// STD only → valid with avg 0; Latest after AVG ignored for the average.
-	d, _ = digest([]watcher.Metric{m(watcher.CPU, watcher.Std, 5), m(watcher.Memory, watcher.Average, 30), m(watcher.Memory, watcher.Latest, 99)})
-	if d.CPU != (ResourceData{0, 5, true}) || d.Memory != (ResourceData{30, 0, true}) || d.TLPCPUFound {
+	d, _ = digest([]watcher.Metric{m(watcher.CPU, watcher.Std, 5), m(watcher.Memory, watcher.Average, 30), m(watcher.Memory, watcher.Latest, 99)}, nil)
+	if d.CPU != (ResourceData{0, 5, true}) || d.Memory != (ResourceData{30, 0, true}) {
 		t.Errorf("digest: %+v", d)
 	}
-	d, _ = digest([]watcher.Metric{m(watcher.Bandwidth, watcher.Average, 50)})
+	d, _ = digest([]watcher.Metric{m(watcher.Bandwidth, watcher.Average, 50)}, nil)
 	if d.CPU.Valid || d.Memory.Valid {
 		t.Errorf("other types must be ignored: %+v", d)
 	}

@@ -19,7 +19,7 @@ func memoScore(key int64) ScoreFunc {
 		if st.Freshness != Fresh {
 			return -1 - int64(st.Freshness)
 		}
-		return int64(st.Metrics.TLPCPU*1000) + st.Unreported.MilliCPU*7 + st.CapacityMilliCPU(ni.Node())*13 + key*17
+		return int64(st.Metrics.CPU.Avg*1000) + st.Unreported.MilliCPU*7 + st.CapacityMilliCPU(ni.Node())*13 + key*17
 	}
 }
 

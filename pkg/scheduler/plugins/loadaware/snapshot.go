@@ -21,15 +21,17 @@ type ResourceData struct {
 	Valid    bool
 }
 
-// NodeMetrics is the per-node digest both plugins read; computed once per fetch so Score
-// never walks the metric list.
+// NodeMetrics is the per-node digest every load-aware plugin reads, in Berth's typed form
+// (loadapi.ResourceLoad): computed once per fetch so Score never walks a metric list.
 type NodeMetrics struct {
 	CPU, Memory ResourceData
-	// TLPCPU is TargetLoadPacking's CPU input: the last CPU metric, in list order, whose
-	// operator is AVG or Latest (upstream semantics, kept for identical scores).
-	TLPCPU      float64
-	TLPCPUFound bool
 }
+
+// UpstreamCPU is how a plugin reads a node's CPU utilisation (percent) from an upstream
+// metric list, when its upstream counterpart does not read it the way GetResourceData does;
+// ok is false when the list holds nothing it reads. Only upstream documents need it: Berth's
+// typed form names the average, so there is nothing to interpret.
+type UpstreamCPU func(ms []watcher.Metric) (percent float64, ok bool)
 
 // Freshness classifies a node's metrics at the time of a read.
 type Freshness int
@@ -131,79 +133,164 @@ type PodShare struct {
 	LatestCPU, LatestMemory float64
 }
 
-// NewSnapshot digests a watcher response. fetchedAt is the scheduler's clock when the answer
-// arrived; serverNow is the watcher's clock at that moment (HTTP Date header), or zero when
-// unknown. Watcher timestamps are rebased onto the scheduler's clock with them, so clock skew
+// NewSnapshot digests an upstream-form watcher response. fetchedAt is the scheduler's clock when
+// the answer arrived; serverNow is the watcher's clock at that moment (HTTP Date header), or zero
+// when unknown. Watcher timestamps are rebased onto the scheduler's clock with them, so clock skew
 // between the two machines does not make fresh data look expired (or the reverse).
 func NewSnapshot(resp *loadapi.Response, fetchedAt, serverNow time.Time) *Snapshot {
-	s := &Snapshot{FetchedAt: fetchedAt, Source: resp.Source, nodes: map[string]*nodeEntry{}, Window: DefaultWindow}
-	if d, err := time.ParseDuration(resp.Window.Duration); err == nil && d > 0 {
-		s.Window = d
-	}
-	toLocal := func(unix int64) time.Time {
-		t := time.Unix(unix, 0)
-		if serverNow.IsZero() {
-			return t
-		}
-		return fetchedAt.Add(-serverNow.Sub(t))
-	}
+	return newUpstreamSnapshot(resp, fetchedAt, serverNow, nil)
+}
+
+// newUpstreamSnapshot is NewSnapshot with the plugin's own reading of CPU (nil: GetResourceData's).
+func newUpstreamSnapshot(resp *loadapi.Response, fetchedAt, serverNow time.Time, cpu UpstreamCPU) *Snapshot {
 	// Upstream documents carry one time for all nodes; Window.End is the same instant in
 	// load-watcher, Timestamp the one Berth's contract names.
 	docTime := resp.Timestamp
 	if docTime == 0 {
 		docTime = resp.Window.End
 	}
-	// Every Score call looks its node up here, from many goroutines and with the rest of the
-	// cycle's data competing for the cache: the entries sit in one array and the names in one
-	// string, so the lookups of a cycle touch a few contiguous blocks, not one scattered
-	// allocation per node and per name.
 	n, size := snapshotSize(resp)
-	var arena strings.Builder
-	arena.Grow(size)
-	entries := make([]nodeEntry, 0, n)
-	order := make([]string, 0, n)
-	s.nodes = make(map[string]*nodeEntry, n)
-	get := func(name string) *nodeEntry {
-		e := s.nodes[name]
-		if e == nil {
-			// Keys are sliced from the arena once it is complete (below); until then the
-			// document's own strings serve.
-			entries = append(entries, nodeEntry{updated: toLocal(docTime)})
-			e = &entries[len(entries)-1]
-			s.nodes[name] = e
-			arena.WriteString(name)
-			order = append(order, name)
-		}
-		return e
-	}
+	b := newBuilder(resp.Source, resp.Window.Duration, n, size, fetchedAt, serverNow, docTime)
 	for name, nm := range resp.Data.NodeMetricsMap {
-		e := get(name)
+		e := b.get(name)
 		var bad int
-		e.metrics, bad = digest(nm.Metrics)
-		s.OutOfRange += bad
+		e.metrics, bad = digest(nm.Metrics, cpu)
+		b.s.OutOfRange += bad
 		e.hasMetrics = true
 	}
 	for name, st := range resp.Nodes {
-		e := get(name)
-		if st.Updated != 0 {
-			e.updated = toLocal(st.Updated)
-		}
-		e.stale = st.Stale
-		if len(st.PodUIDs) > 0 {
-			e.reported = make(map[string]struct{}, len(st.PodUIDs))
-			for _, uid := range st.PodUIDs {
-				e.reported[uid] = struct{}{}
-			}
-		}
-		s.OutOfRange += e.digestPods(st.Pods, resp.Window.Duration)
-		s.PerPod = s.PerPod || e.shares != nil
+		b.status(name, st.Updated, st.Stale, st.PodUIDs, st.Pods, resp.Window.Duration)
 	}
-	if len(entries) != n || arena.Len() != size {
+	return b.finish()
+}
+
+// NewLoadSnapshot digests Berth's typed form (loadapi.Load); fetchedAt and serverNow as for
+// NewSnapshot. Values outside [0,100] % are clamped and counted like the upstream form's.
+func NewLoadSnapshot(doc *loadapi.Load, fetchedAt, serverNow time.Time) *Snapshot {
+	size := 0
+	for name := range doc.Nodes {
+		size += len(name)
+	}
+	b := newBuilder(doc.Source, doc.Window, len(doc.Nodes), size, fetchedAt, serverNow, doc.Timestamp)
+	for name, nl := range doc.Nodes {
+		e := b.status(name, nl.Updated, nl.Stale, nl.PodUIDs, nl.Pods, doc.Window)
+		if nl.CPU == nil && nl.Memory == nil {
+			continue
+		}
+		e.hasMetrics = true
+		e.metrics.CPU = b.resource(nl.CPU)
+		e.metrics.Memory = b.resource(nl.Memory)
+	}
+	return b.finish()
+}
+
+// builder fills a Snapshot whose size is known in advance. Every Score call looks its node up
+// in the result, from many goroutines and with the rest of the cycle's data competing for the
+// cache: the entries sit in one array and the names in one string, so the lookups of a cycle
+// touch a few contiguous blocks, not one scattered allocation per node and per name.
+type builder struct {
+	s                   *Snapshot
+	fetchedAt, serverAt time.Time
+	docTime             int64
+	n, size             int
+	arena               strings.Builder
+	entries             []nodeEntry
+	order               []string
+}
+
+func newBuilder(source, window string, n, size int, fetchedAt, serverNow time.Time, docTime int64) *builder {
+	b := &builder{
+		s:         &Snapshot{FetchedAt: fetchedAt, Source: source, Window: DefaultWindow},
+		fetchedAt: fetchedAt, serverAt: serverNow, docTime: docTime, n: n, size: size,
+		entries: make([]nodeEntry, 0, n),
+		order:   make([]string, 0, n),
+	}
+	if d, err := time.ParseDuration(window); err == nil && d > 0 {
+		b.s.Window = d
+	}
+	b.arena.Grow(size)
+	b.s.nodes = make(map[string]*nodeEntry, n)
+	return b
+}
+
+// toLocal rebases a watcher Unix time onto the scheduler's clock.
+func (b *builder) toLocal(unix int64) time.Time {
+	t := time.Unix(unix, 0)
+	if b.serverAt.IsZero() {
+		return t
+	}
+	return b.fetchedAt.Add(-b.serverAt.Sub(t))
+}
+
+// get returns name's entry, adding it (stamped with the document's time) on first use.
+func (b *builder) get(name string) *nodeEntry {
+	e := b.s.nodes[name]
+	if e == nil {
+		// Keys are sliced from the arena once it is complete (finish); until then the
+		// document's own strings serve.
+		b.entries = append(b.entries, nodeEntry{updated: b.toLocal(b.docTime)})
+		e = &b.entries[len(b.entries)-1]
+		b.s.nodes[name] = e
+		b.arena.WriteString(name)
+		b.order = append(b.order, name)
+	}
+	return e
+}
+
+// status records a node's freshness and pods, the same in both forms.
+func (b *builder) status(name string, updated int64, stale bool, uids []string, pods []loadapi.PodUsage, window string) *nodeEntry {
+	e := b.get(name)
+	if updated != 0 {
+		e.updated = b.toLocal(updated)
+	}
+	e.stale = stale
+	if len(uids) > 0 {
+		e.reported = make(map[string]struct{}, len(uids))
+		for _, uid := range uids {
+			e.reported[uid] = struct{}{}
+		}
+	}
+	b.s.OutOfRange += e.digestPods(pods, window)
+	b.s.PerPod = b.s.PerPod || e.shares != nil
+	return e
+}
+
+// resource reads one typed resource, clamping into [0,100] % whatever the watcher served.
+func (b *builder) resource(r *loadapi.ResourceLoad) ResourceData {
+	if r == nil {
+		return ResourceData{}
+	}
+	avg, ok1 := b.clamp(r.Avg)
+	std, ok2 := b.clamp(r.Std)
+	if !ok1 {
+		return ResourceData{}
+	}
+	if !ok2 {
+		std = 0
+	}
+	return ResourceData{Avg: avg, Std: std, Valid: true}
+}
+
+func (b *builder) clamp(v float64) (float64, bool) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		b.s.OutOfRange++
+		return 0, false
+	}
+	if v < 0 || v > 100 {
+		b.s.OutOfRange++
+	}
+	return min(max(v, 0), 100), true
+}
+
+// finish keys the map from the arena and notes the newest fresh sample.
+func (b *builder) finish() *Snapshot {
+	if len(b.entries) != b.n || b.arena.Len() != b.size {
 		// Cannot happen (entries never grows past n, so its pointers stay valid); checked
 		// because a reallocation would leave the map pointing at copies.
-		panic(fmt.Sprintf("loadaware: snapshot sized %d nodes/%d bytes, filled %d/%d", n, size, len(entries), arena.Len()))
+		panic(fmt.Sprintf("loadaware: snapshot sized %d nodes/%d bytes, filled %d/%d", b.n, b.size, len(b.entries), b.arena.Len()))
 	}
-	s.nodes = rekey(arena.String(), order, entries)
+	s := b.s
+	s.nodes = rekey(b.arena.String(), b.order, b.entries)
 	for _, e := range s.nodes {
 		if e.hasMetrics && !e.stale && e.updated.After(s.newest) {
 			s.newest = e.updated
@@ -239,10 +326,26 @@ func rekey(keys string, order []string, entries []nodeEntry) map[string]*nodeEnt
 	return m
 }
 
-// digest reads a node's metrics, clamping every CPU and memory value into [0,100] % whatever
-// the watcher served (a third-party watcher may serve negative or huge numbers, and scores
-// computed from them leave their range); bad counts the values changed or ignored.
-func digest(ms []watcher.Metric) (out NodeMetrics, bad int) {
+// digest reads a node's upstream metric list into Berth's typed form, clamping every CPU and
+// memory value into [0,100] % whatever the watcher served (a third-party watcher may serve
+// negative or huge numbers, and scores computed from them leave their range); bad counts the
+// values changed or ignored. cpu, when set, replaces GetResourceData's reading of the CPU average.
+func digest(ms []watcher.Metric, cpu UpstreamCPU) (out NodeMetrics, bad int) {
+	out, bad = digestResourceData(ms)
+	if cpu != nil {
+		v, ok := cpu(ms)
+		out.CPU.Valid = ok && !math.IsNaN(v) && !math.IsInf(v, 0)
+		// The value was counted above, when the list was read.
+		out.CPU.Avg = 0
+		if out.CPU.Valid {
+			out.CPU.Avg = min(max(v, 0), 100)
+		}
+	}
+	return out, bad
+}
+
+// digestResourceData is upstream's GetResourceData over a node's list, both resources.
+func digestResourceData(ms []watcher.Metric) (out NodeMetrics, bad int) {
 	avgSeen := map[string]bool{}
 	for _, m := range ms {
 		if m.Type == watcher.CPU || m.Type == watcher.Memory {
@@ -259,9 +362,6 @@ func digest(ms []watcher.Metric) (out NodeMetrics, bad int) {
 		switch m.Type {
 		case watcher.CPU:
 			rd = &out.CPU
-			if m.Operator == watcher.Average || m.Operator == watcher.Latest {
-				out.TLPCPU, out.TLPCPUFound = m.Value, true
-			}
 		case watcher.Memory:
 			rd = &out.Memory
 		default:

@@ -211,8 +211,8 @@ func TestSnapshotKeysFindTheirOwnNodes(t *testing.T) {
 		if v.Freshness != want {
 			t.Errorf("%s: %v, want %v", name, v.Freshness, want)
 		}
-		if _, inDoc := cpu[name]; inDoc && v.Metrics.TLPCPU != float64(i%100) {
-			t.Errorf("%s: CPU %v, want %d", name, v.Metrics.TLPCPU, i%100)
+		if _, inDoc := cpu[name]; inDoc && v.Metrics.CPU.Avg != float64(i%100) {
+			t.Errorf("%s: CPU %v, want %d", name, v.Metrics.CPU.Avg, i%100)
 		}
 	}
 	if len(s.nodes) != 300 {

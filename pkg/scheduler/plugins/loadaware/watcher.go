@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,8 @@ type Watcher struct {
 	// install, when set, publishes a new snapshot by calling its second argument (which stores
 	// it) itself: the engine's tracker attaches its buckets first (Tracker.Install).
 	install func(s *Snapshot, store func())
+	// upstreamCPU is the plugin's reading of CPU in an upstream document (nil: GetResourceData's).
+	upstreamCPU UpstreamCPU
 	// OnSnapshot runs after each successful fetch (the tracker prunes there).
 	onSnapshot func(*Snapshot)
 
@@ -245,7 +248,9 @@ func (w *Watcher) fetch(ctx context.Context) (*Snapshot, string, error) {
 	if err != nil {
 		return nil, "", &FetchError{"transport", err}
 	}
-	req.Header.Set("Accept", "application/json")
+	// Berth's typed form first; an upstream watcher (or an older Berth one) ignores it and
+	// answers with the upstream document, which is read instead.
+	req.Header.Set("Accept", acceptHeader)
 	// Go's transport asks for gzip and decompresses by itself, so Accept-Encoding is left to it.
 	held := w.snap.Load() != nil
 	if e := w.etag.Load(); held && e != nil && *e != "" {
@@ -264,16 +269,20 @@ func (w *Watcher) fetch(ctx context.Context) (*Snapshot, string, error) {
 		// is drained so the connection can be reused.
 		return nil, "", &FetchError{"http_status", fmt.Errorf("GET %s: status %d%s", w.url, resp.StatusCode, loadapi.RefusalDetail(resp))}
 	}
-	var doc loadapi.Response
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBody)).Decode(&doc); err != nil {
-		// A timeout while reading the body lands here too; it is still a broken answer.
-		return nil, "", &FetchError{"decode", fmt.Errorf("GET %s: %w", w.url, err)}
+	s, err := w.decode(resp)
+	if err != nil {
+		return nil, "", err
 	}
-	if doc.Timestamp == 0 && doc.Window.End == 0 && len(doc.Data.NodeMetricsMap) == 0 && len(doc.Nodes) == 0 {
-		// Nothing a real watcher sends with 200 (it answers 500 before its first window);
-		// the KEP's example shape also decodes to this. Keep the data we have.
-		return nil, "", &FetchError{"decode", fmt.Errorf("GET %s: empty document (no timestamp, no nodes)", w.url)}
-	}
+	return s, resp.Header.Get("ETag"), nil
+}
+
+// acceptHeader asks for Berth's typed form, and takes the upstream document otherwise.
+var acceptHeader = loadapi.LoadMediaType + ", application/json;q=0.9"
+
+// decode reads a 200 answer in the form its Content-Type names: Berth's typed Load, or
+// anything else as the upstream document.
+func (w *Watcher) decode(resp *http.Response) (*Snapshot, error) {
+	body := json.NewDecoder(io.LimitReader(resp.Body, maxBody))
 	fetched := w.now()
 	var serverNow time.Time
 	if d := resp.Header.Get("Date"); d != "" {
@@ -281,5 +290,26 @@ func (w *Watcher) fetch(ctx context.Context) (*Snapshot, string, error) {
 			serverNow = t
 		}
 	}
-	return NewSnapshot(&doc, fetched, serverNow), resp.Header.Get("ETag"), nil
+	// Nothing a real watcher sends with 200 is empty (it answers 500 before its first window);
+	// the KEP's example shape also decodes to that. Keep the data we have.
+	empty := &FetchError{"decode", fmt.Errorf("GET %s: empty document (no timestamp, no nodes)", w.url)}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == loadapi.LoadMediaType {
+		var doc loadapi.Load
+		if err := body.Decode(&doc); err != nil {
+			return nil, &FetchError{"decode", fmt.Errorf("GET %s (%s): %w", w.url, mt, err)}
+		}
+		if doc.Timestamp == 0 && len(doc.Nodes) == 0 {
+			return nil, empty
+		}
+		return NewLoadSnapshot(&doc, fetched, serverNow), nil
+	}
+	var doc loadapi.Response
+	if err := body.Decode(&doc); err != nil {
+		// A timeout while reading the body lands here too; it is still a broken answer.
+		return nil, &FetchError{"decode", fmt.Errorf("GET %s: %w", w.url, err)}
+	}
+	if doc.Timestamp == 0 && doc.Window.End == 0 && len(doc.Data.NodeMetricsMap) == 0 && len(doc.Nodes) == 0 {
+		return nil, empty
+	}
+	return newUpstreamSnapshot(&doc, fetched, serverNow, w.upstreamCPU), nil
 }

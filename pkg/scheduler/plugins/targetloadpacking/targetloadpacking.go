@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/paypal/load-watcher/pkg/watcher"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -65,6 +66,7 @@ func NewWithOptions(ctx context.Context, obj runtime.Object, h fwk.Handle, opts 
 		margin:     margin,
 		defaultCPU: cpu.MilliValue(),
 	}
+	opts.UpstreamCPU = UpstreamCPU
 	pl.engine, err = loadaware.NewEngine(ctx, Name, args.LoadAwareArgs, h, pl.estimate, opts)
 	if err != nil {
 		return nil, err
@@ -173,7 +175,7 @@ func (pl *TargetLoadPacking) ExplainScore(_ context.Context, state fwk.CycleStat
 
 // score is TargetLoadPacking's one score path; with d it also writes the terms it used.
 func (pl *TargetLoadPacking) score(st loadaware.NodeState, node *v1.Node, podMilli int64, d *decisionapi.LoadDetail) int64 {
-	if st.Freshness != loadaware.Fresh || !st.Metrics.TLPCPUFound {
+	if st.Freshness != loadaware.Fresh || !st.Metrics.CPU.Valid {
 		// Unknown load is neither good nor bad: a neutral score, never an error.
 		if d != nil {
 			*d = pl.engine.Detail(st)
@@ -182,15 +184,32 @@ func (pl *TargetLoadPacking) score(st loadaware.NodeState, node *v1.Node, podMil
 		return pl.engine.NeutralScore()
 	}
 	capacity := st.CapacityMilliCPU(node)
-	u := PredictedUtilization(st.Metrics.TLPCPU, capacity, podMilli+st.Unreported.MilliCPU)
+	u := PredictedUtilization(st.Metrics.CPU.Avg, capacity, podMilli+st.Unreported.MilliCPU)
 	headroom := pl.margin * st.Metrics.CPU.Std
 	u += headroom
 	if d != nil {
 		*d = pl.engine.Detail(st)
-		d.MeasuredPercent, d.CapacityMilliCPU, d.PodMilliCPU = st.Metrics.TLPCPU, capacity, podMilli
+		d.MeasuredPercent, d.CapacityMilliCPU, d.PodMilliCPU = st.Metrics.CPU.Avg, capacity, podMilli
 		d.PredictedPercent, d.TargetPercent, d.HeadroomPercent = u, pl.target, headroom
 	}
 	return loadaware.RoundScore(ScoreForUtilization(float64(pl.target), u))
+}
+
+// UpstreamCPU is upstream TargetLoadPacking's reading of an upstream document's CPU: the last
+// CPU metric, in list order, whose operator is AVG or Latest (so an upstream watcher's document
+// scores as upstream scores it). Berth's typed form names the window average, which is what
+// this reading gives for the lists Berth's watcher serves (Latest, AVG, STD).
+func UpstreamCPU(ms []watcher.Metric) (percent float64, ok bool) {
+	for _, m := range ms {
+		if m.Type != watcher.CPU || (m.Operator != watcher.Average && m.Operator != watcher.Latest) {
+			continue
+		}
+		if math.IsNaN(m.Value) || math.IsInf(m.Value, 0) {
+			continue // ignored, as every reader of the list ignores it
+		}
+		percent, ok = m.Value, true
+	}
+	return percent, ok
 }
 
 // PredictedUtilization is 100·(measured% · C / 100 + added) / C, in percent; 0 when the

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,8 +27,12 @@ import (
 // Watcher is a fake load watcher. Zero behaviour: 500 until a document is set.
 type Watcher struct {
 	*httptest.Server
-	mu       sync.Mutex
-	doc      *loadapi.Response
+	mu  sync.Mutex
+	doc *loadapi.Response
+	// load, when set, is served to requests whose Accept names loadapi.LoadMediaType (a watcher
+	// that knows Berth's typed form); others get doc.
+	load     *loadapi.Load
+	accept   string
 	status   int
 	raw      []byte
 	hang     bool
@@ -47,7 +52,8 @@ func (w *Watcher) serve(rw http.ResponseWriter, r *http.Request) {
 	w.Requests.Add(1)
 	w.mu.Lock()
 	w.lastQuery = r.URL.RawQuery
-	doc, status, raw, hang := w.doc, w.status, w.raw, w.hang
+	w.accept = r.Header.Get("Accept")
+	doc, load, status, raw, hang := w.doc, w.load, w.status, w.raw, w.hang
 	w.mu.Unlock()
 	if r.URL.Path != watcher.BaseUrl {
 		http.NotFound(rw, r)
@@ -59,6 +65,11 @@ func (w *Watcher) serve(rw http.ResponseWriter, r *http.Request) {
 	}
 	if status != 0 && status != http.StatusOK {
 		http.Error(rw, "unable to get any latest metrics", status)
+		return
+	}
+	if load != nil && raw == nil && strings.Contains(r.Header.Get("Accept"), loadapi.LoadMediaType) {
+		rw.Header().Set("Content-Type", loadapi.LoadMediaType)
+		_ = json.NewEncoder(rw).Encode(load)
 		return
 	}
 	rw.Header().Set("Content-Type", "application/json")
@@ -73,11 +84,27 @@ func (w *Watcher) serve(rw http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(rw).Encode(doc)
 }
 
-// Set serves doc with 200 from now on.
+// Set serves doc with 200 from now on, in the upstream form only (an upstream watcher, or a
+// Berth watcher older than the typed form).
 func (w *Watcher) Set(doc *loadapi.Response) {
 	w.mu.Lock()
-	w.doc, w.status, w.raw, w.hang = doc, 0, nil, false
+	w.doc, w.load, w.status, w.raw, w.hang = doc, nil, 0, nil, false
 	w.mu.Unlock()
+}
+
+// SetBoth serves load to clients asking for Berth's typed form and doc to the others, as
+// Berth's watcher does.
+func (w *Watcher) SetBoth(load *loadapi.Load, doc *loadapi.Response) {
+	w.mu.Lock()
+	w.doc, w.load, w.status, w.raw, w.hang = doc, load, 0, nil, false
+	w.mu.Unlock()
+}
+
+// Accept returns the Accept header of the last request.
+func (w *Watcher) Accept() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.accept
 }
 
 // Fail answers with status.
