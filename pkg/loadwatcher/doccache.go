@@ -19,6 +19,9 @@ type doc struct {
 	body []byte
 	etag string
 	gz   []byte
+	// contentType is the body's media type: "" for the upstream document (application/json),
+	// loadapi.LoadMediaType for Berth's typed form.
+	contentType string
 
 	gen      uint64
 	nextFlip time.Time
@@ -67,7 +70,8 @@ func (d *doc) gzipped() []byte {
 func (d *doc) serve(w http.ResponseWriter, r *http.Request) int {
 	h := w.Header()
 	h.Set("ETag", d.etag)
-	h.Set("Vary", "Accept-Encoding")
+	// Accept chooses the form (typed or upstream), Accept-Encoding the compression.
+	h.Set("Vary", "Accept, Accept-Encoding")
 	if etagMatches(r.Header.Get("If-None-Match"), d.etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return http.StatusNotModified
@@ -79,7 +83,11 @@ func (d *doc) serve(w http.ResponseWriter, r *http.Request) int {
 			h.Set("Content-Encoding", "gzip")
 		}
 	}
-	h.Set("Content-Type", "application/json")
+	if d.contentType != "" {
+		h.Set("Content-Type", d.contentType)
+	} else {
+		h.Set("Content-Type", "application/json")
+	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
@@ -119,7 +127,7 @@ func acceptsGzip(header string) bool {
 	return false
 }
 
-// docCache holds the encoded full documents, one per variant (window × pods): every request
+// docCache holds the encoded full documents, one per variant (window × pods × form): every request
 // between two store changes is served from memory, and concurrent requests after a change wait
 // for one encoding instead of each doing their own.
 type docCache struct {
@@ -127,14 +135,26 @@ type docCache struct {
 	docs map[Query]*doc
 }
 
-func (c *docCache) get(s *Server, q Query, now time.Time) *doc {
+func (c *docCache) get(s *Server, q Query, now time.Time) (*doc, error) {
 	if q.Window == "" {
 		q.Window = DefaultWindow
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if d := c.docs[q]; d != nil && d.current(s.Store.Generation(), now) {
-		return d
+		return d, nil
+	}
+	if q.Typed {
+		// Built whole: Berth's schedulers poll it every few seconds, each poll after a change
+		// builds it once, and most polls are 304s.
+		b := s.Store.Build(q, now)
+		d, err := encodeLoad(&b)
+		if err != nil {
+			return nil, err
+		}
+		c.store(q, d)
+		s.builds.Inc()
+		return d, nil
 	}
 	// Assembled from per-node pieces: after one report only that node is encoded again.
 	var size int
@@ -144,10 +164,14 @@ func (c *docCache) get(s *Server, q Query, now time.Time) *doc {
 	body, gen, flip := s.Store.EncodeDocument(make([]byte, 0, size), q, now)
 	d := newDoc(body)
 	d.gen, d.nextFlip = gen, flip
+	c.store(q, d)
+	s.builds.Inc()
+	return d, nil
+}
+
+func (c *docCache) store(q Query, d *doc) {
 	if c.docs == nil {
 		c.docs = map[Query]*doc{}
 	}
 	c.docs[q] = d
-	s.builds.Inc()
-	return d
 }

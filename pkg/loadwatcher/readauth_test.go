@@ -57,7 +57,7 @@ func TestReadAuthorization(t *testing.T) {
 	tests := []struct {
 		name      string
 		anonymous bool
-		header    string // "Authorization: ..." or "X-...: ..."
+		header    string // "Authorization: ..." or "X-...: ...", several separated by "\n"
 		path      string
 		status    int
 		reason    string // counted reason when refused
@@ -77,6 +77,12 @@ func TestReadAuthorization(t *testing.T) {
 		{"allowed identity through the service proxy's header", false, ReadTokenHeader + ": Bearer scheduler", "/watcher", 200, "", "berthNodes"},
 		{"node load granted, pod lists not", false, ReadTokenHeader + ": Bearer berthctl", "/watcher?pods=true", 403, ReasonReadForbidden, "nodeloads/pods"},
 		{"node load granted", false, ReadTokenHeader + ": Bearer berthctl", "/watcher", 200, "", "berthNodes"},
+		// Berth's typed form is the same read, under the same checks.
+		{"typed form, no token", false, typedAccept, "/watcher?pods=true", 401, ReasonReadNoToken, "nodeloads/pods.berth.dev"},
+		{"typed form, wrong identity", false, "Authorization: Bearer tenant\n" + typedAccept, "/watcher", 403, ReasonReadForbidden, "may not get nodeloads.berth.dev"},
+		{"typed form, node load granted, pod lists not", false, ReadTokenHeader + ": Bearer berthctl\n" + typedAccept, "/watcher?pods=true", 403, ReasonReadForbidden, "nodeloads/pods"},
+		{"typed form, allowed identity", false, "Authorization: Bearer scheduler\n" + typedAccept, "/watcher?pods=true", 200, "", `"nodes":{"node-a":`},
+		{"typed form, allowed identity, one node", false, "Authorization: Bearer scheduler\n" + typedAccept, "/watcher/node-a", 200, "", `"cpu":{"avg":30`},
 		{"anonymous switch: no token", true, "", "/watcher?pods=true", 200, "", "podUIDs"},
 		{"anonymous switch: any token", true, "Authorization: Bearer forged", "/watcher", 200, "", "berthNodes"},
 	}
@@ -92,9 +98,10 @@ func TestReadAuthorization(t *testing.T) {
 				t.Fatalf("report: %d %s", code, body)
 			}
 			req, _ := http.NewRequest(http.MethodGet, e.http.URL+tc.path, nil)
-			if tc.header != "" {
-				k, v, _ := strings.Cut(tc.header, ": ")
-				req.Header.Set(k, v)
+			for _, h := range strings.Split(tc.header, "\n") {
+				if k, v, ok := strings.Cut(h, ": "); ok {
+					req.Header.Set(k, v)
+				}
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {

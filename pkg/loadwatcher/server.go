@@ -169,16 +169,24 @@ func (s *Server) writeWatcher(w http.ResponseWriter, r *http.Request) int {
 		http.Error(w, "window: want 5m, 10m or 15m", http.StatusBadRequest)
 		return http.StatusBadRequest
 	}
+	query.Typed = acceptsLoad(r.Header.Get("Accept"))
+	var doc *doc
+	var err error
 	if query.Node == "" {
-		return s.docs.get(s, query, s.now()).serve(w, r)
+		doc, err = s.docs.get(s, query, s.now())
+	} else {
+		// One node: small, and cheap enough to build per request.
+		b := s.Store.Build(query, s.now())
+		if !b.Found {
+			http.Error(w, "unknown node", http.StatusNotFound)
+			return http.StatusNotFound
+		}
+		if query.Typed {
+			doc, err = encodeLoad(&b)
+		} else {
+			doc, err = encodeDoc(&b.Response)
+		}
 	}
-	// One node: small, and cheap enough to build per request.
-	b := s.Store.Build(query, s.now())
-	if !b.Found {
-		http.Error(w, "unknown node", http.StatusNotFound)
-		return http.StatusNotFound
-	}
-	doc, err := encodeDoc(&b.Response)
 	if err != nil {
 		klog.ErrorS(err, "Encoding /watcher response failed")
 		http.Error(w, "internal error", http.StatusInternalServerError)

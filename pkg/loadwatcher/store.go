@@ -152,6 +152,9 @@ type Query struct {
 	Window string // "" = DefaultWindow
 	Node   string // "" = every node
 	Pods   bool   // include PodUIDs and Pods
+	// Typed selects Berth's typed form (loadapi.Load, asked for with Accept), built from the
+	// same Response; the upstream document otherwise.
+	Typed bool
 }
 
 // Response builds the document at now. found is false when q.Node is neither stored nor known.

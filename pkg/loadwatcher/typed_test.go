@@ -1,0 +1,130 @@
+package loadwatcher
+
+import (
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"testing"
+	"time"
+
+	lwapi "github.com/paypal/load-watcher/pkg/watcher/api"
+
+	"github.com/berth-sched/berth/pkg/loadapi"
+)
+
+const typedAccept = "Accept: " + loadapi.LoadMediaType
+
+func TestAcceptsLoad(t *testing.T) {
+	tests := []struct {
+		header string
+		want   bool
+	}{
+		{"", false},
+		{"application/json", false},
+		{"*/*", false}, // a wildcard keeps upstream clients (curl) on the upstream document
+		{loadapi.LoadMediaType, true},
+		{loadapi.LoadMediaType + ", application/json;q=0.9", true},
+		{"application/json, " + loadapi.LoadMediaType + ";q=0.5", true},
+		{loadapi.LoadMediaType + ";q=0", false},
+		{"application/vnd.berth.load.v2+json", false},
+	}
+	for _, tc := range tests {
+		if got := acceptsLoad(tc.header); got != tc.want {
+			t.Errorf("acceptsLoad(%q) = %v, want %v", tc.header, got, tc.want)
+		}
+	}
+}
+
+// Berth's scheduler asks for the typed form and gets every node's numbers as named fields; the
+// same store still serves upstream clients the upstream document, byte for byte as before, and
+// neither form's cached copy is served for the other.
+func TestTypedFormAndUpstreamDocument(t *testing.T) {
+	e := newTestEnv(t)
+	updated := e.now.Add(-2 * time.Second)
+	if code, body := e.post(t, "tok-a", reportFor("node-a", updated, 30)); code != http.StatusNoContent {
+		t.Fatalf("report refused: %d %s", code, body)
+	}
+	h := e.srv.Handler()
+	upstreamBefore := get(t, h, "/watcher?pods=true", nil)
+
+	tests := []struct {
+		name  string
+		path  string
+		check func(t *testing.T, l loadapi.Load)
+	}{
+		{"15m with pods", "/watcher?pods=true", func(t *testing.T, l loadapi.Load) {
+			want := loadapi.NodeLoad{Updated: updated.Unix(), CPU: &loadapi.ResourceLoad{Avg: 30, Std: 7}, Memory: &loadapi.ResourceLoad{Avg: 49, Std: 2},
+				PodUIDs: []string{"uid-a1", "uid-a2"}}
+			got := l.Nodes["node-a"]
+			got.PodUIDs = append([]string(nil), got.PodUIDs...)
+			if l.Window != "15m" || l.Source != SourceAgent || l.Timestamp != e.now.Unix() {
+				t.Errorf("envelope %+v", l)
+			}
+			if len(got.PodUIDs) != 2 {
+				t.Errorf("pod UIDs %v, want the report's 2", got.PodUIDs)
+			}
+			want.PodUIDs = got.PodUIDs
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("node-a %+v\nwant %+v", got, want)
+			}
+			for _, n := range []string{"node-b", "node-c"} {
+				if nl, ok := l.Nodes[n]; !ok || !reflect.DeepEqual(nl, loadapi.NodeLoad{Stale: true}) {
+					t.Errorf("%s (never reported) = %+v %v, want stale with no numbers", n, nl, ok)
+				}
+			}
+		}},
+		{"5m without pods", "/watcher?window=5m", func(t *testing.T, l loadapi.Load) {
+			got := l.Nodes["node-a"]
+			if l.Window != "5m" || *got.CPU != (loadapi.ResourceLoad{Avg: 32, Std: 3}) || got.PodUIDs != nil || got.Pods != nil {
+				t.Errorf("5m: window %s, node-a %+v (cpu %+v)", l.Window, got, got.CPU)
+			}
+		}},
+		{"one node", "/watcher/node-a", func(t *testing.T, l loadapi.Load) {
+			if len(l.Nodes) != 1 || l.Nodes["node-a"].CPU == nil || l.Nodes["node-a"].CPU.Avg != 30 {
+				t.Errorf("one node: %+v", l.Nodes)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodGet, e.http.URL+tc.path, nil)
+			req.Header.Set("Accept", loadapi.LoadMediaType+", application/json;q=0.9")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != loadapi.LoadMediaType {
+				t.Fatalf("status %d, Content-Type %q, want 200 %s", resp.StatusCode, resp.Header.Get("Content-Type"), loadapi.LoadMediaType)
+			}
+			if v := resp.Header.Get("Vary"); v != "Accept, Accept-Encoding" {
+				t.Errorf("Vary %q: a cache between would serve one form for the other", v)
+			}
+			var l loadapi.Load
+			dec := json.NewDecoder(resp.Body)
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&l); err != nil {
+				t.Fatalf("typed form does not decode strictly: %v", err)
+			}
+			tc.check(t, l)
+		})
+	}
+
+	typed := get(t, h, "/watcher?pods=true", map[string]string{"Accept": loadapi.LoadMediaType})
+	upstreamAfter := get(t, h, "/watcher?pods=true", nil)
+	if string(upstreamAfter.body) != string(upstreamBefore.body) || upstreamAfter.etag != upstreamBefore.etag {
+		t.Errorf("the upstream document changed after a typed read:\n%s\n%s", upstreamBefore.body, upstreamAfter.body)
+	}
+	if typed.etag == upstreamAfter.etag {
+		t.Error("both forms carry one ETag: a client could get a 304 for the form it does not hold")
+	}
+	if a := get(t, h, "/watcher?pods=true", map[string]string{"Accept": loadapi.LoadMediaType, "If-None-Match": typed.etag}); a.code != http.StatusNotModified {
+		t.Errorf("typed form with its ETag: %d, want 304", a.code)
+	}
+	// Upstream's own client still decodes what a client that does not ask gets.
+	client, _ := lwapi.NewServiceClient(e.http.URL)
+	m, err := client.GetLatestWatcherMetrics()
+	if err != nil || len(m.Data.NodeMetricsMap["node-a"].Metrics) != 6 {
+		t.Fatalf("paypal client after typed reads: %v %+v", err, m)
+	}
+}
