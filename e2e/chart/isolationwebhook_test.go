@@ -28,6 +28,7 @@ import (
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/isolation/classmarker"
 	"github.com/berth-sched/berth/pkg/isolation/webhook"
 )
 
@@ -369,6 +370,21 @@ func isoCases() []isoCase {
 			refused: "metadata.labels[ipp-class]: instance class gold belongs to the namespaces InstanceClass gold grants it to (iso-ipp-tenant, iso-berth-tenant, iso-both-tenant), not to iso-"},
 		{name: "class granted to other namespaces only, under Berth's key", ns: "other", pod: isoPod(map[string]string{"berth.dev/instance-class": "gold"}, nil),
 			refused: "metadata.labels[berth.dev/instance-class]: instance class gold belongs to the namespaces InstanceClass gold grants it to"},
+		// Issue 37: the autoscaler marker. A pod selecting another class's marker would make an
+		// autoscaler place it on (or believe it fits on) that class's node.
+		{name: "classed pod selecting another namespace's class marker", ns: "tenant", pod: isoPod(red, func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{classmarker.Key: "blue_red"}
+		}), refused: "spec.nodeSelector[" + classmarker.Key + "]: selects the isolation marker " + classmarker.Key + "=blue_red; a pod of instance class red may select the marker"},
+		{name: "shared class requiring its own and another class's marker", ns: "tenant", pod: isoPod(gold, func(p *corev1.Pod) {
+			p.Spec.Affinity = nodeTerms([]corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpExists}},
+				[]corev1.NodeSelectorRequirement{{Key: classmarker.Key, Operator: corev1.NodeSelectorOpIn, Values: []string{"gold", "red_x"}}})
+		}), refused: "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[1].matchExpressions[0]: selects the isolation marker " +
+			classmarker.Key + " In [gold, red_x]; a pod of instance class gold may select the marker " + classmarker.Key + " only with its own class's value"},
+		{name: "unclassed pod preferring marked nodes", ns: "tenant", pod: isoPod(nil, func(p *corev1.Pod) {
+			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{Weight: 1,
+				Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: classmarker.Key, Operator: corev1.NodeSelectorOpExists}}}}}}}
+		}), refused: "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0]: selects the isolation marker " +
+			classmarker.Key + " Exists; only pods of an instance class (label ipp-class or berth.dev/instance-class) may select the marker"},
 		{name: "the incident: DaemonSet pod of class red on the pool", ns: "tenant", pod: isoPod(red, incident),
 			refused: "metadata.ownerReferences[0]: pod of instance class red is owned by DaemonSet attack; only pods in an exempt namespace"},
 		{name: "classed pod naming a DaemonSet owner as its second reference", ns: "tenant", pod: isoPod(red, func(p *corev1.Pod) {
@@ -401,6 +417,12 @@ func isoCases() []isoCase {
 			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "1b9d6bcd-bbfd-4b2d-9b5d-ab8dfbbd4bed", Controller: ptr.To(true)}}
 		})},
 		{name: "shared class in a namespace its InstanceClass lists", ns: "tenant", pod: isoPod(gold, nil)},
+		{name: "shared class selecting its own marker", ns: "tenant", pod: isoPod(gold, func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{classmarker.Key: "gold"}
+		})},
+		{name: "unclassed pod staying off marked nodes", ns: "tenant", pod: isoPod(nil, func(p *corev1.Pod) {
+			p.Spec.Affinity = nodeTerms([]corev1.NodeSelectorRequirement{{Key: classmarker.Key, Operator: corev1.NodeSelectorOpDoesNotExist}})
+		})},
 		// why: without an InstanceClass named red, red in another namespace is that namespace's
 		// own class (its owner term names only it).
 		{name: "another namespace's class value is a class of its own", ns: "other", pod: isoPod(red, nil)},
@@ -559,8 +581,8 @@ func newPolicyEval(t *testing.T, objs []*unstructured.Unstructured) *policyEval 
 			}
 		}
 	}
-	if len(pe.policies) != 6 || pe.mwc == "" {
-		t.Fatalf("%d policies, webhook condition %q: want the classed, class-grant, pool-access, fixed-class, node-name and binding policies and the webhook's condition", len(pe.policies), pe.mwc)
+	if len(pe.policies) != 7 || pe.mwc == "" {
+		t.Fatalf("%d policies, webhook condition %q: want the classed, class-grant, pool-access, marker, fixed-class, node-name and binding policies and the webhook's condition", len(pe.policies), pe.mwc)
 	}
 	return pe
 }
@@ -888,7 +910,8 @@ func TestIsolationPolicyOnAPIServer(t *testing.T) {
 // isoAsPolicySees is the pod the policies judge after the webhook answered res, herr: the
 // patched pod when admitted; the pod itself when refused, except for a class its namespace is
 // not granted, which is judged as the webhook would have constrained it with the class as the
-// namespace's own. why: mutating admission runs first, so the policies decide only where the
+// namespace's own, and for a classed pod selecting another class's marker, judged as the webhook
+// would have constrained it without the marker. why: mutating admission runs first, so the policies decide only where the
 // webhook was skipped; an unconstrained pod is then refused for lacking the constraint (the
 // classed policy's words), and the grant refusal is what a pod written with every constraint
 // meets (the webhook's words, from the class-grant policy).
@@ -897,11 +920,17 @@ func isoAsPolicySees(t *testing.T, hook webhook.Config, p *corev1.Pod, res webho
 	if herr == nil {
 		return patched(t, p, res)
 	}
-	if !strings.Contains(herr.Error(), "grants it to") {
+	own := hook
+	switch {
+	case strings.Contains(herr.Error(), "grants it to"):
+		own.Classes = nil
+	case strings.Contains(herr.Error(), "selects the isolation marker") && !strings.Contains(herr.Error(), "only pods of an instance class"):
+		// why: likewise a classed pod selecting another class's marker meets the marker policy
+		// only when written with every other constraint.
+		own.AutoscalerMarker = false
+	default:
 		return p
 	}
-	own := hook
-	own.Classes = nil
 	res, err := own.Mutate(p)
 	if err != nil {
 		t.Fatalf("the webhook refuses the pod as its namespace's class too: %v", err)

@@ -106,6 +106,22 @@ static pod's mirror (the kubelet's, written whatever the API server answers). */
 has(object.spec.nodeName) && object.spec.nodeName != '' && (!has(object.metadata.annotations) || !('kubernetes.io/config.mirror' in object.metadata.annotations))
 {{- end -}}
 
+{{/* The autoscaler marker's node label key (pkg/isolation/classmarker.Key). */}}
+{{- define "berth.isolation.markerKey" -}}node-restriction.kubernetes.io/berth-instance-class{{- end -}}
+
+{{/* CEL: pod object selects the marker key in its nodeSelector or any node-affinity term
+(required or preferred) by anything but DoesNotExist (which only keeps off marked nodes). */}}
+{{- define "berth.isolation.mentionsMarker" -}}
+{{- $mk := include "berth.isolation.markerKey" . | toJson -}}
+{{- $na := "object.spec.affinity.nodeAffinity" -}}
+(has(object.spec.nodeSelector) && {{ $mk }} in object.spec.nodeSelector) ||
+(has(object.spec.affinity) && has({{ $na }}) &&
+((has({{ $na }}.requiredDuringSchedulingIgnoredDuringExecution) && has({{ $na }}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms) &&
+{{ $na }}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms.exists(t, has(t.matchExpressions) && t.matchExpressions.exists(e, e.key == {{ $mk }} && e.operator != 'DoesNotExist'))) ||
+(has({{ $na }}.preferredDuringSchedulingIgnoredDuringExecution) &&
+{{ $na }}.preferredDuringSchedulingIgnoredDuringExecution.exists(p, has(p.preference) && has(p.preference.matchExpressions) && p.preference.matchExpressions.exists(e, e.key == {{ $mk }} && e.operator != 'DoesNotExist')))))
+{{- end -}}
+
 {{/* Checks values that the schema cannot relate to each other. */}}
 {{- define "berth.isolation.check" -}}
 {{- $iso := .Values.isolation -}}
@@ -137,6 +153,10 @@ has(object.spec.nodeName) && object.spec.nodeName != '' && (!has(object.metadata
 - --isolation-spread-replicas={{ $iso.spreadReplicas }}
 - --isolation-exempt-namespaces={{ join "," (fromJsonArray (include "berth.isolation.exemptNamespaces" .)) }}
 - --isolation-pool-binders={{ join "," (fromJsonArray (include "berth.isolation.poolBinders" .)) }}
+- --isolation-autoscaler-marker={{ $iso.autoscalerMarker.enabled }}
+{{- if $iso.autoscalerMarker.enabled }}
+- --isolation-marker-empty-grace={{ $iso.autoscalerMarker.emptyGrace }}
+{{- end }}
 - --isolation-webhook-bind-address=:9443
 - --isolation-webhook-secret={{ .Release.Namespace }}/{{ include "berth.isolation.secret" . }}
 {{- if $iso.certs.certManager.enabled }}
