@@ -1,6 +1,9 @@
-// Package exs measures what SySched is for: the total extraneous-system-call exposure (KEP-399
-// cluster ExS) of a mixed workload, placed once by berth-scheduler with SySched and once, with
-// the very same pods, by berth-scheduler with the default plugins only.
+// Package exs measures what SySched is for: the extraneous-system-call exposure (KEP-399's ExS,
+// summed over the nodes) of a mixed workload, placed once by berth-scheduler with SySched and
+// once, with the very same pods, by berth-scheduler with the default plugins only. The figure is
+// the workload ExS: only the workload's pods enter each node's sum, not the DaemonSet pods the
+// nodes also run (which every placement shares alike), so it is not KEP-399's cluster ExS of
+// everything on the nodes.
 //
 // Like package bench it runs a bare control plane (no KWOK, controller-manager or stock
 // scheduler); nodes are Ready API objects and pods stay bound, which is all placement needs.
@@ -189,7 +192,7 @@ func Execute(ctx context.Context, o Options) (*Result, error) {
 		}
 		run.ExS = res.ExS(run.Placement)
 		res.Runs = append(res.Runs, run)
-		o.Logf("%s: cluster ExS %d", run.Config, run.ExS)
+		o.Logf("%s: workload ExS %d", run.Config, run.ExS)
 	}
 	res.fillStats()
 	return res, nil
@@ -315,7 +318,8 @@ func place(ctx context.Context, c *cluster.Cluster, cfg config, pods []*corev1.P
 	return run, nil
 }
 
-// ExS is the cluster ExS of a placement (pod → node) of this workload.
+// ExS is the workload ExS of a placement (pod → node): KEP-399's ExS over this workload's pods
+// only, DaemonSet pods left out.
 func (r *Result) ExS(placement map[string]string) int {
 	sets := map[string][]string{}
 	for _, p := range r.Profiles {
@@ -363,12 +367,12 @@ func (r *Result) Print(w io.Writer) {
 		sizes[i] = len(p.Syscalls)
 	}
 	sort.Ints(sizes)
-	fmt.Fprintf(w, "Total cluster ExS (KEP-399) of the workload: %d pods, %d profiles (syscalls: %s), %d nodes each running %d DaemonSet pods, seed %d\n\n",
+	fmt.Fprintf(w, "Workload ExS (KEP-399's ExS over the workload's pods, DaemonSet pods excluded): %d pods, %d profiles (syscalls: %s), %d nodes each running %d DaemonSet pods, seed %d\n\n",
 		o.Pods, o.Profiles, strings.Trim(fmt.Sprint(sizes), "[]"), o.Nodes, o.DaemonSets, o.Seed)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	// The last configuration (default plugins) is the reference.
 	ref := r.Runs[len(r.Runs)-1]
-	fmt.Fprintf(tw, "configuration\tcluster ExS\tExS per pod\tnodes used\tprofiles per node (mean)\t(max)\tExS vs %s\t\n", ref.Config)
+	fmt.Fprintf(tw, "configuration\tworkload ExS\tExS per pod\tnodes used\tprofiles per node (mean)\t(max)\tExS vs %s\t\n", ref.Config)
 	for _, run := range r.Runs {
 		ratio := "-"
 		if ref.ExS > 0 {

@@ -16,7 +16,7 @@ import (
 )
 
 // BenchmarkScore measures one Score call against a node holding 110 pods whose profiles have
-// ~400 syscalls each (the README keeps the measured figure and upstream's).
+// ~400 syscalls each (the README quotes the figure with the command that printed it).
 func BenchmarkScore(b *testing.B) {
 	args, _ := ParseArgs(nil)
 	st := newState(klog.Background(), args)

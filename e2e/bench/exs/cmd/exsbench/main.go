@@ -1,4 +1,4 @@
-// Command exsbench prints the total cluster ExS of a mixed workload placed by berth-scheduler
+// Command exsbench prints the workload ExS (DaemonSet pods excluded) of a mixed workload placed by berth-scheduler
 // with SySched and with the default plugins only (see package exs).
 package main
 
