@@ -79,9 +79,13 @@ type Reconciler struct {
 	// start is when this writer began (first reconcile after leader election): a node whose
 	// last classed pod left while no writer ran gets a full grace from here.
 	start time.Time
-	// lastSeen is when a classed pod was last seen on each node (in memory: a restart counts
-	// from start instead, which only keeps a marker longer, never shorter).
+	// lastSeen is when a classed pod was last seen on each node, or when the writer first saw
+	// the node without one after seeing one (so the grace runs from the pod's leaving, not
+	// from the last event before it). In memory: a restart counts from start instead, which
+	// only keeps a marker longer, never shorter.
 	lastSeen map[string]time.Time
+	// held are the nodes whose last reconcile saw a classed pod.
+	held map[string]bool
 }
 
 // Setup registers the writer with mgr (leader-elected with the operator, so one writer at a
@@ -277,7 +281,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.start = now
 	}
 	if r.lastSeen == nil {
-		r.lastSeen = map[string]time.Time{}
+		r.lastSeen, r.held = map[string]time.Time{}, map[string]bool{}
 	}
 	start := r.start
 	r.mu.Unlock()
@@ -287,6 +291,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if apierrors.IsNotFound(err) {
 			r.mu.Lock()
 			delete(r.lastSeen, req.Name)
+			delete(r.held, req.Name)
 			r.mu.Unlock()
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -306,9 +311,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	r.mu.Lock()
-	if len(classes) > 0 {
+	if len(classes) > 0 || r.held[node.Name] {
 		r.lastSeen[node.Name] = now
 	}
+	r.held[node.Name] = len(classes) > 0
 	since := latest(node.CreationTimestamp.Time, r.lastSeen[node.Name], start)
 	r.mu.Unlock()
 

@@ -149,10 +149,11 @@ func TestReconcile(t *testing.T) {
 	}{
 		{name: "class lands, leaves, marker goes after the grace", node: node("n", t0.Add(-time.Hour), nil), steps: []step{
 			{pods: []*corev1.Pod{pod("red", "p", "n", red, nil)}, wantLabel: "red_a"},
-			// why: the grace counts from the last classed pod seen there (step 0).
-			{at: time.Minute, wantLabel: "red_a", requeue: time.Minute},
-			{at: time.Minute + 59*time.Second, wantLabel: "red_a", requeue: time.Second},
-			{at: 2 * time.Minute, wantLabel: ""},
+			// why: the grace counts from when the writer saw the node empty (step 1), not from
+			// the last event that showed the pod (step 0).
+			{at: time.Minute, wantLabel: "red_a", requeue: 2 * time.Minute},
+			{at: 2*time.Minute + 59*time.Second, wantLabel: "red_a", requeue: time.Second},
+			{at: 3 * time.Minute, wantLabel: ""},
 		}},
 		{name: "restart: stale marker of the wrong class repaired at once", node: node("n", t0.Add(-time.Hour), marked("blue_b")), steps: []step{
 			{pods: []*corev1.Pod{pod("red", "p", "n", red, nil)}, wantLabel: "red_a"},
