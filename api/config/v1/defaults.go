@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // Defaults. Unlike upstream, defaulting fills only what is unset: an explicit out-of-range value
@@ -42,18 +41,6 @@ const (
 // DefaultClassLabels are the pod label keys that carry an instance class: IPP's own key, so
 // pods written for the Instance-per-Pod webhook keep working, and Berth's.
 var DefaultClassLabels = []string{"ipp-class", "berth.dev/instance-class"}
-
-func addDefaultingFuncs(s *runtime.Scheme) error {
-	s.AddTypeDefaultingFunc(&TargetLoadPackingArgs{}, func(o any) { SetDefaults_TargetLoadPackingArgs(o.(*TargetLoadPackingArgs)) })
-	s.AddTypeDefaultingFunc(&LoadVariationRiskBalancingArgs{}, func(o any) {
-		SetDefaults_LoadVariationRiskBalancingArgs(o.(*LoadVariationRiskBalancingArgs))
-	})
-	s.AddTypeDefaultingFunc(&SySchedArgs{}, func(o any) { SetDefaults_SySchedArgs(o.(*SySchedArgs)) })
-	s.AddTypeDefaultingFunc(&NodeImageLocalityArgs{}, func(o any) { SetDefaults_NodeImageLocalityArgs(o.(*NodeImageLocalityArgs)) })
-	s.AddTypeDefaultingFunc(&InstanceIsolationArgs{}, func(o any) { SetDefaults_InstanceIsolationArgs(o.(*InstanceIsolationArgs)) })
-	s.AddTypeDefaultingFunc(&DecisionRecordArgs{}, func(o any) { SetDefaults_DecisionRecordArgs(o.(*DecisionRecordArgs)) })
-	return nil
-}
 
 func setDefault[T any](p **T, v T) {
 	if *p == nil {

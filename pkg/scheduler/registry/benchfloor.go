@@ -8,12 +8,15 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/berth-sched/berth/pkg/scheduler/schedconfig"
 )
 
 // BenchFloorPlugins are Score plugins that do nothing, built only into bin/berth-scheduler-floor
 // (make bench): a profile with three of them measures what three more Score plugins cost in the
-// framework alone, the floor under the full Berth profile's throughput.
-var BenchFloorPlugins = []string{"BenchFloorScore1", "BenchFloorScore2", "BenchFloorScore3"}
+// framework alone, the floor under the full Berth profile's throughput. The names live in
+// schedconfig, whose configuration check must know them without linking the registry.
+var BenchFloorPlugins = schedconfig.BenchFloorPlugins
 
 type floorScore struct{ name string }
 

@@ -11,12 +11,12 @@ import (
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/pkg/scheduler/apis/config"
-	"github.com/berth-sched/berth/pkg/scheduler/decisionrecord"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/imagelocality"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadvariationriskbalancing"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/sysched"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/targetloadpacking"
+)
+
+// Plugin names the renderer writes beyond the table's rows.
+const (
+	decisionRecordName    = "DecisionRecord"
+	instanceIsolationName = "InstanceIsolation"
 )
 
 // DefaultSchedulerName is the profile name when spec.schedulerName is empty.
@@ -69,7 +69,8 @@ func Render(ss *berthv1alpha1.SecondaryScheduler, raw []byte) (*Rendered, error)
 	default:
 		return nil, errors.New("spec: set one of plugins and configMapRef")
 	}
-	cfg, err := Validate(data)
+	// Typed args were validated at spec.plugins above; a user's raw file is checked whole.
+	cfg, err := validate(data, spec.Plugins == nil)
 	if err != nil {
 		return nil, errPrefixer(err)
 	}
@@ -180,20 +181,10 @@ func fromPlugins(name string, ps *berthv1alpha1.PluginSet) (*document, error) {
 		main.Plugins.MultiPoint.Enabled = append(main.Plugins.MultiPoint.Enabled, plugin{Name: name, Weight: weight})
 		main.PluginConfig = append(main.PluginConfig, pluginConfig{Name: name, Args: args})
 	}
-	if p := ps.TargetLoadPacking; p != nil {
-		add(targetloadpacking.Name, p.Weight.Weight, &p.Args)
-	}
-	if p := ps.LoadVariationRiskBalancing; p != nil {
-		add(loadvariationriskbalancing.Name, p.Weight.Weight, &p.Args)
-	}
-	if p := ps.SySched; p != nil {
-		add(sysched.Name, p.Weight.Weight, &p.Args)
-	}
-	if p := ps.NodeImageLocality; p != nil {
-		add(imagelocality.Name, p.Weight.Weight, &p.Args)
-	}
-	if p := ps.InstanceIsolation; p != nil {
-		add(instanceisolation.Name, p.Weight.Weight, &p.Args)
+	for _, e := range specEntries(ps) {
+		if e.plugin.Name != decisionRecordName {
+			add(e.plugin.Name, e.weight, e.args)
+		}
 	}
 	// why: recording alone is a legitimate profile (upstream's plugins, explained), but only
 	// when asked for; the implicit default does not make an otherwise empty set valid.
@@ -203,11 +194,12 @@ func fromPlugins(name string, ps *berthv1alpha1.PluginSet) (*document, error) {
 	if decisionRecordOn(ps.DecisionRecord) {
 		// Default on: every profile rendered here (the isolated one copies this one's plugins
 		// and pluginConfig) records, so `kubectl berth explain` works on Helm installs.
-		args := &decisionrecord.Args{}
+		dr, _ := config.Lookup(decisionRecordName)
+		args := dr.NewArgs()
 		if p := ps.DecisionRecord; p != nil {
 			args = &p.DecisionRecordArgs
 		}
-		add(decisionrecord.Name, nil, args)
+		add(decisionRecordName, nil, args)
 	}
 	if ps.NodeImageLocality != nil {
 		// NodeImageLocality is ImageLocality on better data; both would count images twice.
@@ -219,7 +211,7 @@ func fromPlugins(name string, ps *berthv1alpha1.PluginSet) (*document, error) {
 		// refused before resource fit, ports, volumes and inter-pod affinity spend time on
 		// them; the node-level filters stay ahead of it so a node outside the pod's pool is
 		// still reported as such, not as another class's node.
-		main.Plugins.Filter = &pluginSet{Enabled: names("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", instanceisolation.Name)}
+		main.Plugins.Filter = &pluginSet{Enabled: names("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", instanceIsolationName)}
 	}
 	if ps.DisableDefaultScore {
 		main.Plugins.Score = &pluginSet{Disabled: names("NodeResourcesBalancedAllocation", "NodeResourcesFit")}
@@ -240,32 +232,17 @@ func fromPlugins(name string, ps *berthv1alpha1.PluginSet) (*document, error) {
 // runs, on a defaulted copy (the CR's own args are rendered as written), at the CR's path.
 func validatePluginArgs(root *field.Path, ps *berthv1alpha1.PluginSet) field.ErrorList {
 	var errs field.ErrorList
-	if p := ps.TargetLoadPacking; p != nil {
-		errs = append(errs, validateCopy(root.Child("targetLoadPacking", "args"), &p.Args, config.ValidateTargetLoadPackingArgs)...)
-	}
-	if p := ps.LoadVariationRiskBalancing; p != nil {
-		errs = append(errs, validateCopy(root.Child("loadVariationRiskBalancing", "args"), &p.Args, config.ValidateLoadVariationRiskBalancingArgs)...)
-	}
-	if p := ps.SySched; p != nil {
-		errs = append(errs, validateCopy(root.Child("sySched", "args"), &p.Args, config.ValidateSySchedArgs)...)
-	}
-	if p := ps.NodeImageLocality; p != nil {
-		errs = append(errs, validateCopy(root.Child("nodeImageLocality", "args"), &p.Args, config.ValidateNodeImageLocalityArgs)...)
-	}
-	if p := ps.InstanceIsolation; p != nil {
-		errs = append(errs, validateCopy(root.Child("instanceIsolation", "args"), &p.Args, config.ValidateInstanceIsolationArgs)...)
-	}
-	if p := ps.DecisionRecord; p != nil && decisionRecordOn(p) {
-		// The args sit inline beside enabled.
-		errs = append(errs, validateCopy(root.Child("decisionRecord"), &p.DecisionRecordArgs, config.ValidateDecisionRecordArgs)...)
+	for _, e := range specEntries(ps) {
+		if e.plugin.Name == decisionRecordName && !decisionRecordOn(ps.DecisionRecord) {
+			continue
+		}
+		p := root.Child(e.plugin.Field)
+		if !e.plugin.InlineArgs {
+			p = p.Child("args")
+		}
+		errs = append(errs, e.plugin.ValidateCopy(p, e.args)...)
 	}
 	return errs
-}
-
-func validateCopy[P runtime.Object](path *field.Path, args P, validate func(*field.Path, P) field.ErrorList) field.ErrorList {
-	c := args.DeepCopyObject().(P)
-	config.Scheme.Default(c)
-	return validate(path, c)
 }
 
 func decisionRecordAsked(p *berthv1alpha1.DecisionRecordPlugin) bool {

@@ -23,7 +23,6 @@ import (
 	frameworkplugins "k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 
 	berthconfig "github.com/berth-sched/berth/pkg/scheduler/apis/config"
-	"github.com/berth-sched/berth/pkg/scheduler/registry"
 )
 
 // APIVersion of the configurations this package renders.
@@ -71,6 +70,13 @@ func Load(data []byte) (*config.KubeSchedulerConfiguration, error) {
 // every plugin name known to the binary (in-tree plus Berth's registry), and Berth's plugin
 // args through pkg/scheduler/apis/config. All problems are returned, each naming its field.
 func Validate(data []byte) (*config.KubeSchedulerConfiguration, error) {
+	return validate(data, true)
+}
+
+// validate is Validate; berthArgs false skips Berth's args, for a configuration rendered from
+// typed args that were validated at the SecondaryScheduler's path just before (validated
+// once where they enter, not again after the YAML round trip).
+func validate(data []byte, berthArgs bool) (*config.KubeSchedulerConfiguration, error) {
 	cfg, err := Load(data)
 	if err != nil {
 		return nil, err
@@ -83,6 +89,9 @@ func Validate(data []byte) (*config.KubeSchedulerConfiguration, error) {
 	errs = append(errs, checkWeights(data)...)
 	for i, prof := range cfg.Profiles {
 		for j, pc := range prof.PluginConfig {
+			if !berthArgs {
+				break
+			}
 			// why: Berth's args stay runtime.Unknown through the upstream loader; they are
 			// decoded, defaulted and validated here exactly as the plugin's factory will.
 			if _, err := berthconfig.DecodeAndValidate(pc.Name, pc.Args); err != nil {
@@ -103,7 +112,12 @@ func KnownPlugins() map[string]bool {
 	for name := range frameworkplugins.NewInTreeRegistry() {
 		known[name] = true
 	}
-	for name := range registry.Plugins() {
+	// why the table and not the registry: the registry links every plugin's code, which the
+	// operator must not (the registry's test keeps both lists equal).
+	for _, p := range berthconfig.Plugins {
+		known[p.Name] = true
+	}
+	for _, name := range benchFloorPlugins {
 		known[name] = true
 	}
 	return known

@@ -46,31 +46,3 @@ func parse[A any, P Object[A]](obj runtime.Object, plugin string, validate func(
 	Scheme.Default(args)
 	return args, validate(nil, args), nil
 }
-
-// DecodeAndValidate decodes (if still raw), defaults and validates the args of a pluginConfig
-// entry known only by its plugin's name, as that plugin's factory will; errors name fields
-// relative to the args (the caller knows where they sit). ok is false when the plugin has no
-// args registered here.
-func DecodeAndValidate(plugin string, obj runtime.Object) (ok bool, err error) {
-	var errs field.ErrorList
-	switch plugin {
-	case "TargetLoadPacking":
-		_, errs, err = parse(obj, plugin, ValidateTargetLoadPackingArgs)
-	case "LoadVariationRiskBalancing":
-		_, errs, err = parse(obj, plugin, ValidateLoadVariationRiskBalancingArgs)
-	case "SySched":
-		_, errs, err = parse(obj, plugin, ValidateSySchedArgs)
-	case "NodeImageLocality":
-		_, errs, err = parse(obj, plugin, ValidateNodeImageLocalityArgs)
-	case "InstanceIsolation":
-		_, errs, err = parse(obj, plugin, ValidateInstanceIsolationArgs)
-	case "DecisionRecord":
-		_, errs, err = parse(obj, plugin, ValidateDecisionRecordArgs)
-	default:
-		return false, nil
-	}
-	if err == nil && len(errs) > 0 {
-		err = errs.ToAggregate()
-	}
-	return true, err
-}

@@ -9,8 +9,6 @@ package config
 import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-
-	configv1 "github.com/berth-sched/berth/api/config/v1"
 )
 
 // Scheme knows the args kinds and their defaults.
@@ -22,5 +20,7 @@ import (
 var Scheme = runtime.NewScheme()
 
 func init() {
-	utilruntime.Must(configv1.AddToScheme(Scheme))
+	// why: the kinds and their defaulting come from the plugin table (plugins.go), so a plugin
+	// is registered where it is listed, once.
+	utilruntime.Must(addPlugins(Scheme))
 }
