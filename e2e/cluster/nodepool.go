@@ -125,6 +125,9 @@ func NodePoolObject(s NodePoolSpec) *unstructured.Unstructured {
 		"disruption": map[string]any{
 			"consolidationPolicy": "WhenEmpty",
 			"consolidateAfter":    durationString(s.ConsolidateAfter),
+			// why: Karpenter's default budget (nodes: 10%) removes one node of ten per disruption
+			// loop, so ten empty nodes take minutes; a test waits consolidateAfter + one loop.
+			"budgets": []any{map[string]any{"nodes": "100%"}},
 		},
 	}
 	if s.CPULimit != "" {
