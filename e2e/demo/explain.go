@@ -57,6 +57,11 @@ func printDecision(ctx context.Context, env *Env, ec *framework.ExplainClient, n
 		verdict += " on " + rec.Chosen
 	}
 	fmt.Fprintf(env.Out, "%s/%s — the scheduler's decision record (profile %s, attempt %d): %s\n", ns, name, rec.Profile, rec.Attempts, verdict)
+	if rec.PreFilter != nil {
+		// Refused before any node was looked at: there is no per-node table.
+		fmt.Fprintf(env.Out, "  refused by %s for every node: %s\n", rec.PreFilter.Plugin, strings.Join(rec.PreFilter.Reasons, "; "))
+		return rec, nil
+	}
 	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
 	head := []string{"  NODE"}
 	for _, p := range plugins {

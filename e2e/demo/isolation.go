@@ -10,9 +10,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"k8s.io/client-go/dynamic"
+
 	configv1 "github.com/berth-sched/berth/api/config/v1"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/isolation/classmarker"
 	"github.com/berth-sched/berth/pkg/isolation/webhook"
 )
 
@@ -22,22 +25,20 @@ func init() {
 
 // isolationDemo: two KWOK nodes labelled and tainted as IPP's pool, classes tenant-a and
 // tenant-b with pods in two namespaces (a class belongs to its pods' namespace, so each is
-// shared by an InstanceClass listing both), then a third class that finds no node of its own and
-// waits Pending until the scenario adds a pool node (what Cluster Autoscaler would do).
+// shared by an InstanceClass listing both), then a third class that finds no node of its own:
+// Karpenter (the real autoscaler, its KWOK provider) sees it Pending and makes a node for it,
+// because the webhook's marker terms tell its simulation that no node of another class fits.
 func isolationDemo(ctx context.Context, env *Env) error {
-	const (
-		schedulerName = "berth-isolation"
-		pool          = "berth.io/demo-isolation"
-	)
 	namespaces := []string{"demo-iso-a", "demo-iso-b"}
-	node := func(name string) cluster.NodeSpec {
-		return cluster.NodeSpec{Name: name, CPU: "4", Memory: "16Gi", Labels: map[string]string{pool: "true"},
-			Taints: []corev1.Taint{{Key: pool, Value: "true", Effect: corev1.TaintEffectNoSchedule}}}
-	}
-	if err := env.Cluster.AddNodes(ctx, node("iso-node-1"), node("iso-node-2")); err != nil {
+	if err := env.Cluster.AddNodes(ctx, isoNode("iso-node-1"), isoNode("iso-node-2")); err != nil {
 		return err
 	}
-	profiles, err := framework.InstanceIsolationProfiles(schedulerName, "", 10, configv1.InstanceIsolationArgs{})
+	stopKarpenter, err := startDemoAutoscaler(ctx, env)
+	if err != nil {
+		return err
+	}
+	defer stopKarpenter()
+	profiles, err := framework.InstanceIsolationProfiles(isoScheduler, "", 10, configv1.InstanceIsolationArgs{})
 	if err != nil {
 		return err
 	}
@@ -60,15 +61,16 @@ func isolationDemo(ctx context.Context, env *Env) error {
 		}
 	}
 	// Pods are written with a class label only: the instance-isolation webhook (mode berth)
-	// adds berth's schedulerName, the pool toleration and node affinity.
+	// adds berth's schedulerName, the pool toleration and node affinity with the marker terms;
+	// the operator's marker writer labels each node with the class it holds.
 	wcfg := webhook.Defaults()
-	wcfg.SchedulerName, wcfg.PoolLabel, wcfg.TaintKey = schedulerName, pool, pool
+	wcfg.SchedulerName, wcfg.PoolLabel, wcfg.TaintKey = isoScheduler, isoPool, isoPool
 	wcfg.Classes = webhook.StaticGrants{"tenant-a": namespaces, "tenant-b": namespaces}
-	stopWebhook, err := startIsolationWebhook(ctx, env, wcfg, namespaces)
+	stop, err := startIsolationAdmission(ctx, env, wcfg, namespaces)
 	if err != nil {
 		return err
 	}
-	defer stopWebhook()
+	defer stop()
 	created, err := createIsolationPods(ctx, env, namespaces, wcfg)
 	if err != nil {
 		return err
@@ -76,31 +78,99 @@ func isolationDemo(ctx context.Context, env *Env) error {
 	if err := waitAllBound(ctx, env, created, time.Minute); err != nil {
 		return err
 	}
-	late, err := isolationPod(ctx, env, namespaces[0], "tenant-c-0", "tenant-c")
+	if err := waitMarkers(ctx, env, map[string]string{"iso-node-1": "tenant-a", "iso-node-2": "tenant-b"}); err != nil {
+		return err
+	}
+	late, err := waitForOwnNode(ctx, env, ec, namespaces[0], append([]*corev1.Pod(nil), created...))
 	if err != nil {
 		return err
+	}
+	fmt.Fprintln(env.Out)
+	all := append(created, late)
+	if err := printIsolation(ctx, env, all); err != nil {
+		return err
+	}
+	return checkIsolation(ctx, env, all, late)
+}
+
+const (
+	isoScheduler = "berth-isolation"
+	isoPool      = "berth.io/demo-isolation"
+	// isoNodePool is Karpenter's NodePool for the demo's pool.
+	isoNodePool = "demo-isolation"
+)
+
+func isoNode(name string) cluster.NodeSpec {
+	return cluster.NodeSpec{Name: name, CPU: "4", Memory: "16Gi", Labels: map[string]string{isoPool: "true"},
+		Taints: []corev1.Taint{isoTaint}}
+}
+
+var isoTaint = corev1.Taint{Key: isoPool, Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+// startDemoAutoscaler runs Karpenter beside the cluster with a NodePool for the demo's pool
+// (its label and taint, the marker requirement, WhenEmpty); stop removes its nodes and ends it.
+func startDemoAutoscaler(ctx context.Context, env *Env) (stop func(), err error) {
+	if _, err := env.Cluster.StartKarpenter(ctx, cluster.KarpenterOptions{}); err != nil {
+		return nil, err
+	}
+	stop = func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := env.Cluster.StopKarpenter(sctx); err != nil {
+			fmt.Fprintf(env.Out, "stopping Karpenter: %v\n", err)
+		}
+	}
+	dyn, err := dynamic.NewForConfig(env.Cluster.RESTConfig)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	np := cluster.IsolationNodePool(isoNodePool,
+		corev1.NodeSelectorRequirement{Key: isoPool, Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}, isoTaint, 10*time.Second)
+	if _, err := dyn.Resource(cluster.NodePoolGVR).Create(ctx, cluster.NodePoolObject(np), metav1.CreateOptions{}); err != nil {
+		stop()
+		return nil, fmt.Errorf("creating NodePool %s: %w", isoNodePool, err)
+	}
+	return stop, nil
+}
+
+// waitForOwnNode creates tenant-c-0, a class with no node of its own, shows why berth-scheduler
+// keeps it Pending (its event and decision record), and waits until it runs on the node
+// Karpenter made for it.
+func waitForOwnNode(ctx context.Context, env *Env, ec *framework.ExplainClient, ns string, before []*corev1.Pod) (*corev1.Pod, error) {
+	late, err := isolationPod(ctx, env, ns, "tenant-c-0", "tenant-c")
+	if err != nil {
+		return nil, err
 	}
 	ev, err := framework.WaitSchedulingEvent(ctx, env.Client, late, "FailedScheduling", time.Minute)
 	if err != nil {
-		return fmt.Errorf("tenant-c-0 should wait for a node of its own: %w", err)
+		return nil, fmt.Errorf("tenant-c-0 should wait for a node of its own: %w", err)
 	}
-	if err := printIsolation(ctx, env, append(created, late)); err != nil {
-		return err
+	if err := printIsolation(ctx, env, append(before, late)); err != nil {
+		return nil, err
 	}
 	fmt.Fprintf(env.Out, "\ntenant-c-0 is Pending: %s\n", ev.Note)
 	// Each node's verdict, from the running scheduler's decision record.
 	if _, err := printDecision(ctx, env, ec, late.Namespace, late.Name); err != nil {
-		return err
+		return nil, err
 	}
-	fmt.Fprintln(env.Out, "adding pool node iso-node-3 (as Cluster Autoscaler would) ...")
-	if err := env.Cluster.AddNodes(ctx, node("iso-node-3")); err != nil {
-		return err
+	fmt.Fprintln(env.Out, "Karpenter (NodePool "+isoNodePool+") sees tenant-c-0 Pending and makes a node for its class ...")
+	if err := waitAllBound(ctx, env, []*corev1.Pod{late}, 3*time.Minute); err != nil {
+		return nil, fmt.Errorf("tenant-c-0 got no node from Karpenter in 3m (its log: logs/karpenter.log): %w", err)
 	}
-	if err := waitAllBound(ctx, env, []*corev1.Pod{late}, time.Minute); err != nil {
-		return err
+	got, err := env.Client.CoreV1().Pods(late.Namespace).Get(ctx, late.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
 	}
-	fmt.Fprintln(env.Out)
-	return printIsolation(ctx, env, append(created, late))
+	bound := got.CreationTimestamp.Time
+	for _, c := range got.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+			bound = c.LastTransitionTime.Time
+		}
+	}
+	fmt.Fprintf(env.Out, "tenant-c-0 bound to %s %s after it was created (pod's PodScheduled condition)\n",
+		got.Spec.NodeName, bound.Sub(got.CreationTimestamp.Time).Round(time.Second))
+	return got, nil
 }
 
 // createIsolationPods writes three pods of each of classes tenant-a and tenant-b, alternating
@@ -140,20 +210,95 @@ func waitAllBound(ctx context.Context, env *Env, pods []*corev1.Pod, timeout tim
 	})
 }
 
-// printIsolation reads the pods back and prints namespace, pod, class and node.
+// printIsolation reads the pods and their nodes back and prints namespace, pod, class, node,
+// the node's autoscaler marker and the NodePool that made it (empty: made by hand).
 func printIsolation(ctx context.Context, env *Env, pods []*corev1.Pod) error {
 	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCLASS\tNODE")
+	fmt.Fprintln(tw, "NAMESPACE\tPOD\tCLASS\tNODE\tNODE MARKER\tNODEPOOL")
 	for _, p := range pods {
 		got, err := env.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		node := got.Spec.NodeName
+		node, marker, pool := got.Spec.NodeName, "", ""
 		if node == "" {
 			node = "<Pending>"
+		} else if n, err := env.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil {
+			marker, pool = n.Labels[classmarker.Key], n.Labels[cluster.KarpenterNodePoolLabel]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", got.Namespace, got.Name, got.Labels[framework.ClassLabel], node)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", got.Namespace, got.Name, got.Labels[framework.ClassLabel], node, dash(marker), dash(pool))
 	}
 	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// waitMarkers waits until the marker writer has labelled each node with its class's marker
+// (the demo's classes there are shared by InstanceClasses).
+func waitMarkers(ctx context.Context, env *Env, want map[string]string) error {
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		for node, class := range want {
+			n, err := env.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			v := classmarker.MarkerValue(classmarker.SharedClass(class))
+			if got := n.Labels[classmarker.Key]; got != v {
+				last = fmt.Sprintf("node %s carries %s=%q, want %q", node, classmarker.Key, got, v)
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the marker writer did not mark the class nodes: %s: %w", last, err)
+	}
+	return nil
+}
+
+// checkIsolation holds the scenario to seed 002's promise, read back from the API server: no
+// node holds pods of two classes, no pod carries an anti-affinity term (berth mode), and the
+// late class runs on a node Karpenter made for it, marked with its class.
+func checkIsolation(ctx context.Context, env *Env, pods []*corev1.Pod, late *corev1.Pod) error {
+	classes := map[string]map[string]bool{}
+	for _, p := range pods {
+		got, err := env.Client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if a := got.Spec.Affinity; a != nil && a.PodAntiAffinity != nil {
+			return fmt.Errorf("pod %s/%s carries a pod anti-affinity term; mode berth writes none", got.Namespace, got.Name)
+		}
+		// tenant-a and tenant-b are shared by their InstanceClasses; tenant-c is its namespace's.
+		class := got.Labels[framework.ClassLabel]
+		eff := classmarker.Effective(got.Namespace, class, class != "tenant-c")
+		if classes[got.Spec.NodeName] == nil {
+			classes[got.Spec.NodeName] = map[string]bool{}
+		}
+		classes[got.Spec.NodeName][eff] = true
+	}
+	for node, cs := range classes {
+		if len(cs) > 1 {
+			return fmt.Errorf("node %s holds pods of %d classes %v: seed 002 promises one class per node", node, len(cs), cs)
+		}
+	}
+	n, err := env.Client.CoreV1().Nodes().Get(ctx, late.Spec.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if n.Labels[cluster.KarpenterNodePoolLabel] != isoNodePool {
+		return fmt.Errorf("tenant-c-0 runs on %s, which NodePool %s did not make (labels %v)", n.Name, isoNodePool, n.Labels)
+	}
+	want := classmarker.MarkerValue(classmarker.Effective(late.Namespace, "tenant-c", false))
+	if got := n.Labels[classmarker.Key]; got != want {
+		return fmt.Errorf("node %s made for tenant-c carries marker %s=%q, want %q", n.Name, classmarker.Key, got, want)
+	}
+	fmt.Fprintf(env.Out, "\nchecked: one class per node, no anti-affinity term, tenant-c on Karpenter's node %s marked %s=%s\n", n.Name, classmarker.Key, want)
+	return nil
 }

@@ -3,16 +3,23 @@ package demo
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/isolation/marker"
 	"github.com/berth-sched/berth/pkg/isolation/webhook"
 )
 
@@ -103,11 +110,57 @@ func describeMutation(p *corev1.Pod, cfg webhook.Config) string {
 		}
 	}
 	if a := p.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		var terms []string
 		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			var exprs []string
 			for _, e := range term.MatchExpressions {
-				s += fmt.Sprintf(", node affinity %s %s %v", e.Key, e.Operator, e.Values)
+				if len(e.Values) == 0 {
+					exprs = append(exprs, fmt.Sprintf("%s %s", e.Key, e.Operator))
+				} else {
+					exprs = append(exprs, fmt.Sprintf("%s %s %v", e.Key, e.Operator, e.Values))
+				}
 			}
+			terms = append(terms, "("+strings.Join(exprs, " AND ")+")")
 		}
+		s += ", node affinity " + strings.Join(terms, " OR ")
 	}
 	return s
+}
+
+// startIsolationAdmission serves the webhook (startIsolationWebhook) and runs the operator's
+// marker writer in this process, as the operator does beside its webhook: the one writer of
+// each pool node's class marker, which autoscalers read.
+func startIsolationAdmission(ctx context.Context, env *Env, cfg webhook.Config, namespaces []string) (stop func(), err error) {
+	stopWebhook, err := startIsolationWebhook(ctx, env, cfg, namespaces)
+	if err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		stopWebhook()
+		return nil, err
+	}
+	if err := berthv1alpha1.AddToScheme(scheme); err != nil {
+		stopWebhook()
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(env.Cluster.RESTConfig, ctrl.Options{Scheme: scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0", Logger: logr.Discard()})
+	if err != nil {
+		stopWebhook()
+		return nil, err
+	}
+	if err := marker.Setup(mgr, cfg, 30*time.Second); err != nil {
+		stopWebhook()
+		return nil, err
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(mctx); err != nil {
+			fmt.Fprintf(env.Out, "marker writer stopped: %v\n", err)
+		}
+	}()
+	return func() { cancel(); <-done; stopWebhook() }, nil
 }
