@@ -82,7 +82,7 @@ func serveSyntheticLoad(ctx context.Context, c *cluster.Cluster, addr string) er
 		now := time.Now()
 		for _, n := range nodes.Items {
 			r := syntheticReport(n.Name, now)
-			store.Put(n.Name, loadwatcher.NodeLoad{Updated: now, Metrics: loadwatcher.MetricsFromReport(&r)})
+			store.Put(n.Name, loadwatcher.NodeLoad{Updated: now, Windows: loadwatcher.WindowsFromReport(&r)})
 		}
 	}
 	for _, n := range nodes.Items {

@@ -51,7 +51,7 @@ func realWatcher(t *testing.T) *httptest.Server {
 	report := func(node string, age time.Duration, cpu, mem, latestCPU float64) {
 		r := &loadapi.Report{Node: node, Time: now.Add(-age).Unix(), Latest: loadapi.Latest{CPU: latestCPU, Memory: mem},
 			Windows: []loadapi.WindowReport{{Window: "15m", Samples: 90, CPU: loadapi.ResourceStats{Avg: cpu, Std: 2, P95: cpu + 5}, Memory: loadapi.ResourceStats{Avg: mem, Std: 1, P95: mem + 1}}}}
-		store.Put(node, loadwatcher.NodeLoad{Updated: now.Add(-age), Metrics: loadwatcher.MetricsFromReport(r)})
+		store.Put(node, loadwatcher.NodeLoad{Updated: now.Add(-age), Windows: loadwatcher.WindowsFromReport(r)})
 	}
 	for _, n := range []string{"busy", "idle", "old", "never"} {
 		store.SetKnown(n, true)

@@ -33,7 +33,7 @@ func BenchmarkWatcher5000Nodes(b *testing.B) {
 	store := NewStore(SourceAgent, 5*time.Minute)
 	for i := 0; i < 5000; i++ {
 		r := benchReport(i, now)
-		store.Put(r.Node, NodeLoad{Updated: now, Metrics: MetricsFromReport(&r), PodUIDs: r.PodUIDs})
+		store.Put(r.Node, NodeLoad{Updated: now, Windows: WindowsFromReport(&r), PodUIDs: r.PodUIDs})
 		store.SetKnown(r.Node, true)
 	}
 	srv := NewServer(store)
@@ -56,7 +56,7 @@ func BenchmarkWatcher5000Nodes(b *testing.B) {
 		{"/watcher?pods=true If-None-Match (304)", "/watcher?pods=true", map[string]string{"If-None-Match": etag("/watcher?pods=true")}, nil, http.StatusNotModified},
 		{"/watcher/node-2500", "/watcher/node-2500", nil, nil, http.StatusOK},
 		{"/watcher?pods=true after a report (re-encode)", "/watcher?pods=true", nil, func() {
-			store.Put(churn.Node, NodeLoad{Updated: now, Metrics: MetricsFromReport(&churn), PodUIDs: churn.PodUIDs})
+			store.Put(churn.Node, NodeLoad{Updated: now, Windows: WindowsFromReport(&churn), PodUIDs: churn.PodUIDs})
 		}, http.StatusOK},
 	}
 	for _, tc := range cases {

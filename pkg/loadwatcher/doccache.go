@@ -147,7 +147,7 @@ func (c *docCache) get(s *Server, q Query, now time.Time) (*doc, error) {
 	if q.Typed {
 		// Built whole: Berth's schedulers poll it every few seconds, each poll after a change
 		// builds it once, and most polls are 304s.
-		b := s.Store.Build(q, now)
+		b := s.Store.BuildLoad(q, now)
 		d, err := encodeLoad(&b)
 		if err != nil {
 			return nil, err

@@ -159,7 +159,7 @@ func TestEncodeDocumentMatchesEncodingJSON(t *testing.T) {
 			r.Pods = []loadapi.PodUsage{{UID: r.PodUIDs[0], Latest: Latest{CPU: 1.5, Memory: 2},
 				Windows: []loadapi.PodWindow{{Window: "15m", CPU: 0.25, Memory: 2}}, CPUMillicores: 60, MemoryBytes: 1 << 20}}
 		}
-		store.Put(r.Node, NodeLoad{Updated: now.Add(-age), Metrics: MetricsFromReport(&r), PodUIDs: r.PodUIDs, Pods: r.Pods})
+		store.Put(r.Node, NodeLoad{Updated: now.Add(-age), Windows: WindowsFromReport(&r), PodUIDs: r.PodUIDs, Pods: r.Pods})
 	}
 	store.SetKnown("never-reported", true)
 	for _, q := range []Query{{}, {Pods: true}, {Window: "5m"}, {Window: "10m", Pods: true}} {

@@ -42,11 +42,17 @@ func windowIndex(w string) int {
 	return -1
 }
 
-func (l *NodeLoad) metricsJSON(w string) []byte {
+// metricsJSON is the entry's window w as upstream's NodeMetrics, written from its typed
+// numbers under the source's metric names.
+func (l *NodeLoad) metricsJSON(w string, names metricNames) []byte {
+	nm := func() watcher.NodeMetrics { return watcher.NodeMetrics{Metrics: names.metricsOf(l.Windows[w], w)} }
 	if i := windowIndex(w); i >= 0 {
-		return cachedJSON(&l.enc.metrics[i], watcher.NodeMetrics{Metrics: l.Metrics[w]})
+		if b := l.enc.metrics[i].Load(); b != nil {
+			return *b
+		}
+		return cachedJSON(&l.enc.metrics[i], nm())
 	}
-	b, _ := json.Marshal(watcher.NodeMetrics{Metrics: l.Metrics[w]})
+	b, _ := json.Marshal(nm())
 	return b
 }
 
@@ -125,7 +131,7 @@ func (s *Store) appendMetricsMapLocked(buf []byte, names []string, w string, now
 		if flip := l.Updated.Add(s.staleAfter); nextFlip.IsZero() || flip.Before(nextFlip) {
 			nextFlip = flip
 		}
-		if len(l.Metrics[w]) == 0 {
+		if _, ok := l.window(w); !ok {
 			continue
 		}
 		if !first {
@@ -134,7 +140,7 @@ func (s *Store) appendMetricsMapLocked(buf []byte, names []string, w string, now
 		first = false
 		buf = append(buf, l.nameJSON(name)...)
 		buf = append(buf, ':')
-		buf = append(buf, l.metricsJSON(w)...)
+		buf = append(buf, l.metricsJSON(w, s.names)...)
 	}
 	return buf, stale, nextFlip
 }

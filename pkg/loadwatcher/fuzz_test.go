@@ -30,10 +30,10 @@ func FuzzDecodeReport(f *testing.F) {
 		if len(r.Node) == 0 || len(r.Node) > 253 || len(r.PodUIDs) > DefaultMaxPodUIDs || len(r.Windows) == 0 || len(r.Windows) > len(WindowNames) {
 			t.Fatalf("accepted report out of bounds: %+v", r)
 		}
-		for w, ms := range MetricsFromReport(r) {
-			for _, m := range ms {
-				if !(m.Value >= 0 && m.Value <= 100) {
-					t.Fatalf("window %s: metric %+v out of [0,100]", w, m)
+		for w, wl := range WindowsFromReport(r) {
+			for _, v := range []float64{wl.CPU.Latest, wl.CPU.Avg, wl.CPU.Std, wl.Memory.Latest, wl.Memory.Avg, wl.Memory.Std} {
+				if !(v >= 0 && v <= 100) {
+					t.Fatalf("window %s: %+v out of [0,100]", w, wl)
 				}
 			}
 		}

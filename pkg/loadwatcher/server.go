@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -176,15 +175,10 @@ func (s *Server) writeWatcher(w http.ResponseWriter, r *http.Request) int {
 		doc, err = s.docs.get(s, query, s.now())
 	} else {
 		// One node: small, and cheap enough to build per request.
-		b := s.Store.Build(query, s.now())
-		if !b.Found {
+		doc, err = s.nodeDoc(query)
+		if err == errUnknownNode {
 			http.Error(w, "unknown node", http.StatusNotFound)
 			return http.StatusNotFound
-		}
-		if query.Typed {
-			doc, err = encodeLoad(&b)
-		} else {
-			doc, err = encodeDoc(&b.Response)
 		}
 	}
 	if err != nil {
@@ -193,6 +187,24 @@ func (s *Server) writeWatcher(w http.ResponseWriter, r *http.Request) int {
 		return http.StatusInternalServerError
 	}
 	return doc.serve(w, r)
+}
+
+var errUnknownNode = errors.New("unknown node")
+
+// nodeDoc encodes the document of one node in the form q asks for.
+func (s *Server) nodeDoc(q Query) (*doc, error) {
+	if q.Typed {
+		b := s.Store.BuildLoad(q, s.now())
+		if !b.Found {
+			return nil, errUnknownNode
+		}
+		return encodeLoad(&b)
+	}
+	b := s.Store.Build(q, s.now())
+	if !b.Found {
+		return nil, errUnknownNode
+	}
+	return encodeDoc(&b.Response)
 }
 
 // refuseRead answers a refused read with its status and reason, and counts it.
@@ -277,7 +289,7 @@ func (s *Server) serveReport(w http.ResponseWriter, r *http.Request) {
 		log.V(2).Info("Report time ahead of the watcher's clock, clamped to now", "time", rep.Time, "ahead", updated.Sub(now))
 		updated = now
 	}
-	l := NodeLoad{Updated: updated, Metrics: MetricsFromReport(rep), PodUIDs: rep.PodUIDs, Pods: rep.Pods, Instance: rep.Instance, Seq: rep.Seq}
+	l := NodeLoad{Updated: updated, Windows: WindowsFromReport(rep), PodUIDs: rep.PodUIDs, Pods: rep.Pods, Instance: rep.Instance, Seq: rep.Seq}
 	if !s.Store.Put(rep.Node, l) {
 		// Not an error of the agent's (a retried report arrived after a newer one): accept, ignore.
 		log.V(2).Info("Report ignored: not newer than the stored one of the same agent", "instance", rep.Instance, "seq", rep.Seq)
@@ -367,20 +379,9 @@ func (s *Server) PollOnce(ctx context.Context, p Poller) error {
 // that are not finite. It returns how many values it changed or dropped.
 func ClampLoad(l *NodeLoad) int {
 	n := 0
-	for w, ms := range l.Metrics {
-		kept := ms[:0]
-		for _, m := range ms {
-			switch {
-			case math.IsNaN(m.Value) || math.IsInf(m.Value, 0):
-				n++
-				continue
-			case m.Value < 0 || m.Value > 100:
-				n++
-				m.Value = min(max(m.Value, 0), 100)
-			}
-			kept = append(kept, m)
-		}
-		l.Metrics[w] = kept
+	for w, wl := range l.Windows {
+		n += wl.CPU.clamp() + wl.Memory.clamp()
+		l.Windows[w] = wl
 	}
 	return n
 }

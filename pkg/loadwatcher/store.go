@@ -1,7 +1,6 @@
 package loadwatcher
 
 import (
-	"slices"
 	"sync"
 	"time"
 
@@ -24,8 +23,9 @@ const DefaultWindow = watcher.FifteenMinutes
 type NodeLoad struct {
 	// Updated is the time of the newest sample behind the numbers.
 	Updated time.Time
-	// Metrics per window name ("5m", "10m", "15m"), in the order they are served.
-	Metrics map[string][]watcher.Metric
+	// Windows are the node's numbers per window name ("5m", "10m", "15m"), typed; the upstream
+	// metric lists are written from them when served.
+	Windows map[string]WindowLoad
 	PodUIDs []string
 	// Pods is the agents' per-pod usage (served with PodUIDs).
 	Pods []loadapi.PodUsage
@@ -40,6 +40,7 @@ type NodeLoad struct {
 type Store struct {
 	source     string
 	staleAfter time.Duration
+	names      metricNames // upstream metric names of the source's numbers
 
 	mu    sync.RWMutex
 	nodes map[string]*NodeLoad
@@ -54,7 +55,7 @@ type Store struct {
 // NewStore returns an empty store for the named source; entries older than staleAfter are
 // reported as stale.
 func NewStore(source string, staleAfter time.Duration) *Store {
-	return &Store{source: source, staleAfter: staleAfter, nodes: map[string]*NodeLoad{}}
+	return &Store{source: source, staleAfter: staleAfter, names: defaultMetricNames[source], nodes: map[string]*NodeLoad{}}
 }
 
 // StaleAfter is the staleness limit.
@@ -179,81 +180,99 @@ type Built struct {
 // Build is Response with the generation and the next staleness transition.
 func (s *Store) Build(q Query, now time.Time) (b Built) {
 	resp := &b.Response
+	w, d := windowOf(q)
+	resp.Timestamp = now.Unix()
+	resp.Window = watcher.Window{Duration: w, Start: now.Add(-d).Unix(), End: now.Unix()}
+	resp.Source = s.source
+	resp.Data.NodeMetricsMap = watcher.NodeMetricsMap{}
+	resp.Nodes = map[string]NodeStatus{}
+	b.Gen, b.NextFlip, b.Found = s.walk(q, now, func(name string, l *NodeLoad, st NodeStatus, names metricNames) {
+		resp.Nodes[name] = st
+		if wl, ok := l.window(w); ok && !st.Stale {
+			resp.Data.NodeMetricsMap[name] = watcher.NodeMetrics{Metrics: names.metricsOf(wl, w)}
+		}
+	})
+	return b
+}
+
+// LoadDoc is Berth's typed document with what tells when it goes out of date (as Built).
+type LoadDoc struct {
+	loadapi.Load
+	Found    bool
+	Gen      uint64
+	NextFlip time.Time
+}
+
+// BuildLoad is Build in Berth's typed form: the same nodes, freshness and pods, each resource
+// read from the stored numbers (Usage.resource), not from a metric list.
+func (s *Store) BuildLoad(q Query, now time.Time) (b LoadDoc) {
+	w, _ := windowOf(q)
+	b.Load = loadapi.Load{Timestamp: now.Unix(), Window: w, Source: s.source, Nodes: map[string]loadapi.NodeLoad{}}
+	b.Gen, b.NextFlip, b.Found = s.walk(q, now, func(name string, l *NodeLoad, st NodeStatus, _ metricNames) {
+		nl := loadapi.NodeLoad{Updated: st.Updated, Stale: st.Stale, PodUIDs: st.PodUIDs, Pods: st.Pods}
+		if wl, ok := l.window(w); ok && !st.Stale {
+			nl.CPU, nl.Memory = wl.CPU.resource(), wl.Memory.resource()
+		}
+		b.Nodes[name] = nl
+	})
+	return b
+}
+
+// windowOf is q's window name and length.
+func windowOf(q Query) (string, time.Duration) {
 	w := q.Window
 	if w == "" {
 		w = DefaultWindow
 	}
 	d, _ := time.ParseDuration(w)
-	resp.Timestamp = now.Unix()
-	resp.Window = watcher.Window{Duration: w, Start: now.Add(-d).Unix(), End: now.Unix()}
-	resp.Source = s.source
+	return w, d
+}
 
+// window is the entry's numbers for window w, if it has any (nil-safe: a known node that never
+// reported has no entry).
+func (l *NodeLoad) window(w string) (WindowLoad, bool) {
+	if l == nil {
+		return WindowLoad{}, false
+	}
+	wl, ok := l.Windows[w]
+	return wl, ok && wl.any()
+}
+
+// walk calls add, under the read lock, for every node q selects with its status at now (l nil
+// for a known node that never reported). It returns the store's generation, the soonest a node
+// served as fresh turns stale, and whether q.Node (when set) is stored or known.
+func (s *Store) walk(q Query, now time.Time, add func(name string, l *NodeLoad, st NodeStatus, names metricNames)) (gen uint64, nextFlip time.Time, found bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	b.Gen = s.gen
-	n := len(s.nodes)
-	if q.Node != "" {
-		n = 1
-	}
-	resp.Data.NodeMetricsMap = make(watcher.NodeMetricsMap, n)
-	if q.Node == "" {
-		n = max(n, len(s.known))
-	}
-	resp.Nodes = make(map[string]NodeStatus, n)
-	add := func(name string, l *NodeLoad) {
+	visit := func(name string, l *NodeLoad) {
 		st := NodeStatus{Updated: l.Updated.Unix(), Stale: s.isStale(l, now)}
-		if flip := l.Updated.Add(s.staleAfter); !st.Stale && (b.NextFlip.IsZero() || flip.Before(b.NextFlip)) {
-			b.NextFlip = flip
+		if flip := l.Updated.Add(s.staleAfter); !st.Stale && (nextFlip.IsZero() || flip.Before(nextFlip)) {
+			nextFlip = flip
 		}
 		if q.Pods {
 			st.PodUIDs = l.PodUIDs
 			st.Pods = l.Pods
 		}
-		resp.Nodes[name] = st
-		if m := l.Metrics[w]; !st.Stale && len(m) > 0 {
-			// Copy: the encoder runs after the lock is released and a Put may replace l.
-			resp.Data.NodeMetricsMap[name] = watcher.NodeMetrics{Metrics: slices.Clone(m)}
-		}
+		add(name, l, st, s.names)
 	}
 	if q.Node != "" {
 		if l, ok := s.nodes[q.Node]; ok {
-			add(q.Node, l)
-			b.Found = true
-			return b
+			visit(q.Node, l)
+			return s.gen, nextFlip, true
 		}
 		if _, ok := s.known[q.Node]; ok {
-			resp.Nodes[q.Node] = NodeStatus{Stale: true}
-			b.Found = true
+			add(q.Node, nil, NodeStatus{Stale: true}, s.names)
+			return s.gen, nextFlip, true
 		}
-		return b
+		return s.gen, nextFlip, false
 	}
 	for name, l := range s.nodes {
-		add(name, l)
+		visit(name, l)
 	}
 	for name := range s.known {
 		if _, ok := s.nodes[name]; !ok {
-			resp.Nodes[name] = NodeStatus{Stale: true}
+			add(name, nil, NodeStatus{Stale: true}, s.names)
 		}
 	}
-	b.Found = true
-	return b
-}
-
-// MetricsFromReport turns an agent report into the served metrics per window. Per window the
-// order is Latest, AVG, STD for CPU then Memory: upstream TargetLoadPacking takes the last CPU
-// metric whose operator is AVG or Latest, and the resource-stats helper takes Latest only when
-// no AVG was seen before it, so with this order both read the window average.
-func MetricsFromReport(r *Report) map[string][]watcher.Metric {
-	out := make(map[string][]watcher.Metric, len(r.Windows))
-	for _, w := range r.Windows {
-		out[w.Window] = []watcher.Metric{
-			{Name: "berth_node_cpu_utilisation", Type: watcher.CPU, Operator: watcher.Latest, Value: r.Latest.CPU},
-			{Name: "berth_node_cpu_utilisation", Type: watcher.CPU, Operator: watcher.Average, Rollup: w.Window, Value: w.CPU.Avg},
-			{Name: "berth_node_cpu_utilisation", Type: watcher.CPU, Operator: watcher.Std, Rollup: w.Window, Value: w.CPU.Std},
-			{Name: "berth_node_memory_utilisation", Type: watcher.Memory, Operator: watcher.Latest, Value: r.Latest.Memory},
-			{Name: "berth_node_memory_utilisation", Type: watcher.Memory, Operator: watcher.Average, Rollup: w.Window, Value: w.Memory.Avg},
-			{Name: "berth_node_memory_utilisation", Type: watcher.Memory, Operator: watcher.Std, Rollup: w.Window, Value: w.Memory.Std},
-		}
-	}
-	return out
+	return s.gen, nextFlip, true
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paypal/load-watcher/pkg/watcher"
 	lwapi "github.com/paypal/load-watcher/pkg/watcher/api"
 
 	"github.com/berth-sched/berth/pkg/loadapi"
@@ -126,5 +127,64 @@ func TestTypedFormAndUpstreamDocument(t *testing.T) {
 	m, err := client.GetLatestWatcherMetrics()
 	if err != nil || len(m.Data.NodeMetricsMap["node-a"].Metrics) != 6 {
 		t.Fatalf("paypal client after typed reads: %v %+v", err, m)
+	}
+}
+
+// The store keeps typed numbers and writes upstream's metric list only when serving it: the
+// list must be what upstream clients were served before (names per source, Latest then AVG
+// then STD per resource, rollup on AVG and STD only, nothing for what a source did not measure).
+func TestUpstreamListFromTypedNumbers(t *testing.T) {
+	const all = HasLatest | HasAvg | HasStd
+	m := func(name, typ, op, rollup string, v float64) watcher.Metric {
+		return watcher.Metric{Name: name, Type: typ, Operator: op, Rollup: rollup, Value: v}
+	}
+	const agentCPU, agentMem = "berth_node_cpu_utilisation", "berth_node_memory_utilisation"
+	tests := []struct {
+		name   string
+		source string
+		names  []string // SetMetricNames, when set
+		wl     WindowLoad
+		want   []watcher.Metric
+		// typed is the node's CPU and memory in Berth's form (nil: absent).
+		typedCPU, typedMem *loadapi.ResourceLoad
+	}{
+		{"agent report", SourceAgent, nil,
+			WindowsFromReport(&Report{Latest: Latest{CPU: 31, Memory: 50}, Windows: []WindowReport{{Window: "15m", CPU: ResourceStats{Avg: 30, Std: 7, P95: 80}, Memory: ResourceStats{Avg: 49, Std: 2}}}})["15m"],
+			[]watcher.Metric{m(agentCPU, watcher.CPU, watcher.Latest, "", 31), m(agentCPU, watcher.CPU, watcher.Average, "15m", 30), m(agentCPU, watcher.CPU, watcher.Std, "15m", 7),
+				m(agentMem, watcher.Memory, watcher.Latest, "", 50), m(agentMem, watcher.Memory, watcher.Average, "15m", 49), m(agentMem, watcher.Memory, watcher.Std, "15m", 2)},
+			&loadapi.ResourceLoad{Avg: 30, Std: 7}, &loadapi.ResourceLoad{Avg: 49, Std: 2}},
+		{"metrics-server before a window holds a sample", SourceMetricsServer, nil,
+			WindowLoad{CPU: Usage{Latest: 25, Has: HasLatest}, Memory: Usage{Latest: 40, Avg: 41, Std: 1, Has: all}},
+			[]watcher.Metric{m("metrics.k8s.io/cpu", watcher.CPU, watcher.Latest, "", 25),
+				m("metrics.k8s.io/memory", watcher.Memory, watcher.Latest, "", 40), m("metrics.k8s.io/memory", watcher.Memory, watcher.Average, "15m", 41), m("metrics.k8s.io/memory", watcher.Memory, watcher.Std, "15m", 1)},
+			&loadapi.ResourceLoad{Avg: 25}, &loadapi.ResourceLoad{Avg: 41, Std: 1}},
+		{"prometheus with its configured series, no instant value", SourcePrometheus, []string{"instance:node_cpu:ratio", "instance:node_memory:ratio"},
+			WindowLoad{CPU: Usage{Avg: 12, Std: 3, Has: HasAvg | HasStd}},
+			[]watcher.Metric{m("instance:node_cpu:ratio", watcher.CPU, watcher.Average, "15m", 12), m("instance:node_cpu:ratio", watcher.CPU, watcher.Std, "15m", 3)},
+			&loadapi.ResourceLoad{Avg: 12, Std: 3}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Unix(1_700_000_000, 0)
+			s := NewStore(tc.source, time.Minute)
+			if tc.names != nil {
+				s.SetMetricNames(tc.names[0], tc.names[1])
+			}
+			s.Put("n", NodeLoad{Updated: now, Windows: map[string]WindowLoad{"15m": tc.wl}})
+			got := s.Build(Query{}, now).Data.NodeMetricsMap["n"].Metrics
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("served\n %+v\nwant\n %+v", got, tc.want)
+			}
+			// The cached encoder writes the same list.
+			var doc loadapi.Response
+			body, _, _ := s.EncodeDocument(nil, Query{}, now)
+			if err := json.Unmarshal(body, &doc); err != nil || !reflect.DeepEqual(doc.Data.NodeMetricsMap["n"].Metrics, tc.want) {
+				t.Errorf("encoded %s (%v)", body, err)
+			}
+			typed := s.BuildLoad(Query{}, now).Nodes["n"]
+			if !reflect.DeepEqual(typed.CPU, tc.typedCPU) || !reflect.DeepEqual(typed.Memory, tc.typedMem) {
+				t.Errorf("typed cpu %+v memory %+v, want %+v %+v", typed.CPU, typed.Memory, tc.typedCPU, tc.typedMem)
+			}
+		})
 	}
 }

@@ -222,6 +222,8 @@ func startSource(ctx context.Context, o Options, rc *rest.Config, cs kubernetes.
 			return nil, nil, err
 		}
 		p.CPUMetric, p.MemoryMetric, p.NodeLabel, p.Scale = o.PromCPU, o.PromMem, o.PromNodeLabel, o.PromScale
+		// Served under the series' own names, as before the store kept typed numbers.
+		srv.Store.SetMetricNames(p.CPUMetric, p.MemoryMetric)
 		poller = p
 	case "metrics-server":
 		mc, err := metricsclient.NewForConfig(rc)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/berth-sched/berth/pkg/loadwatcher"
-	"github.com/paypal/load-watcher/pkg/watcher"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 )
@@ -81,7 +80,7 @@ func (m *MetricsServer) Poll(ctx context.Context, now time.Time) (map[string]loa
 			continue
 		}
 		last := h[len(h)-1]
-		l := loadwatcher.NodeLoad{Updated: last.t, Metrics: map[string][]watcher.Metric{}}
+		l := loadwatcher.NodeLoad{Updated: last.t, Windows: map[string]loadwatcher.WindowLoad{}}
 		for _, w := range loadwatcher.WindowNames {
 			d, _ := time.ParseDuration(w)
 			var cpu, mem []float64
@@ -91,25 +90,22 @@ func (m *MetricsServer) Poll(ctx context.Context, now time.Time) (map[string]loa
 					mem = append(mem, s.mem)
 				}
 			}
-			ms := []watcher.Metric{
-				{Name: "metrics.k8s.io/cpu", Type: watcher.CPU, Operator: watcher.Latest, Value: last.cpu},
-			}
-			if len(cpu) > 0 {
-				a, sd := avgStd(cpu)
-				ms = append(ms, watcher.Metric{Name: "metrics.k8s.io/cpu", Type: watcher.CPU, Operator: watcher.Average, Rollup: w, Value: a},
-					watcher.Metric{Name: "metrics.k8s.io/cpu", Type: watcher.CPU, Operator: watcher.Std, Rollup: w, Value: sd})
-			}
-			ms = append(ms, watcher.Metric{Name: "metrics.k8s.io/memory", Type: watcher.Memory, Operator: watcher.Latest, Value: last.mem})
-			if len(mem) > 0 {
-				a, sd := avgStd(mem)
-				ms = append(ms, watcher.Metric{Name: "metrics.k8s.io/memory", Type: watcher.Memory, Operator: watcher.Average, Rollup: w, Value: a},
-					watcher.Metric{Name: "metrics.k8s.io/memory", Type: watcher.Memory, Operator: watcher.Std, Rollup: w, Value: sd})
-			}
-			l.Metrics[w] = ms
+			l.Windows[w] = loadwatcher.WindowLoad{CPU: usageOf(last.cpu, cpu), Memory: usageOf(last.mem, mem)}
 		}
 		out[node] = l
 	}
 	return out, nil
+}
+
+// usageOf is one resource over one window: the newest sample, and the window's mean and
+// deviation when the window holds any sample.
+func usageOf(latest float64, window []float64) loadwatcher.Usage {
+	u := loadwatcher.Usage{Latest: latest, Has: loadwatcher.HasLatest}
+	if len(window) > 0 {
+		u.Avg, u.Std = avgStd(window)
+		u.Has |= loadwatcher.HasAvg | loadwatcher.HasStd
+	}
+	return u
 }
 
 func avgStd(v []float64) (float64, float64) {

@@ -62,7 +62,7 @@ func (p *Prometheus) Poll(ctx context.Context, now time.Time) (map[string]loadwa
 	out := make(map[string]loadwatcher.NodeLoad, len(updated))
 	for node, ts := range updated {
 		sec, frac := math.Modf(ts)
-		out[node] = loadwatcher.NodeLoad{Updated: time.Unix(int64(sec), int64(frac*1e9)), Metrics: map[string][]watcher.Metric{}}
+		out[node] = loadwatcher.NodeLoad{Updated: time.Unix(int64(sec), int64(frac*1e9)), Windows: map[string]loadwatcher.WindowLoad{}}
 	}
 	for _, res := range []promResource{{watcher.CPU, p.CPUMetric}, {watcher.Memory, p.MemoryMetric}} {
 		latest, err := p.vector(ctx, fmt.Sprintf("avg by (%s) (%s)", p.NodeLabel, res.metric), now)
@@ -79,16 +79,21 @@ func (p *Prometheus) Poll(ctx context.Context, now time.Time) (map[string]loadwa
 				return nil, err
 			}
 			for node, l := range out {
-				// Same order as the agent source (Latest, AVG, STD); see MetricsFromReport.
+				wl := l.Windows[w]
+				u := &wl.CPU
+				if res.typ == watcher.Memory {
+					u = &wl.Memory
+				}
 				if v, ok := p.pct(latest, node); ok {
-					l.Metrics[w] = append(l.Metrics[w], watcher.Metric{Name: res.metric, Type: res.typ, Operator: watcher.Latest, Value: v})
+					u.Latest, u.Has = v, u.Has|loadwatcher.HasLatest
 				}
 				if v, ok := p.pct(avg, node); ok {
-					l.Metrics[w] = append(l.Metrics[w], watcher.Metric{Name: res.metric, Type: res.typ, Operator: watcher.Average, Rollup: w, Value: v})
+					u.Avg, u.Has = v, u.Has|loadwatcher.HasAvg
 				}
 				if v, ok := p.pct(std, node); ok {
-					l.Metrics[w] = append(l.Metrics[w], watcher.Metric{Name: res.metric, Type: res.typ, Operator: watcher.Std, Rollup: w, Value: v})
+					u.Std, u.Has = v, u.Has|loadwatcher.HasStd
 				}
+				l.Windows[w] = wl
 			}
 		}
 	}

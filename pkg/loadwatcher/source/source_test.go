@@ -21,13 +21,24 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
+
+	"github.com/berth-sched/berth/pkg/loadwatcher"
 )
 
-func value(ms []watcher.Metric, typ, op string) (float64, bool) {
-	for _, m := range ms {
-		if m.Type == typ && m.Operator == op {
-			return m.Value, true
-		}
+// value reads one number of a window by upstream type and operator; ok says the source
+// measured it.
+func value(wl loadwatcher.WindowLoad, typ, op string) (float64, bool) {
+	u := wl.CPU
+	if typ == watcher.Memory {
+		u = wl.Memory
+	}
+	switch op {
+	case watcher.Latest:
+		return u.Latest, u.Has&loadwatcher.HasLatest != 0
+	case watcher.Average:
+		return u.Avg, u.Has&loadwatcher.HasAvg != 0
+	case watcher.Std:
+		return u.Std, u.Has&loadwatcher.HasStd != 0
 	}
 	return 0, false
 }
@@ -110,7 +121,7 @@ func TestPrometheusSource(t *testing.T) {
 		t.Fatalf("node-1 updated %v", n1.Updated)
 	}
 	for w, off := range map[string]float64{"5m": 1, "10m": 2, "15m": 3} {
-		ms := n1.Metrics[w]
+		ms := n1.Windows[w]
 		checks := []struct {
 			typ, op string
 			want    float64
@@ -122,7 +133,7 @@ func TestPrometheusSource(t *testing.T) {
 			}
 		}
 	}
-	if v, ok := value(loads["node-2"].Metrics["15m"], watcher.CPU, watcher.Average); !ok || v != 200 {
+	if v, ok := value(loads["node-2"].Windows["15m"], watcher.CPU, watcher.Average); !ok || v != 200 {
 		t.Fatalf("node-2 CPU AVG 200 %% passed on as %v,%v; the server clamps it (TestPollClampsOutOfRange)", v, ok)
 	}
 	if len(fp.queries) != 1+2*(1+2*3) {
@@ -132,7 +143,7 @@ func TestPrometheusSource(t *testing.T) {
 	// A ratio series (kube-prometheus recording rules) is scaled to percent.
 	p.Scale = 0.5
 	loads, _ = p.Poll(context.Background(), time.Unix(1700000000, 0))
-	if v, _ := value(loads["node-1"].Metrics["15m"], watcher.CPU, watcher.Average); v != 6.5 {
+	if v, _ := value(loads["node-1"].Windows["15m"], watcher.CPU, watcher.Average); v != 6.5 {
 		t.Fatalf("scaled AVG %v, want 6.5", v)
 	}
 
@@ -166,7 +177,7 @@ func TestMetricsServerSource(t *testing.T) {
 		}
 		return 2000, 4 << 30, true
 	}}
-	poll := func() map[string][]watcher.Metric {
+	poll := func() map[string]loadwatcher.WindowLoad {
 		t.Helper()
 		loads, err := ms.Poll(context.Background(), now)
 		if err != nil {
@@ -178,7 +189,7 @@ func TestMetricsServerSource(t *testing.T) {
 		if got := loads["node-1"].Updated; !got.Equal(now.Add(-10 * time.Second)) {
 			t.Fatalf("updated %v, want the NodeMetrics timestamp", got)
 		}
-		return loads["node-1"].Metrics
+		return loads["node-1"].Windows
 	}
 	m := poll()
 	if v, _ := value(m["15m"], watcher.CPU, watcher.Latest); v != 25 {

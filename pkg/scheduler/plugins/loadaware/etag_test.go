@@ -51,7 +51,7 @@ func TestRefreshUsesETag(t *testing.T) {
 	put := func(cpu float64) {
 		r := loadapi.Report{Node: "n1", Time: time.Now().Unix(), Latest: loadapi.Latest{CPU: cpu, Memory: 10},
 			Windows: []loadapi.WindowReport{{Window: "15m", Samples: 10, CPU: loadapi.ResourceStats{Avg: cpu}, Memory: loadapi.ResourceStats{Avg: 10}}}}
-		store.Put("n1", loadwatcher.NodeLoad{Updated: time.Unix(r.Time, 0), Metrics: loadwatcher.MetricsFromReport(&r)})
+		store.Put("n1", loadwatcher.NodeLoad{Updated: time.Unix(r.Time, 0), Windows: loadwatcher.WindowsFromReport(&r)})
 	}
 	put(30)
 	rec := &statusRecorder{h: loadwatcher.NewServer(store).Handler()}
