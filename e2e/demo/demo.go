@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -24,6 +25,24 @@ type Env struct {
 	// BerthPort is the secure port of the demo's berth-scheduler (profile berth-scheduler,
 	// decision records on by default); 0 when unknown.
 	BerthPort int
+	// Tamper, when set, rewrites the configuration of each scenario's own scheduler (by process
+	// name) before it starts. Tests only: it proves a wrong outcome fails its scenario by name.
+	Tamper func(scheduler, config string) string
+}
+
+// Run runs the scenarios whose name contains only (all when empty) in order, printing each
+// one's heading, and stops at the first that fails, naming it.
+func Run(ctx context.Context, env *Env, only string) error {
+	for i, s := range Scenarios() {
+		if !strings.Contains(s.Name, only) {
+			continue
+		}
+		fmt.Fprintf(env.Out, "\n== %d. %s\n", i+1, s.Name)
+		if err := s.Run(ctx, env); err != nil {
+			return fmt.Errorf("scenario %q: %w", s.Name, err)
+		}
+	}
+	return nil
 }
 
 // Scenario is one demonstration.

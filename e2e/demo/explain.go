@@ -15,7 +15,10 @@ import (
 // startRecording starts a scenario's scheduler (name) on c with decision records on in every
 // profile of config, so the scenario prints the scores the running scheduler used, and a
 // client reading them. The caller stops the scheduler.
-func startRecording(ctx context.Context, c *cluster.Cluster, name, config string) (*cluster.SchedulerProcess, *framework.ExplainClient, error) {
+func startRecording(ctx context.Context, env *Env, c *cluster.Cluster, name, config string) (*cluster.SchedulerProcess, *framework.ExplainClient, error) {
+	if env.Tamper != nil {
+		config = env.Tamper(name, config)
+	}
 	cfg, err := framework.WithDecisionRecord(config, nil)
 	if err != nil {
 		return nil, nil, err

@@ -68,7 +68,7 @@ func imageLocalityDemo(ctx context.Context, env *Env) error {
 			}
 		}
 	}
-	sched, ec, err := startRecording(ctx, env.Cluster, "berth-scheduler-imagelocality",
+	sched, ec, err := startRecording(ctx, env, env.Cluster, "berth-scheduler-imagelocality",
 		framework.SchedulerConfig(framework.NodeImageLocalityProfile(schedulerName, 100, true, "{}")))
 	if err != nil {
 		return err

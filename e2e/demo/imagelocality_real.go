@@ -142,7 +142,7 @@ func imageLocalityRealDemo(ctx context.Context, env *Env, rns []*cluster.RealNod
 			return err
 		}
 	}
-	sched, ec, err := startRecording(ctx, c, "berth-scheduler-imagelocality",
+	sched, ec, err := startRecording(ctx, env, c, "berth-scheduler-imagelocality",
 		framework.SchedulerConfig(framework.NodeImageLocalityProfile(schedulerName, 100, true, "{}")))
 	if err != nil {
 		return err

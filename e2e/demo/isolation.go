@@ -50,7 +50,7 @@ func isolationDemo(ctx context.Context, env *Env) error {
 		}
 		defer remove()
 	}
-	sched, ec, err := startRecording(ctx, env.Cluster, "berth-scheduler-isolation", framework.SchedulerConfig(profiles))
+	sched, ec, err := startRecording(ctx, env, env.Cluster, "berth-scheduler-isolation", framework.SchedulerConfig(profiles))
 	if err != nil {
 		return err
 	}

@@ -3,11 +3,14 @@ package demo
 import (
 	"context"
 	"fmt"
+	"math"
+	"io"
 	"time"
 
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
 	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
+	"github.com/berth-sched/berth/pkg/decisionapi"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/targetloadpacking"
 )
 
@@ -40,7 +43,7 @@ func loadAware(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	sched, ec, err := startRecording(ctx, env.Cluster, schedulerName, stack.TLPConfig(schedulerName, st.Watcher.URL, target, 60, 1))
+	sched, ec, err := startRecording(ctx, env, env.Cluster, schedulerName, stack.TLPConfig(schedulerName, st.Watcher.URL, target, 60, 1))
 	if err != nil {
 		return err
 	}
@@ -80,11 +83,59 @@ func loadAware(ctx context.Context, env *Env) error {
 		if err != nil {
 			return err
 		}
-		if _, err := printDecision(ctx, env, ec, ns, pc.name, targetloadpacking.Name); err != nil {
+		rec, err := printDecision(ctx, env, ec, ns, pc.name, targetloadpacking.Name)
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Out, "pod %s/%s (cpu %s, scheduler %s) → %s\n", ns, pods[0].Name, pc.cpu, schedulerName, pods[0].Spec.NodeName)
+		if pc.cpu == "0" {
+			if err := checkSeed001(env.Out, rec, loads, target); err != nil {
+				return err
+			}
+		}
 	}
-	fmt.Fprintln(env.Out, "(seed 001 by hand: 25 % → 77.5, 50 % → 33.3, 10 % → 55; the plugin rounds half up)")
 	return nil
+}
+
+// checkSeed001 holds the running scheduler's record of the seed's empty pod to seed 001: each
+// node's TargetLoadPacking score is the upstream formula on the node's measured CPU (u ≤ t:
+// (100−t)·u/t + t; else t·(100−u)/(100−t), rounded half up: 25 % → 78, 50 % → 33, 10 % → 55 at
+// t = 40), and the pod went to the best-scored node.
+func checkSeed001(out io.Writer, rec decisionapi.Record, loads []stack.NodeLoad, target float64) error {
+	best, bestScore := "", int64(-1)
+	for _, n := range loads {
+		want := seed001Score(n.CPU, target)
+		var got *decisionapi.NodeRecord
+		for i := range rec.Nodes {
+			if rec.Nodes[i].Node == n.Name {
+				got = &rec.Nodes[i]
+			}
+		}
+		if got == nil {
+			return fmt.Errorf("seed 001: the decision record has no entry for %s", n.Name)
+		}
+		s, ok := got.Score(targetloadpacking.Name)
+		if !ok || s.Raw != want {
+			return fmt.Errorf("seed 001: %s at %.0f %% CPU scored %d by TargetLoadPacking (recorded: %v), the seed's formula gives %d", n.Name, n.CPU, s.Raw, ok, want)
+		}
+		if want > bestScore {
+			best, bestScore = n.Name, want
+		}
+	}
+	if rec.Chosen != best {
+		return fmt.Errorf("seed 001: the pod went to %s, the seed's best-scored node is %s (%d)", rec.Chosen, best, bestScore)
+	}
+	fmt.Fprintf(out, "checked: seed 001's scores and node order (%s first)\n", best)
+	return nil
+}
+
+// seed001Score is seed 001's TargetLoadPacking score of a node at u % CPU for target t %.
+func seed001Score(u, t float64) int64 {
+	var s float64
+	if u <= t {
+		s = (100-t)*u/t + t
+	} else {
+		s = t * (100 - u) / (100 - t)
+	}
+	return int64(math.Floor(s + 0.5))
 }

@@ -128,7 +128,7 @@ func syschedDemo(ctx context.Context, env *Env) error {
 		perDaemonNode[p.Spec.NodeName]++
 	}
 	fmt.Fprintf(env.Out, "DaemonSet pods Running beside the seed's pods (node-agent with RuntimeDefault, log-shipper unconfined): %v\n", perDaemonNode)
-	sched, ec, err := startRecording(ctx, env.Cluster, "berth-scheduler-sysched", syschedDemoConfig)
+	sched, ec, err := startRecording(ctx, env, env.Cluster, "berth-scheduler-sysched", syschedDemoConfig)
 	if err != nil {
 		return err
 	}

@@ -149,14 +149,8 @@ func runDemo(ctx context.Context, realNode bool, count int, only string, logf fu
 		return err
 	}
 	env := &demo.Env{Cluster: c, Client: c.Client, Out: os.Stdout, BerthPort: berth.Port}
-	for i, s := range demo.Scenarios() {
-		if !strings.Contains(s.Name, only) {
-			continue
-		}
-		fmt.Printf("\n== %d. %s\n", i+1, s.Name)
-		if err := s.Run(ctx, env); err != nil {
-			return fmt.Errorf("scenario %q: %w", s.Name, err)
-		}
+	if err := demo.Run(ctx, env, only); err != nil {
+		return err
 	}
 	fmt.Printf("\nDemo finished in %s.\n", time.Since(start).Round(time.Second))
 	return nil
