@@ -3,8 +3,8 @@ package demo
 import (
 	"context"
 	"fmt"
-	"math"
 	"io"
+	"math"
 	"time"
 
 	"github.com/berth-sched/berth/e2e/cluster"
