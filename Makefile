@@ -238,7 +238,7 @@ bench-scale: tools build
 lint-chart: $(BIN)/helm
 	$(BIN)/helm lint --strict charts/berth
 
-## bench-exs: total cluster ExS of a mixed workload, SySched vs the default plugins
+## bench-exs: workload ExS (KEP-399's ExS over the workload's pods, DaemonSet pods excluded), SySched vs the default plugins
 bench-exs: tools build
 	$(GO) run ./e2e/bench/exs/cmd/exsbench -nodes 20 -pods 200 -profiles 10 -v
 
