@@ -1,9 +1,11 @@
 package webhook
 
 import (
+	"flag"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -165,6 +167,42 @@ func TestMutateMarkerRefusals(t *testing.T) {
 			c.AutoscalerMarker = false
 			if _, err := c.Mutate(pod(tc.labels, tc.mod)); err != nil && strings.Contains(err.Error(), "marker") {
 				t.Fatalf("marker off, still refused: %v", err)
+			}
+		})
+	}
+}
+
+// TestMarkerFlags: --isolation-autoscaler-marker defaults on, the writer runs only with the
+// webhook, and a negative grace stops the operator naming the flag.
+func TestMarkerFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		on      bool
+		grace   time.Duration
+		wantErr string
+	}{
+		{args: []string{"--isolation-webhook", "--isolation-webhook-secret=ns/s"}, on: true, grace: 2 * time.Minute},
+		{args: []string{"--isolation-webhook", "--isolation-webhook-secret=ns/s", "--isolation-marker-empty-grace=10s"}, on: true, grace: 10 * time.Second},
+		{args: []string{"--isolation-webhook", "--isolation-webhook-secret=ns/s", "--isolation-autoscaler-marker=false"}},
+		{args: []string{"--isolation-webhook-secret=ns/s"}},
+		{args: []string{"--isolation-webhook", "--isolation-webhook-secret=ns/s", "--isolation-marker-empty-grace=-1s"},
+			wantErr: "--isolation-marker-empty-grace -1s: must not be negative"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			fs := flag.NewFlagSet("operator", flag.ContinueOnError)
+			f := BindFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			on, c, grace, err := f.Marker()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || f.Check() == nil {
+					t.Fatalf("Marker: %v, want %q (and Check failing)", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || on != tc.on || grace != tc.grace || (on && !c.AutoscalerMarker) {
+				t.Fatalf("Marker: on %v grace %s config marker %v err %v; want on %v grace %s", on, grace, c.AutoscalerMarker, err, tc.on, tc.grace)
 			}
 		})
 	}
