@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -124,6 +125,9 @@ func imageLocalityDemo(ctx context.Context, env *Env) error {
 	}
 	fmt.Fprintf(env.Out, "busybox pods on a node that holds busybox: %s %d/%d, default-scheduler %d/%d\n",
 		schedulerName, onHolder[schedulerName], pods, onHolder["default-scheduler"], pods)
+	if err := checkSeed004(env.Out, schedulerName, onHolder[schedulerName], pods); err != nil {
+		return err
+	}
 
 	if rn := env.Cluster.RealNode(); rn != nil {
 		obj, err := dyn.Resource(framework.NodeImagesGVR).Get(ctx, rn.NodeName, metav1.GetOptions{})
@@ -207,4 +211,14 @@ func placeInTurn(ctx context.Context, env *Env, ec *framework.ExplainClient, ns,
 		}
 	}
 	return rows, nil
+}
+
+// checkSeed004 holds a run to seed 004's promise: every pod berth-scheduler placed is on a node
+// that holds its image (the stock scheduler's count is printed for comparison, not promised).
+func checkSeed004(out io.Writer, scheduler string, onHolder, pods int) error {
+	if onHolder != pods {
+		return fmt.Errorf("seed 004: %s put %d of %d pods on a node holding their image, want all %d", scheduler, onHolder, pods, pods)
+	}
+	fmt.Fprintf(out, "checked: seed 004, %d/%d of %s's pods on a node holding the image\n", onHolder, pods, scheduler)
+	return nil
 }

@@ -193,6 +193,9 @@ func imageLocalityRealDemo(ctx context.Context, env *Env, rns []*cluster.RealNod
 	}
 	fmt.Fprintf(env.Out, "pods on a node that holds %s: %s %d/%d, default-scheduler %d/%d\n",
 		seed004Ref, schedulerName, onHolder[schedulerName], pods, onHolder["default-scheduler"], pods)
+	if err := checkSeed004(env.Out, schedulerName, onHolder[schedulerName], pods); err != nil {
+		return err
+	}
 	// The demo's pods go: the real nodes run the next scenarios.
 	return env.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)},
 		metav1.ListOptions{LabelSelector: "app=seed004-sleep"})

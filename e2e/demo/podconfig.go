@@ -209,6 +209,10 @@ func podConfigDemo(ctx context.Context, env *Env) error {
 			return fmt.Errorf("%s -> %s over %s: %w", t.from, t.to, t.att, err)
 		}
 		fmt.Fprintf(env.Out, "  %s -> %s over %s (%s): %s answered, saw the sender as %s\n", t.from, t.to, t.att, t.proto, rep.Server, rep.SeenFrom)
+		// The packet crossed the attachment: the receiver saw the sender's address on it.
+		if host, _, err := net.SplitHostPort(rep.SeenFrom); err != nil || host != addr(t.from, t.att) {
+			return fmt.Errorf("PodConfig traffic: %s -> %s over %s was seen from %q, not %s's %s address %s", t.from, t.to, t.att, rep.SeenFrom, t.from, t.att, addr(t.from, t.att))
+		}
 	}
 	// Berth's links are the ones carrying its mark (netlink group 4877), with their aliases.
 	links := func() string {
@@ -264,5 +268,9 @@ func podConfigDemo(ctx context.Context, env *Env) error {
 		return err
 	}
 	fmt.Fprintf(env.Out, "PodNetworks deleted: %d PodNetworks and %d IPAllocations left\n", len(pnets.Items), len(pools.Items))
+	if len(pnets.Items)+len(pools.Items) != 0 {
+		return fmt.Errorf("PodConfig: %d PodNetworks and %d IPAllocations left after the networks were withdrawn", len(pnets.Items), len(pools.Items))
+	}
+	fmt.Fprintln(env.Out, "checked: traffic over both networks from the senders' own addresses; links, networks and allocations gone")
 	return nil
 }

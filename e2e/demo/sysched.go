@@ -200,8 +200,12 @@ func syschedDemo(ctx context.Context, env *Env) error {
 	for _, r := range rows {
 		byApp[strings.SplitN(r.pod, "-", 2)[0]] = r.node
 	}
-	ok := byApp["nginx1"] == byApp["nginx2"] && byApp["redis1"] == byApp["memcached1"] && byApp["nginx1"] != byApp["redis1"]
-	fmt.Fprintf(env.Out, "nginx1+nginx2 on one node, redis1+memcached1 on the other: %v\n", ok)
+	// Seed 000's promise, in its deployment order: the two nginx pods share a node, redis and
+	// memcached the other.
+	if !(byApp["nginx1"] == byApp["nginx2"] && byApp["redis1"] == byApp["memcached1"] && byApp["nginx1"] != byApp["redis1"]) {
+		return fmt.Errorf("seed 000: want nginx1+nginx2 on one node and redis1+memcached1 on the other, got %v", byApp)
+	}
+	fmt.Fprintln(env.Out, "checked: seed 000's grouping, nginx1+nginx2 on one node, redis1+memcached1 on the other")
 	return nil
 }
 
