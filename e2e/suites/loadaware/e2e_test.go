@@ -71,6 +71,15 @@ func TestEndToEnd(t *testing.T) {
 	names := []string{loads[0].Name, loads[1].Name, loads[2].Name}
 	probeCPU := resource.MustParse("100m")
 
+	t.Run("the real watcher serves Berth's typed form and the upstream document alike", func(t *testing.T) {
+		if _, err := stack.WaitFresh(ctx, st.Watcher.URL, names, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := sameLoad(ctx, st.Watcher.URL, names); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("a pod lands where the TargetLoadPacking formula says", func(t *testing.T) {
 		r, err := stack.WaitFresh(ctx, st.Watcher.URL, names, 30*time.Second)
 		if err != nil {
