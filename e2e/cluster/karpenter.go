@@ -145,8 +145,8 @@ func (c *Cluster) StartKarpenter(ctx context.Context, o KarpenterOptions) (*Proc
 	return p, nil
 }
 
-// StopKarpenter deletes every NodeClaim (Karpenter drains and deletes their nodes), waits until
-// none and no node of a NodePool is left, then ends Karpenter. A cluster without Karpenter
+// StopKarpenter deletes every NodePool and NodeClaim (Karpenter drains and deletes their nodes),
+// waits until none and no node of a NodePool is left, then ends Karpenter. A cluster without Karpenter
 // returns nil. Whatever does not go within the teardown timeout is removed by force (its
 // finalizers dropped) and named in the error.
 func (c *Cluster) StopKarpenter(ctx context.Context) error {
@@ -174,9 +174,20 @@ func (c *Cluster) removeKarpenterNodes(ctx context.Context, timeout time.Duratio
 	if err != nil {
 		return err
 	}
+	// NodePools first: while one exists, Karpenter makes a new NodeClaim for every pod still
+	// pending (a test's stranded pods), and the teardown would chase them.
+	if err := dyn.Resource(NodePoolGVR).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting NodePools: %w", err)
+	}
 	claims := dyn.Resource(NodeClaimGVR)
-	if err := claims.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting NodeClaims: %w", err)
+	deleteClaims := func(ctx context.Context) error {
+		if err := claims.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting NodeClaims: %w", err)
+		}
+		return nil
+	}
+	if err := deleteClaims(ctx); err != nil {
+		return err
 	}
 	left := func(ctx context.Context) (claimNames, nodeNames []string, err error) {
 		l, err := claims.List(ctx, metav1.ListOptions{})
@@ -204,6 +215,10 @@ func (c *Cluster) removeKarpenterNodes(ctx context.Context, timeout time.Duratio
 			return false, nil
 		}
 		lastClaims, lastNodes = cl, nl
+		if len(cl) > 0 {
+			// One Karpenter made while its NodePool was going is deleted too.
+			_ = deleteClaims(ctx)
+		}
 		return len(cl) == 0 && len(nl) == 0, nil
 	})
 	if werr == nil {

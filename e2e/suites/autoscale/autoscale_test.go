@@ -379,3 +379,41 @@ func sortedKeys(m map[string]bool) []string {
 	sort.Strings(out)
 	return out
 }
+
+// strandWait is how long the control case watches classes wait for a node that never comes.
+const strandWait = 45 * time.Second
+
+// TestAutoscaleBerthModeWithoutMarkerStrandsClasses is the control the marker answers (the
+// issue's report): mode berth without the marker gives Karpenter nothing that tells classes
+// apart, so it packs them onto shared NodeClaims that InstanceIsolation then refuses to
+// share, and classes stay Pending with fewer NodeClaims than classes.
+func TestAutoscaleBerthModeWithoutMarkerStrandsClasses(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	e := start(ctx, t, "berth", false)
+	e.createClasses(ctx, t)
+	time.Sleep(strandWait)
+	p, err := e.read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := 0
+	for _, pod := range p.pods {
+		if pod.Spec.NodeName == "" {
+			pending++
+		}
+	}
+	claims, err := framework.NodeClaims(ctx, e.dyn, nodePool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("without the marker, after %s: %d NodeClaims for %d classes, %d of %d pods unplaced", strandWait, len(claims), classes, pending, len(p.pods))
+	if pending == 0 || len(claims) >= classes {
+		t.Errorf("want classes stranded without the marker (fewer NodeClaims than classes, pods Pending); got %d NodeClaims, %d pending", len(claims), pending)
+	}
+	for node, cls := range p.classes {
+		if len(cls) > 1 {
+			t.Errorf("node %s holds classes %v: InstanceIsolation let two classes share it", node, sortedKeys(cls))
+		}
+	}
+}
