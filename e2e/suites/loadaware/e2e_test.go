@@ -14,7 +14,7 @@ import (
 
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
-	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
+	"github.com/berth-sched/berth/e2e/stack"
 	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/targetloadpacking"
 )
@@ -77,6 +77,11 @@ func TestEndToEnd(t *testing.T) {
 		}
 		if err := sameLoad(ctx, st.Watcher.URL, names); err != nil {
 			t.Fatal(err)
+		}
+		// And the real scheduler reads that form, never falling back to the upstream one.
+		page := metrics()
+		if typed, upstream := documents(page, "TargetLoadPacking", "typed"), documents(page, "TargetLoadPacking", "upstream"); typed == 0 || upstream != 0 {
+			t.Fatalf("berth-scheduler read %v typed and %v upstream documents, want only typed", typed, upstream)
 		}
 	})
 

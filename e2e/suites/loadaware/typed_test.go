@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strconv"
+	"strings"
 
-	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
+	"github.com/berth-sched/berth/e2e/stack"
 	"github.com/berth-sched/berth/pkg/loadapi"
 )
 
@@ -64,4 +66,18 @@ func sameLoad(ctx context.Context, url string, nodes []string) error {
 		}
 	}
 	return nil
+}
+
+// documents reads berth_loadaware_watcher_documents_total of plugin and form from a scheduler's
+// /metrics page.
+func documents(page, plugin, form string) float64 {
+	for _, l := range strings.Split(page, "\n") {
+		if strings.HasPrefix(l, "berth_loadaware_watcher_documents_total{") &&
+			strings.Contains(l, `plugin="`+plugin+`"`) && strings.Contains(l, `form="`+form+`"`) {
+			f := strings.Fields(l)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			return v
+		}
+	}
+	return 0
 }

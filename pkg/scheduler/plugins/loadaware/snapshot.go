@@ -107,7 +107,16 @@ type Snapshot struct {
 	// PerPod says whether any node came with per-pod usage; without, placed pods' estimates
 	// fade by time alone.
 	PerPod bool
+	// Form is the form the watcher answered in: FormTyped or FormUpstream ("" when built by
+	// hand, as in tests).
+	Form string
 }
+
+// The forms of a watcher answer (the form label of berth_loadaware_watcher_documents_total).
+const (
+	FormTyped    = "typed"
+	FormUpstream = "upstream"
+)
 
 // listsPods says whether any node's pod list names a pod (nil-safe).
 func (s *Snapshot) listsPods() bool {

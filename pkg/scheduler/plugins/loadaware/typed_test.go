@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paypal/load-watcher/pkg/watcher"
+	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/berth-sched/berth/pkg/loadapi"
 	lat "github.com/berth-sched/berth/pkg/scheduler/plugins/loadaware/loadawaretest"
@@ -101,14 +102,19 @@ func TestEngineReadsTypedFormAndFallsBack(t *testing.T) {
 		name  string
 		serve func()
 		want  ResourceData
+		form  string
 	}{
-		{"typed watcher", func() { w.SetBoth(load, doc) }, ResourceData{30, 2, true}},
-		{"upstream-only watcher", func() { w.Set(doc) }, ResourceData{70, 9, true}},
-		{"typed again", func() { w.SetBoth(load, doc) }, ResourceData{30, 2, true}},
+		{"typed watcher", func() { w.SetBoth(load, doc) }, ResourceData{30, 2, true}, FormTyped},
+		{"upstream-only watcher", func() { w.Set(doc) }, ResourceData{70, 9, true}, FormUpstream},
+		{"typed again", func() { w.SetBoth(load, doc) }, ResourceData{30, 2, true}, FormTyped},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.serve()
+			forms := map[string]float64{}
+			for _, f := range []string{FormTyped, FormUpstream} {
+				forms[f], _ = testutil.GetCounterMetricValue(documentForms.WithLabelValues("Test", f))
+			}
 			if err := e.Watcher.Refresh(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -117,6 +123,12 @@ func TestEngineReadsTypedFormAndFallsBack(t *testing.T) {
 			}
 			if v := e.Node("n"); v.Freshness != Fresh || v.Metrics.CPU != tc.want {
 				t.Errorf("node %v %+v, want fresh %+v", v.Freshness, v.Metrics.CPU, tc.want)
+			}
+			if got := e.Watcher.Snapshot().Form; got != tc.form {
+				t.Errorf("snapshot form %q, want %q", got, tc.form)
+			}
+			if after, _ := testutil.GetCounterMetricValue(documentForms.WithLabelValues("Test", tc.form)); after != forms[tc.form]+1 {
+				t.Errorf("watcher_documents_total{form=%q} %v → %v, want one more", tc.form, forms[tc.form], after)
 			}
 		})
 	}

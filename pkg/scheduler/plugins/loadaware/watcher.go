@@ -54,6 +54,12 @@ var (
 		Help:           "Seconds since the last successful load watcher fetch (since start before the first), by plugin; updated every refresh.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"plugin"})
+	documentForms = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "berth_loadaware",
+		Name:           "watcher_documents_total",
+		Help:           "Load watcher documents read (200 answers), by plugin and form: typed (Berth's load form) or upstream (the watcher does not serve the typed form: upstream load-watcher, or an older Berth watcher).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"plugin", "form"})
 	annotationsIgnored = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      "berth_loadaware",
 		Name:           "estimate_annotations_ignored_total",
@@ -65,7 +71,7 @@ var (
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(fetchTotal, snapshotAge, outOfRange, refreshErrors, snapshotAgeSeconds, annotationsIgnored)
+		legacyregistry.MustRegister(fetchTotal, snapshotAge, outOfRange, refreshErrors, snapshotAgeSeconds, annotationsIgnored, documentForms)
 	})
 }
 
@@ -227,6 +233,7 @@ func (w *Watcher) Refresh(ctx context.Context) error {
 	if s.OutOfRange > 0 {
 		outOfRange.WithLabelValues(w.plugin).Add(float64(s.OutOfRange))
 	}
+	documentForms.WithLabelValues(w.plugin, s.Form).Inc()
 	if w.install != nil {
 		w.install(s, func() { w.snap.Store(s) })
 	} else {
@@ -301,7 +308,9 @@ func (w *Watcher) decode(resp *http.Response) (*Snapshot, error) {
 		if doc.Timestamp == 0 && len(doc.Nodes) == 0 {
 			return nil, empty
 		}
-		return NewLoadSnapshot(&doc, fetched, serverNow), nil
+		s := NewLoadSnapshot(&doc, fetched, serverNow)
+		s.Form = FormTyped
+		return s, nil
 	}
 	var doc loadapi.Response
 	if err := body.Decode(&doc); err != nil {
@@ -311,5 +320,7 @@ func (w *Watcher) decode(resp *http.Response) (*Snapshot, error) {
 	if doc.Timestamp == 0 && doc.Window.End == 0 && len(doc.Data.NodeMetricsMap) == 0 && len(doc.Nodes) == 0 {
 		return nil, empty
 	}
-	return newUpstreamSnapshot(&doc, fetched, serverNow, w.upstreamCPU), nil
+	s := newUpstreamSnapshot(&doc, fetched, serverNow, w.upstreamCPU)
+	s.Form = FormUpstream
+	return s, nil
 }
