@@ -9,7 +9,7 @@ import (
 
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
-	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
+	"github.com/berth-sched/berth/e2e/stack"
 	"github.com/berth-sched/berth/pkg/decisionapi"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/targetloadpacking"
 )

@@ -29,7 +29,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/berth-sched/berth/e2e/cluster"
-	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
+	"github.com/berth-sched/berth/e2e/stack"
 	"github.com/berth-sched/berth/pkg/agent"
 	"github.com/berth-sched/berth/pkg/agent/load/fixture"
 )

@@ -2,7 +2,7 @@
 // account and RBAC, one fake agent pod per simulated node (KWOK runs it), a pod-bound token per
 // agent minted with the TokenRequest API, one berth-agent process per node reading a fixture
 // /proc, and berth-loadwatcher with a least-privilege client-certificate identity. The
-// end-to-end suite and the demo share it.
+// end-to-end suites, the demo and the benches share it.
 package stack
 
 import (

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/berth-sched/berth/e2e/cluster"
-	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
+	"github.com/berth-sched/berth/e2e/stack"
 )
 
 // TestSkewedAgentClock: an agent run whose clock was 50 s ahead (within the watcher's allowed

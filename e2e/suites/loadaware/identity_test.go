@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/berth-sched/berth/e2e/cluster"
-	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
+	"github.com/berth-sched/berth/e2e/stack"
 	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/berth-sched/berth/pkg/loadwatcher"
 )

@@ -15,7 +15,7 @@ import (
 
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
-	"github.com/berth-sched/berth/e2e/suites/loadaware/stack"
+	"github.com/berth-sched/berth/e2e/stack"
 )
 
 // TestPrometheusSource runs a real Prometheus (Debian's package) scraping two real agents'
