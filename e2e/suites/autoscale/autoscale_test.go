@@ -9,15 +9,18 @@ package autoscale
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"sigs.k8s.io/yaml"
@@ -26,6 +29,7 @@ import (
 	"github.com/berth-sched/berth/e2e/chart"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/berthctl"
 	"github.com/berth-sched/berth/pkg/isolation/classmarker"
 )
 
@@ -69,6 +73,8 @@ isolation: {enabled: true, mode: %s, failurePolicy: Fail, extraPoolBinders: [ber
 type env struct {
 	c   *cluster.Cluster
 	dyn dynamic.Interface
+	// operator is the chart's operator Deployment as rendered.
+	operator *appsv1.Deployment
 }
 
 // start brings up the cluster, Karpenter with the isolation pool's NodePool, berth-scheduler
@@ -103,7 +109,14 @@ func start(ctx context.Context, t *testing.T, mode string, marker bool) *env {
 		corev1.NodeSelectorRequirement{Key: "ipp", Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}},
 		corev1.Taint{Key: "ipp", Value: "true", Effect: corev1.TaintEffectNoSchedule}, consolidateAfter)
 	dyn := framework.StartKarpenter(ctx, t, c, pool)
-	e := &env{c: c, dyn: dyn}
+	e := &env{c: c, dyn: dyn, operator: &appsv1.Deployment{}}
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" && o.GetName() == "berth-operator" {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, e.operator); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	e.waitWebhook(ctx, t)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -266,6 +279,52 @@ func TestAutoscaleBothMode(t *testing.T) {
 		if pod.Spec.Affinity == nil || pod.Spec.Affinity.PodAntiAffinity == nil {
 			t.Errorf("pod %s has no anti-affinity term in mode both", pod.Name)
 			break
+		}
+	}
+	e.checkStatusNamesNodePools(ctx, t)
+}
+
+// checkStatusNamesNodePools runs kubectl berth status' collection against the real API server,
+// with the chart's operator Deployment (scaled to 0: only its arguments are read) and two more
+// NodePools: one without the pool's taint (fails, naming the taint) and a plain autoscaled
+// pool (listed as another pool). The suite's own pool is ok.
+func (e *env) checkStatusNamesNodePools(ctx context.Context, t *testing.T) {
+	t.Helper()
+	d := e.operator
+	d.Spec.Replicas = new(int32)
+	if _, err := e.c.Client.AppsV1().Deployments(relNS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	noTaint := cluster.IsolationNodePool("no-taint",
+		corev1.NodeSelectorRequirement{Key: "ipp", Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}, corev1.Taint{}, consolidateAfter)
+	noTaint.Taints, noTaint.CPULimit = nil, "0" // CPU limit 0: it never makes a node
+	plain := cluster.AutoscaledNodePool("plain", true, consolidateAfter)
+	plain.CPULimit = "0"
+	for _, s := range []cluster.NodePoolSpec{noTaint, plain} {
+		if _, err := e.dyn.Resource(cluster.NodePoolGVR).Create(ctx, cluster.NodePoolObject(s), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	view, err := berthctl.CollectStatus(ctx, berthctl.StatusInput{Client: e.c.Client, Dynamic: e.dyn, BerthNamespace: relNS, Now: time.Now(),
+		// why: only the nodepool lines are under test; the Lease and the watcher are not read.
+		LeaseErr: errors.New("not read here"), WatcherErr: errors.New("not read here")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]berthctl.Check{}
+	for _, c := range view.Checks {
+		if c.Area == "nodepool" {
+			got[c.Name] = c
+		}
+	}
+	for _, tc := range []struct{ pool, state, detail string }{
+		{nodePool, berthctl.OK, "makes isolation pool nodes"},
+		{"no-taint", berthctl.Fail, "lacks the taint ipp=true:NoSchedule"},
+		{"plain", berthctl.OK, "not for the isolation pool"},
+	} {
+		c, ok := got[tc.pool]
+		if !ok || c.State != tc.state || !strings.Contains(c.Detail, tc.detail) {
+			t.Errorf("kubectl berth status on NodePool %s: %+v, want %s %q (all nodepool checks: %+v)", tc.pool, c, tc.state, tc.detail, got)
 		}
 	}
 }
