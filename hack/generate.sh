@@ -8,3 +8,9 @@ mkdir -p bin
 cd api
 ../bin/controller-gen object paths=./...
 ../bin/controller-gen crd paths=./... output:crd:artifacts:config=crds
+# The chart follows the types: values.schema.json's scheduler.plugins (each plugin's args
+# schema is the CRD's) and templates/_plugins.tpl (the plugin table's rows) from the CRD just
+# generated; the CRD copy the chart ships too.
+cd ..
+cp api/crds/berth.dev_secondaryschedulers.yaml charts/berth/crds/
+(cd e2e && go run ./cmd/chartschema -chart ../charts/berth -crd ../api/crds/berth.dev_secondaryschedulers.yaml)

@@ -155,11 +155,11 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		{"replicas as string", `operator: {replicas: "2"}`, "/operator/replicas"},
 		{"threshold on gpu", `scheduler: {loadAware: {usageThresholds: {gpu: 80}}}`, "/scheduler/loadAware/usageThresholds"},
 		{"threshold over 100", `scheduler: {loadAware: {usageThresholds: {cpu: 150}}}`, "/scheduler/loadAware/usageThresholds/cpu"},
-		{"target utilisation 0", `scheduler: {plugins: {targetLoadPacking: {targetUtilization: 0}}}`, "/scheduler/plugins/targetLoadPacking/targetUtilization"},
-		{"negative variance margin", `scheduler: {plugins: {loadVariationRiskBalancing: {safeVarianceMargin: "-1"}}}`, "/scheduler/plugins/loadVariationRiskBalancing/safeVarianceMargin"},
-		{"TargetLoadPacking margin over 10", `scheduler: {plugins: {targetLoadPacking: {varianceMargin: "10.5"}}}`, "/scheduler/plugins/targetLoadPacking/varianceMargin"},
-		{"TargetLoadPacking margin not a decimal", `scheduler: {plugins: {targetLoadPacking: {varianceMargin: "1e1"}}}`, "/scheduler/plugins/targetLoadPacking/varianceMargin"},
-		{"TargetLoadPacking margin as a number", `scheduler: {plugins: {targetLoadPacking: {varianceMargin: 1}}}`, "/scheduler/plugins/targetLoadPacking/varianceMargin"},
+		{"target utilisation 0", `scheduler: {plugins: {targetLoadPacking: {args: {targetUtilization: 0}}}}`, "/scheduler/plugins/targetLoadPacking/args/targetUtilization"},
+		{"negative variance margin", `scheduler: {plugins: {loadVariationRiskBalancing: {args: {safeVarianceMargin: "-1"}}}}`, "/scheduler/plugins/loadVariationRiskBalancing/args/safeVarianceMargin"},
+		{"TargetLoadPacking margin over 10", `scheduler: {plugins: {targetLoadPacking: {args: {varianceMargin: "10.5"}}}}`, "/scheduler/plugins/targetLoadPacking/args/varianceMargin"},
+		{"TargetLoadPacking margin not a decimal", `scheduler: {plugins: {targetLoadPacking: {args: {varianceMargin: "1e1"}}}}`, "/scheduler/plugins/targetLoadPacking/args/varianceMargin"},
+		{"TargetLoadPacking margin as a number", `scheduler: {plugins: {targetLoadPacking: {args: {varianceMargin: 1}}}}`, "/scheduler/plugins/targetLoadPacking/args/varianceMargin"},
 		{"expired action", `scheduler: {loadAware: {expiredMetricsAction: Ignore}}`, "/scheduler/loadAware/expiredMetricsAction"},
 		{"neutral score 101", `scheduler: {loadAware: {neutralScore: 101}}`, "/scheduler/loadAware/neutralScore"},
 		{"log level", `scheduler: {logLevel: Loud}`, "/scheduler/logLevel"},
@@ -307,7 +307,7 @@ func TestDefaultCRValidatesLikeTheOperator(t *testing.T) {
 		}
 	})
 	t.Run("varianceMargin reaches TargetLoadPacking's args", func(t *testing.T) {
-		v := map[string]any{"scheduler": map[string]any{"plugins": map[string]any{"targetLoadPacking": map[string]any{"varianceMargin": "1.5"}}}}
+		v := map[string]any{"scheduler": map[string]any{"plugins": map[string]any{"targetLoadPacking": map[string]any{"args": map[string]any{"varianceMargin": "1.5"}}}}}
 		r, err := Render("berth", "berth-system", v)
 		if err != nil {
 			t.Fatal(err)
@@ -322,7 +322,7 @@ func TestDefaultCRValidatesLikeTheOperator(t *testing.T) {
 	})
 	t.Run("values the schema allows but a plugin refuses are caught", func(t *testing.T) {
 		// The schema checks shape; the plugin's ParseArgs has the last word (as the operator).
-		v := map[string]any{"scheduler": map[string]any{"plugins": map[string]any{"targetLoadPacking": map[string]any{"defaultRequestsMultiplier": "0"}}}}
+		v := map[string]any{"scheduler": map[string]any{"plugins": map[string]any{"targetLoadPacking": map[string]any{"args": map[string]any{"defaultRequestsMultiplier": "0"}}}}}
 		r, err := Render("berth", "berth-system", v)
 		if err != nil {
 			t.Fatal(err)

@@ -16,8 +16,8 @@ import (
 // and the schema refuses bad keys, namespaces and profile names.
 func TestInstanceIsolationValues(t *testing.T) {
 	var v map[string]any
-	if err := yaml.Unmarshal([]byte(`scheduler: {plugins: {instanceIsolation: {enabled: true, weight: 7, strict: true, spreadReplicas: true,
-  classLabels: [ipp-class], exemptNamespaces: [kube-system], isolatedProfileName: berth-scheduler-isolated}}}`), &v); err != nil {
+	if err := yaml.Unmarshal([]byte(`scheduler: {plugins: {instanceIsolation: {enabled: true, weight: 7, isolatedProfileName: berth-scheduler-isolated,
+  args: {strict: true, spreadReplicas: true, classLabels: [ipp-class], exemptNamespaces: [kube-system]}}}}`), &v); err != nil {
 		t.Fatal(err)
 	}
 	r, err := Render("berth", "berth-system", v)
@@ -41,8 +41,9 @@ func TestInstanceIsolationValues(t *testing.T) {
 	}
 
 	for _, bad := range []struct{ values, field string }{
-		{`scheduler: {plugins: {instanceIsolation: {enabled: true, weight: 1, classLabels: ["not a key"]}}}`, "/scheduler/plugins/instanceIsolation/classLabels/0"},
-		{`scheduler: {plugins: {instanceIsolation: {enabled: true, weight: 1, exemptNamespaces: [Kube_System]}}}`, "/scheduler/plugins/instanceIsolation/exemptNamespaces/0"},
+		{`scheduler: {plugins: {instanceIsolation: {enabled: true, weight: 1, args: {classLabels: ["not a key"]}}}}`, "/scheduler/plugins/instanceIsolation/args/classLabels/0"},
+		{`scheduler: {plugins: {instanceIsolation: {enabled: true, weight: 1, args: {exemptNamespaces: [Kube_System]}}}}`, "/scheduler/plugins/instanceIsolation/args/exemptNamespaces/0"},
+		{`scheduler: {plugins: {instanceIsolation: {enabled: true, weight: 1, args: {stict: true}}}}`, "/scheduler/plugins/instanceIsolation/args"},
 		{`scheduler: {plugins: {instanceIsolation: {enabled: true, weight: 1, isolatedProfileName: default-scheduler}}}`, "/scheduler/plugins/instanceIsolation/isolatedProfileName"},
 		{`scheduler: {plugins: {instanceIsolation: {enabled: true, weight: 0}}}`, "/scheduler/plugins/instanceIsolation/weight"},
 		{`scheduler: {plugins: {instanceIsolation: {enabled: true, weight: 1, stict: true}}}`, "/scheduler/plugins/instanceIsolation"},

@@ -200,7 +200,7 @@ isolation: {enabled: true, exemptNamespaces: [monitoring, kube-system]}`)
 	// reach the pool: the admission objects are the same, so the rules above hold in it too.
 	for _, mode := range []string{"ipp", "berth", "both"} {
 		admission := func(strict bool) string {
-			r, err := renderValues(t, fmt.Sprintf("scheduler: {plugins: {instanceIsolation: {enabled: true, strict: %v}}}\nisolation: {enabled: true, mode: %s}", strict, mode))
+			r, err := renderValues(t, fmt.Sprintf("scheduler: {plugins: {instanceIsolation: {enabled: true, args: {strict: %v}}}}\nisolation: {enabled: true, mode: %s}", strict, mode))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -256,7 +256,7 @@ func TestIsolationWebhookRefusesBadValues(t *testing.T) {
 isolation: {enabled: true, mode: ipp}`, "set operator.enabled"},
 		{isoBerth + `
 isolation: {enabled: true, classLabels: [team]}
-scheduler: {plugins: {instanceIsolation: {enabled: true, classLabels: [tenant]}}}`, "must read the same labels"},
+scheduler: {plugins: {instanceIsolation: {enabled: true, args: {classLabels: [tenant]}}}}`, "must read the same labels"},
 	} {
 		_, err := renderValues(t, tc.values)
 		if err == nil || !strings.Contains(err.Error(), tc.msg) {

@@ -131,7 +131,7 @@ type TargetLoadPackingArgs struct {
 	// of the node's CPU over the scored window to its predicted utilisation, so a node whose
 	// load swings keeps that much headroom under the target and a steady one packs up to it: a
 	// decimal in a string, at most 10 (default "0": upstream's score).
-	// +kubebuilder:validation:XValidation:rule="double(self) <= 10.0",message="varianceMargin must be at most 10"
+	// +kubebuilder:validation:Pattern=`^([0-9](\.[0-9]+)?|10(\.0+)?)$`
 	// +optional
 	VarianceMargin *Decimal `json:"varianceMargin,omitempty"`
 }
@@ -249,6 +249,8 @@ type InstanceIsolationArgs struct {
 	// ["ipp-class", "berth.dev/instance-class"]).
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=316
+	// +kubebuilder:validation:items:Pattern=`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
 	// +listType=set
 	// +optional
 	ClassLabels []string `json:"classLabels,omitempty"`
@@ -263,6 +265,8 @@ type InstanceIsolationArgs struct {
 	// ExemptNamespaces: pods there neither count on a node nor are filtered (DaemonSet and
 	// mirror pods always are exempt).
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +listType=set
 	// +optional
 	ExemptNamespaces []string `json:"exemptNamespaces,omitempty"`

@@ -6,7 +6,7 @@
 {{/* The class label keys, as a JSON list: isolation.classLabels, else the plugin's, else the defaults. */}}
 {{- define "berth.isolation.classLabels" -}}
 {{- $ii := .Values.scheduler.plugins.instanceIsolation -}}
-{{- $keys := .Values.isolation.classLabels | default $ii.classLabels | default (list "ipp-class" "berth.dev/instance-class") -}}
+{{- $keys := .Values.isolation.classLabels | default ($ii.args | default dict).classLabels | default (list "ipp-class" "berth.dev/instance-class") -}}
 {{ toJson $keys }}
 {{- end -}}
 
@@ -132,8 +132,9 @@ has(object.spec.nodeName) && object.spec.nodeName != '' && (!has(object.metadata
 {{- if and (ne $iso.mode "ipp") (not (and .Values.scheduler.enabled $ii.enabled)) -}}
 {{- fail (printf "isolation.mode %s: InstanceIsolation enforces it; set scheduler.enabled and scheduler.plugins.instanceIsolation.enabled (or use mode ipp)" $iso.mode) -}}
 {{- end -}}
-{{- if and $iso.classLabels $ii.classLabels (ne (toJson $iso.classLabels) (toJson $ii.classLabels)) -}}
-{{- fail "isolation.classLabels and scheduler.plugins.instanceIsolation.classLabels differ: the webhook and the plugin must read the same labels (set one of them)" -}}
+{{- $iiLabels := ($ii.args | default dict).classLabels -}}
+{{- if and $iso.classLabels $iiLabels (ne (toJson $iso.classLabels) (toJson $iiLabels)) -}}
+{{- fail "isolation.classLabels and scheduler.plugins.instanceIsolation.args.classLabels differ: the webhook and the plugin must read the same labels (set one of them)" -}}
 {{- end -}}
 {{- end -}}
 

@@ -29,6 +29,21 @@ type RunConfig struct {
 	// and with OracleSigmas its true burst deviation.
 	Oracle       bool
 	OracleSigmas float64
+	// OraclePack is the packing oracle's target (0: the balancing oracle).
+	OraclePack float64
+}
+
+// oracleFor is the key of the oracle a run is compared with in the table's gap column: the
+// packing oracle for the pack presets and TargetLoadPacking-alone runs, the balancing one for
+// the others; "" for an oracle.
+func oracleFor(key string) string {
+	switch {
+	case strings.HasPrefix(key, "oracle"):
+		return ""
+	case strings.HasPrefix(key, "pack") || strings.HasSuffix(key, "-nds"):
+		return "oracle-pack"
+	}
+	return "oracle"
 }
 
 // Stock reports whether the run uses the cluster's stock kube-scheduler.
@@ -84,6 +99,7 @@ var catalog = []RunConfig{
 	{Key: "default", Name: "default scheduler"},
 	{Key: "oracle", Name: "oracle: true mean use", Oracle: true},
 	{Key: "oracle-3s", Name: "oracle: true mean + 3σ", Oracle: true, OracleSigmas: 3},
+	{Key: "oracle-pack", Name: "packing oracle: true mean", Oracle: true, OraclePack: DefaultTarget},
 	{Key: "tlp40", Name: "TLP 40", Plugins: tlp(40, 1) + imageLocality, WaitPlugin: "TargetLoadPacking"},
 	{Key: "tlp60", Name: "TLP 60", Plugins: tlp(60, 1) + imageLocality, WaitPlugin: "TargetLoadPacking"},
 	{Key: "lvrb", Name: "LVRB", Plugins: lvrb(1) + imageLocality, WaitPlugin: "LoadVariationRiskBalancing"},
@@ -239,18 +255,14 @@ type chartValues struct {
 			// The nullable switches: null leaves them to scheduler.loadAware.mode.
 			DisableDefaultScore *bool `json:"disableDefaultScore"`
 			TargetLoadPacking   struct {
-				Enabled                   *bool             `json:"enabled"`
-				Weight                    int               `json:"weight"`
-				TargetUtilization         int               `json:"targetUtilization"`
-				DefaultRequests           map[string]string `json:"defaultRequests"`
-				DefaultRequestsMultiplier string            `json:"defaultRequestsMultiplier"`
-				VarianceMargin            string            `json:"varianceMargin"`
+				Enabled      *bool `json:"enabled"`
+				Weight       int   `json:"weight"`
+				chartTLPArgs `json:"args"`
 			} `json:"targetLoadPacking"`
 			LoadVariationRiskBalancing struct {
-				Enabled                 *bool  `json:"enabled"`
-				Weight                  int    `json:"weight"`
-				SafeVarianceMargin      string `json:"safeVarianceMargin"`
-				SafeVarianceSensitivity string `json:"safeVarianceSensitivity"`
+				Enabled       *bool `json:"enabled"`
+				Weight        int   `json:"weight"`
+				chartLVRBArgs `json:"args"`
 			} `json:"loadVariationRiskBalancing"`
 			NodeImageLocality struct {
 				Enabled bool `json:"enabled"`
@@ -262,6 +274,20 @@ type chartValues struct {
 			UsageThresholds map[string]int `json:"usageThresholds"`
 		} `json:"loadAware"`
 	} `json:"scheduler"`
+}
+
+// chartTLPArgs and chartLVRBArgs are the plugins' args blocks in values.yaml (the chart passes
+// them through as the SecondaryScheduler's args).
+type chartTLPArgs struct {
+	TargetUtilization         int               `json:"targetUtilization"`
+	DefaultRequests           map[string]string `json:"defaultRequests"`
+	DefaultRequestsMultiplier string            `json:"defaultRequestsMultiplier"`
+	VarianceMargin            string            `json:"varianceMargin"`
+}
+
+type chartLVRBArgs struct {
+	SafeVarianceMargin      string `json:"safeVarianceMargin"`
+	SafeVarianceSensitivity string `json:"safeVarianceSensitivity"`
 }
 
 // ChartRun is the configuration charts/berth/values.yaml ships (found by walking up from the

@@ -1,0 +1,100 @@
+package chart
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/berth-sched/berth/e2e/chart/pluginschema"
+)
+
+// TestValuesSchemaFollowsCRD: values.schema.json's scheduler.plugins and templates/_plugins.tpl
+// are what the generator makes of the plugin table and the generated CRD; an arg added to
+// api/config/v1 without `make generate`, or a hand edit of either file, fails here.
+func TestValuesSchemaFollowsCRD(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chartDir := filepath.Join(root, "charts", "berth")
+	schema, err := os.ReadFile(filepath.Join(chartDir, pluginschema.SchemaFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd, err := os.ReadFile(filepath.Join(root, "api", "crds", "berth.dev_secondaryschedulers.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantSchema, wantTpl, err := pluginschema.Generate(schema, crd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := os.ReadFile(filepath.Join(chartDir, pluginschema.TemplateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(schema, wantSchema) {
+		t.Errorf("%s: scheduler.plugins differs from the CRD's args: run make generate", pluginschema.SchemaFile)
+	}
+	if !bytes.Equal(tpl, wantTpl) {
+		t.Errorf("%s differs from the plugin table: run make generate", pluginschema.TemplateFile)
+	}
+}
+
+// TestPluginArgsPassThrough: a plugin's args block reaches its SecondaryScheduler args as
+// written, with no template line per arg: an arg the chart never mentions arrives too.
+func TestPluginArgsPassThrough(t *testing.T) {
+	r := mustRender(t, `scheduler:
+  plugins:
+    sySched: {enabled: true, weight: 1, args: {daemonSetPods: Count, unsetProfile: RuntimeDefault}}
+    targetLoadPacking: {args: {targetUtilization: 70, neutralScore: 20}}
+  loadAware: {neutralScore: 40, refreshIntervalSeconds: 15}`)
+	ss := secondaryScheduler(t, r)
+	sy := ss.Spec.Plugins.SySched
+	if sy == nil || sy.Args.DaemonSetPods != "Count" || sy.Args.UnsetProfile != "RuntimeDefault" {
+		t.Fatalf("sySched rendered as %+v", sy)
+	}
+	a := ss.Spec.Plugins.TargetLoadPacking.Args
+	// The plugin's own args win over scheduler.loadAware's; the rest of those fill in.
+	if *a.TargetUtilization != 70 || *a.NeutralScore != 20 || *a.RefreshIntervalSeconds != 15 || a.WatcherAddress == "" {
+		t.Fatalf("targetLoadPacking args %+v", a)
+	}
+	if _, yml := operatorConfig(t, ss); !strings.Contains(string(yml), "daemonSetPods: Count") {
+		t.Errorf("the operator's configuration lost an arg:\n%s", yml)
+	}
+}
+
+// TestPluginArgsBadValues: an unknown arg, a wrong type or a value out of bounds fails at the
+// schema, naming the key, before anything is created; an arg at its old place (beside
+// enabled) fails naming where it moved.
+func TestPluginArgsBadValues(t *testing.T) {
+	for _, tc := range []struct{ name, values, want string }{
+		{"unknown arg", `scheduler: {plugins: {targetLoadPacking: {args: {targetUtilisation: 50}}}}`, "/scheduler/plugins/targetLoadPacking/args"},
+		{"unknown arg names it", `scheduler: {plugins: {nodeImageLocality: {args: {useNodeStatuses: true}}}}`, "useNodeStatuses"},
+		{"wrong type", `scheduler: {plugins: {nodeImageLocality: {args: {useNodeStatus: "yes"}}}}`, "/scheduler/plugins/nodeImageLocality/args/useNodeStatus"},
+		{"out of bounds", `scheduler: {plugins: {targetLoadPacking: {args: {neutralScore: 101}}}}`, "/scheduler/plugins/targetLoadPacking/args/neutralScore"},
+		{"enum", `scheduler: {plugins: {sySched: {enabled: true, args: {daemonSetPods: Some}}}}`, "/scheduler/plugins/sySched/args/daemonSetPods"},
+		{"decision record bounds", `scheduler: {plugins: {decisionRecord: {records: 0}}}`, "/scheduler/plugins/decisionRecord/records"},
+		{"old place of an arg", `scheduler: {plugins: {targetLoadPacking: {targetUtilization: 50}}}`,
+			"scheduler.plugins.targetLoadPacking.targetUtilization: moved to scheduler.plugins.targetLoadPacking.args.targetUtilization"},
+		{"old place of another plugin's arg", `scheduler: {plugins: {sySched: {enabled: true, weight: 1, defaultProfileName: x}}}`,
+			"moved to scheduler.plugins.sySched.args.defaultProfileName"},
+		{"old place, isolation", `scheduler: {plugins: {instanceIsolation: {enabled: true, classLabels: [team]}}}`,
+			"moved to scheduler.plugins.instanceIsolation.args.classLabels"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := map[string]any{}
+			if err := yaml.Unmarshal([]byte(tc.values), &v); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Render("berth", "berth-system", v)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
