@@ -53,6 +53,8 @@ func main() {
 		"with --cleanup-namespace: the agent DaemonSet in that namespace, deleted (and its pods waited for) before NodeImages are deleted")
 	cleanupNodeImages := flag.Bool("cleanup-nodeimages", false, "with --cleanup-namespace: delete every NodeImages object")
 	cleanupGrants := flag.Bool("cleanup-grants", false, "with --cleanup-namespace: delete every Grants object once the operator is stopped")
+	cleanupMarkers := flag.Bool("cleanup-isolation-markers", false,
+		"with --cleanup-namespace: remove the isolation autoscaler marker label from every node once the operator, its writer, is stopped")
 	var agents operator.AgentReadyOptions
 	flag.StringVar(&agents.DaemonSet, "wait-agents-daemonset", "",
 		"instead of operating: wait until this agent DaemonSet (in --wait-agents-namespace) is rolled out and every agent on a Ready node "+
@@ -124,7 +126,8 @@ func main() {
 	if *cleanupNS != "" {
 		co := operator.CleanupOptions{Namespace: *cleanupNS, OperatorDeployment: *cleanupDeployment,
 			OperatorLease: o.LeaderElectionID, OperatorLeaseNamespace: o.LeaderElectionNamespace,
-			PodConfigs: *cleanupPodConfigs, AgentDaemonSet: *cleanupAgents, NodeImages: *cleanupNodeImages, Grants: *cleanupGrants}
+			PodConfigs: *cleanupPodConfigs, AgentDaemonSet: *cleanupAgents, NodeImages: *cleanupNodeImages, Grants: *cleanupGrants,
+			IsolationMarkers: *cleanupMarkers}
 		if co.OperatorDeployment == "" {
 			fmt.Fprintln(os.Stderr, "berth-operator: --cleanup-namespace needs --cleanup-operator-deployment (the operator must stop before its Lease is deleted)")
 			os.Exit(2)

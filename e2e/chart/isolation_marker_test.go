@@ -105,6 +105,34 @@ func TestIsolationAutoscalerMarkerValues(t *testing.T) {
 			if b := find(objs, "ValidatingAdmissionPolicyBinding", "berth-instance-isolation-marker"); (b != nil) != tc.on {
 				t.Errorf("marker policy binding rendered %v, want %v", b != nil, tc.on)
 			}
+			// The uninstall hook takes the markers off the nodes (list, patch) only when on.
+			hook := find(objs, "ClusterRole", "berth-operator-cleanup")
+			if hook == nil {
+				t.Fatal("no ClusterRole berth-operator-cleanup (the uninstall hook)")
+			}
+			hookRules, _, _ := unstructured.NestedSlice(hook.Object, "rules")
+			nodeRule := false
+			for _, x := range hookRules {
+				r := x.(map[string]any)
+				if slices.Contains(toStrings(r["resources"]), "nodes") {
+					nodeRule = slices.Equal(toStrings(r["apiGroups"]), []string{""}) && slices.Equal(toStrings(r["verbs"]), []string{"list", "patch"})
+				}
+			}
+			if nodeRule != tc.on {
+				t.Errorf("uninstall hook's node rule (list, patch) present %v, want %v: %v", nodeRule, tc.on, hookRules)
+			}
+			job := ""
+			for _, h := range r.Hooks {
+				if h.Kind == "Job" && strings.HasSuffix(h.Path, "/cleanup-hook.yaml") {
+					job = h.Manifest
+				}
+			}
+			if job == "" {
+				t.Fatal("no uninstall hook Job")
+			}
+			if strings.Contains(job, "- --cleanup-isolation-markers\n") != tc.on {
+				t.Errorf("uninstall hook Job: --cleanup-isolation-markers want %v:\n%s", tc.on, job)
+			}
 			// The operator's own flag parsing agrees (the webhook writes the terms iff on).
 			if c := webhookConfigOf(t, objs, "berth"); c.AutoscalerMarker != tc.on {
 				t.Errorf("webhook AutoscalerMarker %v, want %v", c.AutoscalerMarker, tc.on)

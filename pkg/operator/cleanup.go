@@ -45,6 +45,9 @@ type CleanupOptions struct {
 	// Grants: delete every Grants object once the operator, their only writer, is stopped
 	// (chart: grants.enabled).
 	Grants bool
+	// IsolationMarkers: remove the autoscaler marker label from every node once the operator,
+	// its only writer, is stopped (chart: isolation.autoscalerMarker.enabled).
+	IsolationMarkers bool
 	// Interval between polls (default 500ms).
 	Interval time.Duration
 }
@@ -67,6 +70,7 @@ type CleanupOptions struct {
 //  3. (PodConfigs) check that no PodConfig appeared meanwhile, drop the operator's finalizer
 //     from the PodNetworks and delete the IPAllocations;
 //     (Grants) delete every Grants object: nobody keeps them current any more;
+//     (IsolationMarkers) remove the autoscaler marker label from every node;
 //  4. (AgentDaemonSet) delete the agent DaemonSet and wait until its pods are gone;
 //     (NodeImages) then delete every NodeImages object;
 //  5. delete every SecondaryScheduler in the namespace and do the finalizer's work (the
@@ -122,6 +126,13 @@ func Cleanup(ctx context.Context, c client.Client, o CleanupOptions) error {
 			return err
 		}
 		logger.Info("Grants deleted")
+	}
+	if o.IsolationMarkers {
+		n, err := removeIsolationMarkers(ctx, c)
+		if err != nil {
+			return err
+		}
+		logger.Info("isolation markers removed", "nodes", n)
 	}
 	if o.AgentDaemonSet != "" {
 		logger.Info("stopping the agents", "daemonSet", o.AgentDaemonSet)
