@@ -56,7 +56,7 @@ const (
 
 // values are the chart's: InstanceIsolation on, the webhook in mode MODE. berth-scheduler runs
 // as user berth-scheduler here, not the chart's ServiceAccount, so it is named a pool binder.
-func values(t *testing.T, mode string, marker bool) map[string]any {
+func values(t testing.TB, mode string, marker bool) map[string]any {
 	t.Helper()
 	doc := fmt.Sprintf(`
 scheduler: {plugins: {instanceIsolation: {enabled: true, isolatedProfileName: %s}}}
@@ -79,7 +79,7 @@ type env struct {
 
 // start brings up the cluster, Karpenter with the isolation pool's NodePool, berth-scheduler
 // and the operator serving the chart's webhook in mode.
-func start(ctx context.Context, t *testing.T, mode string, marker bool) *env {
+func start(ctx context.Context, t testing.TB, mode string, marker bool) *env {
 	t.Helper()
 	// Classed pods go to berth-scheduler (the webhook sets it); no stock scheduler.
 	c := framework.StartCluster(ctx, t, cluster.Config{Logf: t.Logf, WithoutDefaultScheduler: true})
@@ -138,7 +138,7 @@ func tail(c *cluster.Cluster, name string, n int) string {
 
 // waitWebhook waits until the API server calls the operator's webhook: a classed dry-run pod
 // comes back with berth-scheduler's name.
-func (e *env) waitWebhook(ctx context.Context, t *testing.T) {
+func (e *env) waitWebhook(ctx context.Context, t testing.TB) {
 	t.Helper()
 	probe := classPod("probe", "probe")
 	var last string
@@ -163,7 +163,7 @@ func classPod(name, class string) *corev1.Pod {
 }
 
 // createClasses creates podsPerClass pods of each class at once.
-func (e *env) createClasses(ctx context.Context, t *testing.T) {
+func (e *env) createClasses(ctx context.Context, t testing.TB) {
 	t.Helper()
 	for i := 0; i < classes; i++ {
 		for j := 0; j < podsPerClass; j++ {
@@ -202,7 +202,7 @@ func (e *env) read(ctx context.Context) (*placement, error) {
 }
 
 // waitAllRunning waits until every pod of every class is Running and returns the placement.
-func (e *env) waitAllRunning(ctx context.Context, t *testing.T) *placement {
+func (e *env) waitAllRunning(ctx context.Context, t testing.TB) *placement {
 	t.Helper()
 	var p *placement
 	var last string
@@ -232,7 +232,7 @@ func (e *env) waitAllRunning(ctx context.Context, t *testing.T) *placement {
 
 // checkIsolated: one NodeClaim and one node per class, no node with two classes, every node
 // Karpenter's in the isolation pool.
-func (e *env) checkIsolated(ctx context.Context, t *testing.T, p *placement) {
+func (e *env) checkIsolated(ctx context.Context, t testing.TB, p *placement) {
 	t.Helper()
 	claims, err := framework.NodeClaims(ctx, e.dyn, nodePool)
 	if err != nil {
@@ -288,7 +288,7 @@ func TestAutoscaleBothMode(t *testing.T) {
 // with the chart's operator Deployment (scaled to 0: only its arguments are read) and two more
 // NodePools: one without the pool's taint (fails, naming the taint) and a plain autoscaled
 // pool (listed as another pool). The suite's own pool is ok.
-func (e *env) checkStatusNamesNodePools(ctx context.Context, t *testing.T) {
+func (e *env) checkStatusNamesNodePools(ctx context.Context, t testing.TB) {
 	t.Helper()
 	d := e.operator
 	d.Spec.Replicas = new(int32)
