@@ -166,3 +166,32 @@ func TestHeldAtEstimateLine(t *testing.T) {
 		}
 	}
 }
+
+// TestTermsLines: a load-aware plugin this package does not name explains itself through
+// Terms and Formula; its short text and input line follow from them, as the scheduler holds
+// the record and as a client decodes it, and a neutral score says so.
+func TestTermsLines(t *testing.T) {
+	r := seed001()
+	n := &r.Nodes[0]
+	n.Scores = append(n.Scores, PluginScore{Plugin: "Other", Raw: 50, Normalized: 50, Weight: 1, Weighted: 50})
+	n.Details["Other"] = LoadDetail{Freshness: "fresh", Source: "BerthAgent", AgeSeconds: 2, Formula: "100·(1 − max risk)",
+		Terms: []Term{{Resource: "cpu", Name: "limit", Value: 0.25}, {Resource: "cpu", Name: "risk", Value: 0.5, Key: true},
+			{Resource: "memory", Name: "risk", Value: 0.125, Key: true}}}
+	r.Nodes[1].Details["Other"] = LoadDetail{Freshness: "stale", Neutral: true}
+	for _, rr := range []Record{r, jsonRoundTrip(t, r)} {
+		if got, want := rr.Nodes[0].DetailText("Other"), "cpu risk 0.5; memory risk 0.125"; got != want {
+			t.Errorf("short: got %q, want %q", got, want)
+		}
+		lines := rr.Nodes[0].InputLines()
+		want := "worker-1 Other: cpu limit 0.25, risk 0.5; memory risk 0.125 → 100·(1 − max risk); unreported 0m/0 B; BerthAgent fresh sample 2s old"
+		if got := lines[len(lines)-1]; got != want {
+			t.Errorf("line: got  %q\nwant %q", got, want)
+		}
+		if got := rr.Nodes[1].InputLines(); got[len(got)-1] != "worker-3 Other: load stale: neutral score" {
+			t.Errorf("neutral: %q", got)
+		}
+		if got := rr.Nodes[1].DetailText("Other"); got != "load stale, neutral" {
+			t.Errorf("neutral short: %q", got)
+		}
+	}
+}

@@ -167,6 +167,23 @@ type LoadDetail struct {
 	// LoadDetail without allocating.
 	CPU    RiskTerms `json:"cpu,omitzero"`
 	Memory RiskTerms `json:"memory,omitzero"`
+
+	// Terms are the named inputs and intermediate values of any other load-aware plugin, in
+	// its formula's order, and Formula says in words how they make the score: a plugin added
+	// later explains itself through them, and this package writes its text without a change.
+	// Filled only for a record, never in Score.
+	Terms   []Term `json:"terms,omitempty"`
+	Formula string `json:"formula,omitempty"`
+}
+
+// Term is one named number of a plugin's score on a node.
+type Term struct {
+	// Resource the term is about (cpu, memory), or "" for the node as a whole.
+	Resource string  `json:"resource,omitempty"`
+	Name     string  `json:"name"`
+	Value    float64 `json:"value"`
+	// Key terms make the short explanation beside the score; the rest the input line.
+	Key bool `json:"key,omitempty"`
 }
 
 // RiskTerms is one resource's part of LoadVariationRiskBalancing's score.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -104,8 +105,47 @@ func (n NodeRecord) DetailText(plugin string) string {
 		if d, ok := n.SySched(); ok {
 			return fmt.Sprintf("ExS %d", d.ExS)
 		}
+	default:
+		if d, ok := n.termsDetail(plugin); ok {
+			if d.Neutral {
+				return "load " + d.Freshness + ", neutral"
+			}
+			return termsText(d.Terms, true)
+		}
 	}
 	return ""
+}
+
+// termsDetail is a plugin's LoadDetail when it explains itself through Terms.
+func (n NodeRecord) termsDetail(plugin string) (*LoadDetail, bool) {
+	d, ok := n.Load(plugin)
+	return d, ok && d.Freshness != "" && (len(d.Terms) > 0 || d.Neutral)
+}
+
+// termsText writes terms as "cpu a 1, b 2; memory a 3" (only the key ones when short).
+func termsText(terms []Term, short bool) string {
+	var groups []string
+	res, cur := "", ""
+	flush := func() {
+		if cur != "" {
+			groups = append(groups, strings.TrimSpace(res+" "+cur))
+		}
+	}
+	for _, t := range terms {
+		if short && !t.Key {
+			continue
+		}
+		if t.Resource != res {
+			flush()
+			res, cur = t.Resource, ""
+		}
+		if cur != "" {
+			cur += ", "
+		}
+		cur += t.Name + " " + strconv.FormatFloat(t.Value, 'g', 4, 64)
+	}
+	flush()
+	return strings.Join(groups, "; ")
 }
 
 // InputLines are the inputs each plugin reported for this node, one line each, prefixed with
@@ -123,6 +163,31 @@ func (n NodeRecord) InputLines() []string {
 			n.Node, pluginSySched, d.ExS, d.HMinusP, d.Pods, d.HUnionP, d.SumPodSet, d.NodeSet, d.PodSet))
 		for _, note := range d.Notes {
 			lines = append(lines, n.Node+" "+pluginSySched+": "+note)
+		}
+	}
+	return append(lines, n.termsLines()...)
+}
+
+// termsLines are the input lines of the plugins that explain themselves through Terms, in
+// name order.
+func (n NodeRecord) termsLines() []string {
+	var names []string
+	for p := range n.Details {
+		if p != pluginTLP && p != pluginLVRB && p != pluginSySched {
+			names = append(names, p)
+		}
+	}
+	sort.Strings(names)
+	var lines []string
+	for _, p := range names {
+		d, ok := n.termsDetail(p)
+		switch {
+		case !ok:
+		case d.Neutral:
+			lines = append(lines, n.Node+" "+p+": load "+d.Freshness+": neutral score")
+		default:
+			lines = append(lines, fmt.Sprintf("%s %s: %s → %s; unreported %dm/%d B%s; %s",
+				n.Node, p, termsText(d.Terms, false), d.Formula, d.UnreportedMilliCPU, d.UnreportedMemoryBytes, heldText(d), sampleText(d)))
 		}
 	}
 	return lines
