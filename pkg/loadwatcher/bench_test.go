@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/berth-sched/berth/pkg/loadapi"
 )
 
 func benchReport(i int, now time.Time) Report {
@@ -27,7 +29,7 @@ func benchReport(i int, now time.Time) Report {
 // per-request durations, since the scheduler cares about the tail. Cases: the plain document
 // (served from the encoded cache), with pods, gzip, a poll with the current ETag (304), the
 // per-node form, and the worst case where one report lands before every request (each request
-// re-encodes).
+// re-encodes); then the typed form (loadapi.Load), cached and re-encoded.
 func BenchmarkWatcher5000Nodes(b *testing.B) {
 	now := time.Now()
 	store := NewStore(SourceAgent, 5*time.Minute)
@@ -44,6 +46,7 @@ func BenchmarkWatcher5000Nodes(b *testing.B) {
 		return rec.Header().Get("ETag")
 	}
 	churn := benchReport(42, now)
+	typed := map[string]string{"Accept": loadapi.LoadMediaType}
 	cases := []struct {
 		name, path string
 		hdr        map[string]string
@@ -56,6 +59,11 @@ func BenchmarkWatcher5000Nodes(b *testing.B) {
 		{"/watcher?pods=true If-None-Match (304)", "/watcher?pods=true", map[string]string{"If-None-Match": etag("/watcher?pods=true")}, nil, http.StatusNotModified},
 		{"/watcher/node-2500", "/watcher/node-2500", nil, nil, http.StatusOK},
 		{"/watcher?pods=true after a report (re-encode)", "/watcher?pods=true", nil, func() {
+			store.Put(churn.Node, NodeLoad{Updated: now, Windows: WindowsFromReport(&churn), PodUIDs: churn.PodUIDs})
+		}, http.StatusOK},
+		// Berth's typed form, which Berth's schedulers ask for.
+		{"/watcher?pods=true typed", "/watcher?pods=true", typed, nil, http.StatusOK},
+		{"/watcher?pods=true typed after a report (re-encode)", "/watcher?pods=true", typed, func() {
 			store.Put(churn.Node, NodeLoad{Updated: now, Windows: WindowsFromReport(&churn), PodUIDs: churn.PodUIDs})
 		}, http.StatusOK},
 	}

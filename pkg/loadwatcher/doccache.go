@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/berth-sched/berth/pkg/loadapi"
 )
 
 // doc is one encoded /watcher answer. Immutable once built, except gz, which the first client
@@ -135,38 +137,33 @@ type docCache struct {
 	docs map[Query]*doc
 }
 
-func (c *docCache) get(s *Server, q Query, now time.Time) (*doc, error) {
+func (c *docCache) get(s *Server, q Query, now time.Time) *doc {
 	if q.Window == "" {
 		q.Window = DefaultWindow
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if d := c.docs[q]; d != nil && d.current(s.Store.Generation(), now) {
-		return d, nil
-	}
-	if q.Typed {
-		// Built whole: Berth's schedulers poll it every few seconds, each poll after a change
-		// builds it once, and most polls are 304s.
-		b := s.Store.BuildLoad(q, now)
-		d, err := encodeLoad(&b)
-		if err != nil {
-			return nil, err
-		}
-		c.store(q, d)
-		s.builds.Inc()
-		return d, nil
+		return d
 	}
 	// Assembled from per-node pieces: after one report only that node is encoded again.
 	var size int
 	if old := c.docs[q]; old != nil {
 		size = len(old.body) + len(old.body)/8
 	}
-	body, gen, flip := s.Store.EncodeDocument(make([]byte, 0, size), q, now)
+	encode := s.Store.EncodeDocument
+	if q.Typed {
+		encode = s.Store.EncodeLoad
+	}
+	body, gen, flip := encode(make([]byte, 0, size), q, now)
 	d := newDoc(body)
+	if q.Typed {
+		d.contentType = loadapi.LoadMediaType
+	}
 	d.gen, d.nextFlip = gen, flip
 	c.store(q, d)
 	s.builds.Inc()
-	return d, nil
+	return d
 }
 
 func (c *docCache) store(q Query, d *doc) {

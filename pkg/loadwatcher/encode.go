@@ -16,6 +16,7 @@ import (
 // mutex serialises the builds that fill them, and the atomics keep concurrent readers safe.
 type nodeEnc struct {
 	metrics [3]atomic.Pointer[[]byte] // per window (WindowNames order): {"metrics":[...],...}
+	typed   [3]atomic.Pointer[[]byte] // per window: "cpu":{...},"memory":{...} of the typed form
 	pods    atomic.Pointer[[]byte]    // ["uid",...]
 	usage   atomic.Pointer[[]byte]    // [{"uid":...},...]
 	name    atomic.Pointer[[]byte]    // the node's name as a JSON string
@@ -164,14 +165,7 @@ func (s *Store) appendBerthNodesLocked(buf []byte, names []string, stale []bool,
 		if stale[i] {
 			buf = append(buf, `,"stale":true`...)
 		}
-		if pods && len(l.PodUIDs) > 0 {
-			buf = append(buf, `,"podUIDs":`...)
-			buf = append(buf, l.podsJSON()...)
-		}
-		if pods && len(l.Pods) > 0 {
-			buf = append(buf, `,"pods":`...)
-			buf = append(buf, l.usageJSON()...)
-		}
+		buf = l.appendPods(buf, pods)
 		buf = append(buf, '}')
 	}
 	return buf

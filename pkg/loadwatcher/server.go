@@ -172,7 +172,7 @@ func (s *Server) writeWatcher(w http.ResponseWriter, r *http.Request) int {
 	var doc *doc
 	var err error
 	if query.Node == "" {
-		doc, err = s.docs.get(s, query, s.now())
+		doc = s.docs.get(s, query, s.now())
 	} else {
 		// One node: small, and cheap enough to build per request.
 		doc, err = s.nodeDoc(query)
