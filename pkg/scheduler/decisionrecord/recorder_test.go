@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -253,7 +254,7 @@ func TestRecordOfAFrameworkRun(t *testing.T) {
 		if d := n.Details["Packing"]; d != tc.scores[0].Raw {
 			t.Errorf("%s details %v", tc.node, n.Details)
 		}
-		if d := n.Details["Spread"]; d != (decisionapi.LoadDetail{MeasuredPercent: float64(tc.scores[1].Raw)}) {
+		if d := n.Details["Spread"]; !reflect.DeepEqual(d, decisionapi.LoadDetail{MeasuredPercent: float64(tc.scores[1].Raw)}) {
 			t.Errorf("%s load detail %#v", tc.node, d)
 		}
 	}
