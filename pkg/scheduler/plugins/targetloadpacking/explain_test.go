@@ -3,6 +3,7 @@ package targetloadpacking
 import (
 	"context"
 	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -80,7 +81,7 @@ func TestExplainScoreGivesTheCyclesInputs(t *testing.T) {
 			t.Errorf("%s: predicted %v, want %v", tc.node, d.PredictedPercent, tc.want.PredictedPercent)
 		}
 		d.PredictedPercent, d.AgeSeconds, d.SampledAt = tc.want.PredictedPercent, tc.want.AgeSeconds, time.Time{}
-		if d != tc.want {
+		if !reflect.DeepEqual(d, tc.want) {
 			t.Errorf("%s: detail %+v\nwant      %+v", tc.node, d, tc.want)
 		}
 		// The detail is enough to redo the score by hand.
