@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Accounting is the load simulator's ledger: which scenario pods run on which node, and what
@@ -19,6 +20,78 @@ type Accounting struct {
 	dev map[string]float64
 	// uids are the pods' API UIDs (the agents find pod cgroups by UID).
 	uids map[string]string
+	// stints are when each pod was seen bound to a node and deleted, for Drift.
+	stints []stint
+	open   map[string]int // pod → its open stint
+}
+
+// stint is one pod's time on one node: from the moment it was seen bound to its deletion (zero:
+// still there).
+type stint struct {
+	pod, node string
+	from, to  time.Time
+}
+
+// Adopt makes pod known with spec: workload pods, whose names only the controllers choose.
+func (a *Accounting) Adopt(pod string, spec *PodSpec) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.pods[pod] = spec
+}
+
+// Bound records pod seen bound to node at t (once per pod and node).
+func (a *Accounting) Bound(pod, node string, t time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.open == nil {
+		a.open = map[string]int{}
+	}
+	if i, ok := a.open[pod]; ok {
+		if a.stints[i].node == node {
+			return
+		}
+		a.stints[i].to = t
+	}
+	a.open[pod] = len(a.stints)
+	a.stints = append(a.stints, stint{pod: pod, node: node, from: t})
+}
+
+// Gone records pod deleted at t.
+func (a *Accounting) Gone(pod string, t time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if i, ok := a.open[pod]; ok {
+		a.stints[i].to = t
+		delete(a.open, pod)
+	}
+}
+
+// Drift is how much node's true mean CPU (percent) changed between t0 and t1 by pods other than
+// pod: those bound there after t0 and still there at t1, less those there at t0 and deleted by
+// t1. A prediction made for pod at t0 did not include these, so the load measured at t1 minus
+// Drift is what the prediction is compared with.
+func (a *Accounting) Drift(node, pod string, t0, t1 time.Time) float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n, ok := a.nodes[node]
+	if !ok || n.MilliCPU <= 0 {
+		return 0
+	}
+	var milli float64
+	for _, s := range a.stints {
+		spec := a.pods[s.pod]
+		if s.node != node || s.pod == pod || spec == nil {
+			continue
+		}
+		gone := !s.to.IsZero() && !s.to.After(t1)
+		switch {
+		case s.from.After(t0) && !s.from.After(t1) && !gone:
+			milli += spec.UseMilliCPU
+		case !s.from.After(t0) && gone && s.to.After(t0):
+			milli -= spec.UseMilliCPU
+		}
+	}
+	return 100 * milli / float64(n.MilliCPU)
 }
 
 // SetUID records pod's UID, under which PodShares names it.

@@ -39,9 +39,10 @@ import (
 // A seeded workload of single-replica ReplicaSets (1 CPU requested, using 30 % of it) is placed by
 // berth-scheduler while the last Cold nodes are cordoned (capacity that arrives after placement, as
 // when an autoscaler adds nodes); then a seeded 25 % of them raise their use to 100–150 % of the
-// request. The same seed is replayed twice: once with relief off, once with a Rebalancer that first
-// runs in dry-run and is then switched on, so dry-run and on are measured on the very same
-// placement. Every figure is read back from the running system: node CPU from the watcher's
+// request. The same seed is replayed three times, once per window (relief off, dry-run, on): each
+// window is its own placement, gets a new Rebalancer just before the shift (none when off) and is
+// measured from the shift, so the rounds the rebalancer needs to see the hot nodes (its detection
+// delay, printed) count against it. Every figure is read back from the running system: node CPU from the watcher's
 // answers, moves and refusals from the rebalancer's Events, pods from the API server. The agents
 // read each pod's use from the cgroups the simulator writes (--cgroup-root), so the rebalancer
 // works on measured per-pod use, as it does where the agents run with the host's cgroups.
@@ -114,7 +115,10 @@ type ReliefRow struct {
 	MaxPerNodeRound int
 	// FirstRound is the first acting round's decisions ("pod from node"), from the Events.
 	FirstRound []string
-	Notes      []string
+	// DetectDelay is from the load shift to the rebalancer's first decision Event (-1: none;
+	// Events carry whole seconds, so it is rounded down to one).
+	DetectDelay time.Duration
+	Notes       []string
 }
 
 // ReliefResult is the phase's table.
@@ -148,7 +152,10 @@ func reliefWorkloads(o ReliefOptions) []workload {
 	return ws
 }
 
-// ExecuteRelief runs the load-shift phase.
+// ExecuteRelief runs the load-shift phase: three windows (relief off, dry-run, on), each on its
+// own replay of the seed's placement, each measured from the moment the load shifts with a
+// Rebalancer created just before it (a fresh state: no round has seen the hot nodes yet), so the
+// rebalancer's detection delay counts against it as it would in a cluster.
 func ExecuteRelief(ctx context.Context, o ReliefOptions) (*ReliefResult, error) {
 	o.defaults()
 	c, err := cluster.Start(ctx, cluster.Config{Dir: o.Dir, WithoutBerthCRDs: true, Logf: o.Logf})
@@ -156,6 +163,26 @@ func ExecuteRelief(ctx context.Context, o ReliefOptions) (*ReliefResult, error) 
 		return nil, err
 	}
 	defer c.Stop()
+	r, err := startRelief(ctx, c, o)
+	if err != nil {
+		return nil, err
+	}
+	res := &ReliefResult{Options: o}
+	for _, mode := range []string{"off", "dry-run", "on"} {
+		row, err := r.window(ctx, mode)
+		if row != nil {
+			res.Rows = append(res.Rows, row)
+		}
+		if err != nil {
+			return res, fmt.Errorf("relief %s: %w", mode, err)
+		}
+	}
+	return res, nil
+}
+
+// startRelief installs the CRDs, creates the node pool and starts the agents, the load watcher,
+// berth-scheduler and berth-operator with the rebalancer.
+func startRelief(ctx context.Context, c *cluster.Cluster, o ReliefOptions) (*reliefRun, error) {
 	for _, f := range []string{"berth.dev_rebalancers.yaml", crds.SecondarySchedulerFile} {
 		crd, err := crds.Load(f)
 		if err != nil {
@@ -196,60 +223,60 @@ func ExecuteRelief(ctx context.Context, o ReliefOptions) (*ReliefResult, error) 
 	if err != nil {
 		return nil, err
 	}
-	res := &ReliefResult{Options: o}
-	r := &reliefRun{c: c, st: st, cl: cl, o: o, ws: reliefWorkloads(o), metricsURL: metricsURL}
+	return &reliefRun{c: c, st: st, cl: cl, o: o, ws: reliefWorkloads(o), metricsURL: metricsURL}, nil
+}
 
-	// Relief off: place, shift, measure.
-	ns := "relief-off"
-	stop, err := r.place(ctx, ns)
-	if err != nil {
-		return res, err
-	}
-	r.shift()
-	off := &ReliefRow{Mode: "off"}
-	r.observe(ctx, off, ns, "", time.Now())
-	stop()
-	res.Rows = append(res.Rows, off)
-	if err := r.clear(ctx, ns); err != nil {
-		return res, err
-	}
-
-	// Same seed again: dry-run, then on, on one placement.
-	ns = "relief-on"
-	stop, err = r.place(ctx, ns)
-	if err != nil {
-		return res, err
-	}
-	defer stop()
-	r.shift()
-	rb := &berthv1alpha1.Rebalancer{ObjectMeta: metav1.ObjectMeta{Name: "relief"}, Spec: berthv1alpha1.RebalancerSpec{
-		WatcherAddress: st.Watcher.URL, SchedulerNames: []string{reliefScheduler}, DryRun: true,
+// rebalancer is the window's Rebalancer, named after the mode so no state of an earlier
+// window's object carries over.
+func (r *reliefRun) rebalancer(mode string) *berthv1alpha1.Rebalancer {
+	o := r.o
+	return &berthv1alpha1.Rebalancer{ObjectMeta: metav1.ObjectMeta{Name: "relief-" + mode}, Spec: berthv1alpha1.RebalancerSpec{
+		WatcherAddress: r.st.Watcher.URL, SchedulerNames: []string{reliefScheduler}, DryRun: mode == "dry-run",
 		NodeSelector:    &metav1.LabelSelector{MatchLabels: map[string]string{"berth.dev/bench-pool": "relief"}},
 		IntervalSeconds: int32(o.Interval / time.Second), AnomalyRounds: 2, MetricsExpirySeconds: 30,
 		LowThresholds: berthv1alpha1.ResourceThresholds{CPU: &o.Low}, HighThresholds: berthv1alpha1.ResourceThresholds{CPU: &o.High},
 		Limits: berthv1alpha1.RebalancerLimits{PerNode: 2, PerNamespace: 10, PerOwner: 1, PerRound: 10, EvictionsPerSecond: 10,
 			OwnerCooldownSeconds: int32(o.Observe/time.Second) * 4},
 	}}
-	if err := cl.Create(ctx, rb); err != nil {
-		return res, err
+}
+
+// window replays the placement in its own namespace, creates the mode's Rebalancer (none when
+// off), shifts the load and measures from that moment; then removes all of it.
+func (r *reliefRun) window(ctx context.Context, mode string) (*ReliefRow, error) {
+	ns := "relief-" + mode
+	stop, err := r.place(ctx, ns)
+	if err != nil {
+		return nil, err
 	}
-	defer func() { _ = cl.Delete(context.Background(), rb) }()
-	dry := &ReliefRow{Mode: "dry-run"}
-	r.observe(ctx, dry, ns, rbEventWouldMove, time.Now())
-	res.Rows = append(res.Rows, dry)
-	if err := cl.Patch(ctx, rb, client.RawPatch("application/merge-patch+json", []byte(`{"spec":{"dryRun":false}}`))); err != nil {
-		return res, err
+	defer stop()
+	reason := map[string]string{"dry-run": rbEventWouldMove, "on": rbEventMoved}[mode]
+	var rb *berthv1alpha1.Rebalancer
+	if mode != "off" {
+		rb = r.rebalancer(mode)
+		if err := r.cl.Create(ctx, rb); err != nil {
+			return nil, err
+		}
+		defer func() { _ = r.cl.Delete(context.Background(), rb) }()
 	}
-	on := &ReliefRow{Mode: "on"}
-	r.observe(ctx, on, ns, rbEventMoved, time.Now())
-	res.Rows = append(res.Rows, on)
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(rb), rb); err == nil && rb.Status.LastRound != nil {
-		on.Notes = append(on.Notes, fmt.Sprintf("Rebalancer status: round %d, pod use from %s, %d moves in cooldown", rb.Status.LastRound.Round, rb.Status.LastRound.Usage, len(rb.Status.Moves)))
+	r.shift()
+	row := &ReliefRow{Mode: mode, DetectDelay: -1}
+	r.observe(ctx, row, ns, reason, time.Now())
+	if rb != nil {
+		if err := r.cl.Get(ctx, client.ObjectKeyFromObject(rb), rb); err == nil && rb.Status.LastRound != nil {
+			row.Notes = append(row.Notes, fmt.Sprintf("Rebalancer status: round %d, pod use from %s, %d moves in cooldown", rb.Status.LastRound.Round, rb.Status.LastRound.Usage, len(rb.Status.Moves)))
+		}
 	}
-	if v := reliefMetric(ctx, metricsURL, `berth_rebalancer_evictions_total{rebalancer="relief",result="evicted"}`); v >= 0 && int(v) != on.Evictions {
-		on.Notes = append(on.Notes, fmt.Sprintf("operator metric says %v evictions, Events %d", v, on.Evictions))
+	if mode == "on" {
+		series := `berth_rebalancer_evictions_total{rebalancer="relief-on",result="evicted"}`
+		if v := reliefMetric(ctx, r.metricsURL, series); v >= 0 && int(v) != row.Evictions {
+			row.Notes = append(row.Notes, fmt.Sprintf("operator metric says %v evictions, Events %d", v, row.Evictions))
+		}
 	}
-	return res, nil
+	if rb != nil {
+		_ = r.cl.Delete(ctx, rb)
+	}
+	stop()
+	return row, r.clear(ctx, ns)
 }
 
 // Event reasons of pkg/rebalancer (kept as strings: the bench reads what the system wrote).
@@ -428,8 +455,8 @@ func (r *reliefRun) simulate(ctx context.Context, ns string) {
 	}
 }
 
-// observe measures one mode for o.Observe: the watcher's served CPU every second, then the
-// rebalancer's Events and the pods.
+// observe measures one mode for o.Observe from start (the shift): the watcher's served CPU every
+// second, then the rebalancer's Events and the pods.
 func (r *reliefRun) observe(ctx context.Context, row *ReliefRow, ns, reason string, start time.Time) {
 	stockUIDs := map[string]string{}
 	if pods, err := r.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "stock=true"}); err == nil {
@@ -437,7 +464,37 @@ func (r *reliefRun) observe(ctx context.Context, row *ReliefRow, ns, reason stri
 			stockUIDs[p.Name] = string(p.UID)
 		}
 	}
-	r.o.Logf("relief: measuring %s for %s", row.Mode, r.o.Observe)
+	r.o.Logf("relief: measuring %s for %s from the shift", row.Mode, r.o.Observe)
+	r.pollHot(ctx, row, start)
+	movedOwners, err := r.tallyEvents(ctx, row, ns, reason, start)
+	if err != nil {
+		row.Notes = append(row.Notes, "events: "+err.Error())
+		return
+	}
+	pods, err := r.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		row.Notes = append(row.Notes, "pods: "+err.Error())
+		return
+	}
+	for _, p := range pods.Items {
+		if p.Labels["stock"] == "true" {
+			if uid, ok := stockUIDs[p.Name]; !ok || uid != string(p.UID) {
+				row.NonBerthTouched++
+			}
+			continue
+		}
+		if movedOwners[p.Labels["workload"]] && p.Status.Phase == corev1.PodPending && reason == rbEventMoved {
+			row.PendingAfterMove++
+		}
+	}
+	if len(pods.Items) < len(stockUIDs) {
+		row.NonBerthTouched += len(stockUIDs) - len(pods.Items)
+	}
+}
+
+// pollHot reads the watcher every second until start + o.Observe: node-seconds above High and
+// the largest served value.
+func (r *reliefRun) pollHot(ctx context.Context, row *ReliefRow, start time.Time) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	end := start.Add(r.o.Observe)
@@ -463,31 +520,35 @@ func (r *reliefRun) observe(ctx context.Context, row *ReliefRow, ns, reason stri
 		case <-tick.C:
 		}
 	}
+}
+
+// tallyEvents reads the window's decisions (Events of reason since start): evictions, owners
+// moved twice, the busiest node of a round, the first round's decisions and the detection delay
+// (start to the first decision); it returns the owners moved.
+func (r *reliefRun) tallyEvents(ctx context.Context, row *ReliefRow, ns, reason string, start time.Time) (map[string]bool, error) {
 	evs, err := r.c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		row.Notes = append(row.Notes, "events: "+err.Error())
-		return
+		return nil, err
 	}
 	moved := map[string]int{} // owner → moves
 	rounds := map[int][]string{}
-	movedOwners := map[string]bool{}
-	refused := map[string]bool{}
-	seen := map[string]bool{}
-	perNodeRound := map[string]int{}
+	refused, seen, perNodeRound := map[string]bool{}, map[string]bool{}, map[string]int{}
 	for _, e := range evs.Items {
-		if reliefEventTime(&e).Before(start) {
+		at := reliefEventTime(&e)
+		if at.Before(start.Truncate(time.Second)) {
 			continue
 		}
 		switch e.Reason {
 		case reason:
+			if d := at.Sub(start); row.DetectDelay < 0 || d < row.DetectDelay {
+				row.DetectDelay = max(d, 0)
+			}
 			if seen[e.InvolvedObject.Name] {
 				break // dry-run decides the same pod again every round
 			}
 			seen[e.InvolvedObject.Name] = true
 			row.Evictions++
-			owner := reliefOwner(e.InvolvedObject.Name)
-			moved[owner]++
-			movedOwners[owner] = true
+			moved[reliefOwner(e.InvolvedObject.Name)]++
 			if n, ok := reliefRound(e.Message); ok {
 				rounds[n] = append(rounds[n], e.InvolvedObject.Name+" from "+reliefFrom(e.Message))
 				k := fmt.Sprintf("%d/%s", n, reliefFrom(e.Message))
@@ -499,40 +560,24 @@ func (r *reliefRun) observe(ctx context.Context, row *ReliefRow, ns, reason stri
 		}
 	}
 	row.PDBRefused = len(refused)
-	for _, n := range moved {
+	movedOwners := map[string]bool{}
+	for owner, n := range moved {
+		movedOwners[owner] = true
 		if n > 1 {
 			row.MovedTwice++
 		}
 	}
-	if len(rounds) > 0 {
-		first := -1
-		for n := range rounds {
-			if first < 0 || n < first {
-				first = n
-			}
+	first := -1
+	for n := range rounds {
+		if first < 0 || n < first {
+			first = n
 		}
+	}
+	if first >= 0 {
 		row.FirstRound = rounds[first]
 		sort.Strings(row.FirstRound)
 	}
-	pods, err := r.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		row.Notes = append(row.Notes, "pods: "+err.Error())
-		return
-	}
-	for _, p := range pods.Items {
-		if p.Labels["stock"] == "true" {
-			if uid, ok := stockUIDs[p.Name]; !ok || uid != string(p.UID) {
-				row.NonBerthTouched++
-			}
-			continue
-		}
-		if movedOwners[p.Labels["workload"]] && p.Status.Phase == corev1.PodPending && reason == rbEventMoved {
-			row.PendingAfterMove++
-		}
-	}
-	if len(pods.Items) < len(stockUIDs) {
-		row.NonBerthTouched += len(stockUIDs) - len(pods.Items)
-	}
+	return movedOwners, nil
 }
 
 // reliefStack starts the load pipeline as stack.Start does (agent identity, one fake agent pod and
@@ -690,11 +735,15 @@ func reliefMetric(ctx context.Context, url, series string) float64 {
 // Print writes the phase's table.
 func (res *ReliefResult) Print(w io.Writer) {
 	o := res.Options
-	fmt.Fprintf(w, "\nLoad-shift phase: seed %d, %d nodes of 4 CPU (%d cordoned while placing), %d workloads of 1 CPU using 30 %% (+%d default-scheduler), %.0f %% shifted to 100-150 %% of request; rounds %s, high %d %%, low %d %%, %s per mode\n",
+	fmt.Fprintf(w, "\nLoad-shift phase: seed %d, %d nodes of 4 CPU (%d cordoned while placing), %d workloads of 1 CPU using 30 %% (+%d default-scheduler), %.0f %% shifted to 100-150 %% of request; rounds %s, high %d %%, low %d %%, %s per window, every window measured from the shift with a new Rebalancer\n",
 		o.Seed, o.Nodes, o.Cold, o.Workloads, reliefStock, o.Shift*100, o.Interval, o.High, o.Low, o.Observe)
-	fmt.Fprintf(w, "%-8s %12s %9s %10s %15s %12s %12s %17s %18s\n", "relief", "node-s>high", "max util", "evictions", "max/node/round", "moved twice", "PDB refused", "pending after mv", "non-berth touched")
+	fmt.Fprintf(w, "%-8s %12s %9s %13s %10s %15s %12s %12s %17s %18s\n", "relief", "node-s>high", "max util", "detect delay", "evictions", "max/node/round", "moved twice", "PDB refused", "pending after mv", "non-berth touched")
 	for _, r := range res.Rows {
-		fmt.Fprintf(w, "%-8s %12.0f %8.1f%% %10d %15d %12d %12d %17d %18d\n", r.Mode, r.HotNodeSeconds, r.MaxUtil, r.Evictions, r.MaxPerNodeRound, r.MovedTwice, r.PDBRefused, r.PendingAfterMove, r.NonBerthTouched)
+		delay := "–"
+		if r.DetectDelay >= 0 && r.Mode != "off" {
+			delay = r.DetectDelay.Round(time.Second).String()
+		}
+		fmt.Fprintf(w, "%-8s %12.0f %8.1f%% %13s %10d %15d %12d %12d %17d %18d\n", r.Mode, r.HotNodeSeconds, r.MaxUtil, delay, r.Evictions, r.MaxPerNodeRound, r.MovedTwice, r.PDBRefused, r.PendingAfterMove, r.NonBerthTouched)
 	}
 	byMode := map[string]*ReliefRow{}
 	for _, r := range res.Rows {
@@ -703,7 +752,7 @@ func (res *ReliefResult) Print(w io.Writer) {
 	if off, on := byMode["off"], byMode["on"]; off != nil && on != nil && off.HotNodeSeconds > 0 {
 		fmt.Fprintf(w, "relief on vs off: node-seconds above %d %% cut by %.0f %%", o.High, 100*(1-on.HotNodeSeconds/off.HotNodeSeconds))
 		if dry := byMode["dry-run"]; dry != nil && dry.HotNodeSeconds > 0 {
-			fmt.Fprintf(w, "; vs dry-run on the same placement: cut by %.0f %%", 100*(1-on.HotNodeSeconds/dry.HotNodeSeconds))
+			fmt.Fprintf(w, "; vs dry-run: cut by %.0f %%", 100*(1-on.HotNodeSeconds/dry.HotNodeSeconds))
 		}
 		fmt.Fprintln(w)
 	}
@@ -711,7 +760,7 @@ func (res *ReliefResult) Print(w io.Writer) {
 		same := strings.Join(dry.FirstRound, ", ") == strings.Join(on.FirstRound, ", ")
 		fmt.Fprintf(w, "first-round decisions: dry-run [%s], on [%s]: same=%t\n", strings.Join(dry.FirstRound, ", "), strings.Join(on.FirstRound, ", "), same)
 	}
-	fmt.Fprintln(w, "dry-run evictions: pods the API server accepted a dryRun=All eviction for (nothing was evicted); node-s>high: node-seconds the watcher served a Latest CPU above high")
+	fmt.Fprintln(w, "dry-run evictions: pods the API server accepted a dryRun=All eviction for (nothing was evicted); node-s>high: node-seconds the watcher served a Latest CPU above high; detect delay: shift to the first decision Event")
 	for _, r := range res.Rows {
 		for _, n := range r.Notes {
 			fmt.Fprintf(w, "  %s: %s\n", r.Mode, n)

@@ -52,6 +52,13 @@ type RunResult struct {
 	// more than 20 points above the reference, in real-cluster minutes (bench time ÷ TimeScale).
 	// EndOvershoot is the same excess in the end utilisation (after the reports caught up).
 	MaxOvershoot, MinutesOver20, EndOvershoot float64
+	// PredWorkload and PredBare are the placement-time prediction errors (predict.go) of the
+	// workloads' pods and of bare pods, PredWindow how long after placement they were measured,
+	// PredMissing the placed pods without a usable prediction (no record, or no
+	// TargetLoadPacking in it).
+	PredWorkload, PredBare PredStat
+	PredWindow             time.Duration
+	PredMissing            int
 	// Level and Seed say which table cell the run belongs to ("" and the seed in Execute).
 	Level    string
 	Seed     uint64
@@ -121,8 +128,10 @@ type poller struct {
 	lastErr   error
 	hot       map[string]float64 // node → seconds above HotPercent
 	recent    []map[string]float64
-	lastAvg   map[string]float64 // window AVG CPU in the last answer
-	prev      time.Time
+	// hist is every answer's Latest CPU, for the prediction error's measurement.
+	hist    []histAnswer
+	lastAvg map[string]float64 // window AVG CPU in the last answer
+	prev    time.Time
 	// target and timeScale: see RunResult.MaxOvershoot (0 target: overshoot not tracked).
 	target, timeScale float64
 	maxOver           float64
@@ -214,7 +223,9 @@ func (p *poller) pollOnce(ctx context.Context, interval time.Duration) {
 	p.lastOK = now.Sub(p.start)
 	p.lastAvg = AvgCPU(resp)
 	before := p.maxOver
-	p.observe(LatestCPU(resp), dt)
+	latest := LatestCPU(resp)
+	p.hist = append(p.hist, histAnswer{at: now, latest: latest})
+	p.observe(latest, dt)
 	if p.maxOver > before && p.placed != nil {
 		// The scheduler's view is read only when the record moves (a handful of times a run),
 		// and without the lock: it is an HTTP call.
@@ -226,6 +237,40 @@ func (p *poller) pollOnce(ctx context.Context, interval time.Duration) {
 			p.hottest.placed = view
 		}
 	}
+}
+
+// histAnswer is one watcher answer's Latest CPU per node.
+type histAnswer struct {
+	at     time.Time
+	latest map[string]float64
+}
+
+// measuredAt is node's Latest CPU around t: the mean of the answers within 1.5 s of it, or, when
+// t is after the last answer, that answer; it also says when that was.
+func (p *poller) measuredAt(node string, t time.Time) (float64, time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.hist) == 0 {
+		return 0, time.Time{}, false
+	}
+	if last := p.hist[len(p.hist)-1]; t.After(last.at) {
+		v, ok := last.latest[node]
+		return v, last.at, ok
+	}
+	var sum float64
+	n := 0
+	for _, h := range p.hist {
+		if d := h.at.Sub(t); d >= -1500*time.Millisecond && d <= 1500*time.Millisecond {
+			if v, ok := h.latest[node]; ok {
+				sum += v
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return 0, time.Time{}, false
+	}
+	return sum / float64(n), t, true
 }
 
 // observe takes one answer's Latest CPU per node, dt seconds after the previous answer.

@@ -46,8 +46,12 @@ type PodSpec struct {
 type Scenario struct {
 	Seed  uint64
 	Waves int
-	Nodes []NodeSpec
-	Pods  []PodSpec
+	// Shape is ShapeBare or ShapeWorkloads; Workloads are the latter's controllers (Pods then
+	// holds its bare pods only).
+	Shape     string
+	Nodes     []NodeSpec
+	Pods      []PodSpec
+	Workloads []WorkloadSpec
 }
 
 // ScenarioOptions size a generated scenario.
@@ -62,6 +66,8 @@ type ScenarioOptions struct {
 	PodScale float64
 	// BaseShift adds points to every node's base CPU load (the busy level's system load).
 	BaseShift float64
+	// Shape is ShapeBare (default) or ShapeWorkloads.
+	Shape string
 	// Burst, when positive, replaces the pods by that many identical ones created at once
 	// (one wave, none leaving): the case where every pod of a cycle sees the same snapshot.
 	Burst int
@@ -88,29 +94,73 @@ var cpuRequests = []struct {
 // the request); 30 % are bursty, with a CPU standard deviation of 20–50 % of their mean use.
 // Nodes carry 5–15 % CPU of their own. After the last wave the cluster is about half requested
 // and a third used: the low-utilisation regime in which request-based scheduling leaves nodes
-// idle. PodScale moves the whole load up or down.
+// idle. PodScale moves the whole load up or down. The workload shape draws the same pod shapes
+// per workload instead of per pod (generateWorkloads).
 func Generate(o ScenarioOptions) (*Scenario, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))
+	s := &Scenario{Seed: o.Seed, Waves: o.Waves, Shape: o.Shape}
+	s.Nodes = generateNodes(o, rng)
+	switch {
+	case o.Burst > 0:
+		s.Waves, s.Shape = 1, ShapeBare
+		for i := range o.Burst {
+			p := BurstPod
+			p.Name = fmt.Sprintf("pl-pod-%04d", i)
+			s.Pods = append(s.Pods, p)
+		}
+	case o.Shape == ShapeWorkloads:
+		generateWorkloads(o, s, rng)
+	default:
+		for i := range o.Pods {
+			p := drawPod(o, rng, i)
+			// Arrivals spread evenly over the waves; departures come at a later wave.
+			p.Arrive = i * o.Waves / o.Pods
+			p.Leave = -1
+			if p.Arrive < o.Waves-1 && rng.Float64() < o.LeaveShare {
+				p.Leave = p.Arrive + 1 + rng.IntN(o.Waves-1-p.Arrive)
+			}
+			s.Pods = append(s.Pods, p)
+		}
+	}
+	return s, nil
+}
+
+// check validates o and fills its defaults.
+func (o *ScenarioOptions) check() error {
 	if o.Nodes < 1 || o.Pods < 1 || o.Waves < 1 {
-		return nil, fmt.Errorf("scenario: nodes, pods and waves must be positive (got %d, %d, %d)", o.Nodes, o.Pods, o.Waves)
+		return fmt.Errorf("scenario: nodes, pods and waves must be positive (got %d, %d, %d)", o.Nodes, o.Pods, o.Waves)
 	}
 	if o.LeaveShare == 0 {
 		o.LeaveShare = 0.2
 	}
 	if o.LeaveShare < 0 || o.LeaveShare > 1 {
-		return nil, fmt.Errorf("scenario: leave share %v outside [0,1]", o.LeaveShare)
+		return fmt.Errorf("scenario: leave share %v outside [0,1]", o.LeaveShare)
 	}
 	if o.PodScale == 0 {
 		o.PodScale = 1
 	}
 	if o.PodScale < 0 {
-		return nil, fmt.Errorf("scenario: pod scale %v is negative", o.PodScale)
+		return fmt.Errorf("scenario: pod scale %v is negative", o.PodScale)
 	}
-	rng := rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))
-	s := &Scenario{Seed: o.Seed, Waves: o.Waves}
+	if o.Shape == "" {
+		o.Shape = ShapeBare
+	}
+	if o.Shape != ShapeBare && o.Shape != ShapeWorkloads {
+		return fmt.Errorf("scenario: unknown shape %q (%s or %s)", o.Shape, ShapeBare, ShapeWorkloads)
+	}
+	return nil
+}
+
+// generateNodes draws the node sizes (2:2:1) and base loads.
+func generateNodes(o ScenarioOptions, rng *rand.Rand) []NodeSpec {
 	totalWeight := 0
 	for _, z := range nodeSizes {
 		totalWeight += z.weight
 	}
+	var nodes []NodeSpec
 	for i := range o.Nodes {
 		pick := rng.IntN(totalWeight)
 		size := nodeSizes[len(nodeSizes)-1]
@@ -121,65 +171,53 @@ func Generate(o ScenarioOptions) (*Scenario, error) {
 			}
 			pick -= z.weight
 		}
-		s.Nodes = append(s.Nodes, NodeSpec{
+		nodes = append(nodes, NodeSpec{
 			Name: fmt.Sprintf("pl-node-%03d", i), MilliCPU: size.milliCPU, MemoryMiB: size.memMiB,
 			BaseCPU: min(5+10*rng.Float64()+o.BaseShift, 100), BaseMemory: 10 + 20*rng.Float64(),
 		})
 	}
-	if o.Burst > 0 {
-		s.Waves = 1
-		for i := range o.Burst {
-			p := BurstPod
-			p.Name = fmt.Sprintf("pl-pod-%04d", i)
-			s.Pods = append(s.Pods, p)
-		}
-		return s, nil
-	}
+	return nodes
+}
+
+// drawPod draws pod i's requests and use (see Generate for the shares); Arrive and Leave are
+// the caller's.
+func drawPod(o ScenarioOptions, rng *rand.Rand, i int) PodSpec {
 	reqWeight := 0
 	for _, r := range cpuRequests {
 		reqWeight += r.weight
 	}
-	for i := range o.Pods {
-		pick := rng.IntN(reqWeight)
-		req := cpuRequests[len(cpuRequests)-1].milli
-		for _, r := range cpuRequests {
-			if pick < r.weight {
-				req = r.milli
-				break
-			}
-			pick -= r.weight
+	pick := rng.IntN(reqWeight)
+	req := cpuRequests[len(cpuRequests)-1].milli
+	for _, r := range cpuRequests {
+		if pick < r.weight {
+			req = r.milli
+			break
 		}
-		req = int64(float64(req) * o.PodScale)
-		// Memory: 0.5–2 GiB per requested core, so memory is never the binding constraint
-		// and the comparison is about CPU, which the load-aware plugins score.
-		memReq := int64(float64(req) / 1000 * (512 + 1536*rng.Float64()))
-		p := PodSpec{Name: fmt.Sprintf("pl-pod-%04d", i), ReqMilliCPU: max(req, 1), ReqMemMiB: max(memReq, 1)}
-		var frac float64
-		switch c := rng.Float64(); {
-		case c < 0.7:
-			p.Class, frac = "over", 0.1+0.3*rng.Float64()
-		case c < 0.9:
-			p.Class, frac = "right", 0.6+0.3*rng.Float64()
-		default:
-			p.Class, frac = "under", 1.1+0.4*rng.Float64()
-		}
-		if rng.Float64() < 0.3 {
-			p.LimMilliCPU = 2 * p.ReqMilliCPU
-		}
-		p.UseMilliCPU = frac * float64(p.ReqMilliCPU)
-		p.UseMemMiB = (0.4 + 0.5*rng.Float64()) * float64(p.ReqMemMiB)
-		if rng.Float64() < 0.3 {
-			p.BurstMilliCPU = (0.2 + 0.3*rng.Float64()) * p.UseMilliCPU
-		}
-		// Arrivals spread evenly over the waves; departures come at a later wave.
-		p.Arrive = i * o.Waves / o.Pods
-		p.Leave = -1
-		if p.Arrive < o.Waves-1 && rng.Float64() < o.LeaveShare {
-			p.Leave = p.Arrive + 1 + rng.IntN(o.Waves-1-p.Arrive)
-		}
-		s.Pods = append(s.Pods, p)
+		pick -= r.weight
 	}
-	return s, nil
+	req = int64(float64(req) * o.PodScale)
+	// Memory: 0.5–2 GiB per requested core, so memory is never the binding constraint
+	// and the comparison is about CPU, which the load-aware plugins score.
+	memReq := int64(float64(req) / 1000 * (512 + 1536*rng.Float64()))
+	p := PodSpec{Name: fmt.Sprintf("pl-pod-%04d", i), ReqMilliCPU: max(req, 1), ReqMemMiB: max(memReq, 1)}
+	var frac float64
+	switch c := rng.Float64(); {
+	case c < 0.7:
+		p.Class, frac = "over", 0.1+0.3*rng.Float64()
+	case c < 0.9:
+		p.Class, frac = "right", 0.6+0.3*rng.Float64()
+	default:
+		p.Class, frac = "under", 1.1+0.4*rng.Float64()
+	}
+	if rng.Float64() < 0.3 {
+		p.LimMilliCPU = 2 * p.ReqMilliCPU
+	}
+	p.UseMilliCPU = frac * float64(p.ReqMilliCPU)
+	p.UseMemMiB = (0.4 + 0.5*rng.Float64()) * float64(p.ReqMemMiB)
+	if rng.Float64() < 0.3 {
+		p.BurstMilliCPU = (0.2 + 0.3*rng.Float64()) * p.UseMilliCPU
+	}
+	return p
 }
 
 // Oversized lists pods whose CPU or memory request exceeds every node's capacity: no
@@ -194,6 +232,11 @@ func (s *Scenario) Oversized() []string {
 	for _, p := range s.Pods {
 		if p.ReqMilliCPU > maxCPU || p.ReqMemMiB > maxMem {
 			out = append(out, p.Name)
+		}
+	}
+	for _, w := range s.Workloads {
+		if w.ReqMilliCPU > maxCPU || w.ReqMemMiB > maxMem {
+			out = append(out, w.Name)
 		}
 	}
 	sort.Strings(out)
@@ -222,5 +265,8 @@ func (s *Scenario) Totals() Totals {
 		t.EndReqMilliCPU += p.ReqMilliCPU
 		t.EndUseMilliCPU += p.UseMilliCPU
 	}
+	req, use := s.workloadTotals()
+	t.EndReqMilliCPU += req
+	t.EndUseMilliCPU += use
 	return t
 }

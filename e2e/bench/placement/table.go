@@ -34,6 +34,9 @@ type TableOptions struct {
 	Nodes, Pods, Waves int
 	Seeds              []uint64
 	Levels             []Level
+	// Shapes are the scenario shapes every level runs with (ShapeWorkloads, ShapeBare; default
+	// bare).
+	Shapes []string
 	// Burst is the number of identical pods created at once in the burst scenario (0: none),
 	// run with the first seed's nodes at their base load.
 	Burst int
@@ -55,11 +58,14 @@ const BurstLevel = "burst"
 
 // ExecuteTable runs the realistic table on one cluster: the node set is the first seed's (node
 // sizes stay, so seeds compare like for like), and each seed draws its own pods, uses, waves and
-// base loads.
+// base loads; every shape runs every level.
 func ExecuteTable(ctx context.Context, o TableOptions) (*Table, error) {
 	o.Defaults()
 	if len(o.Seeds) == 0 || len(o.Runs) == 0 {
 		return nil, fmt.Errorf("table: no seeds or no runs")
+	}
+	if len(o.Shapes) == 0 {
+		o.Shapes = []string{ShapeBare}
 	}
 	if o.WavePause <= o.ReportInterval+time.Duration(o.RefreshSeconds)*time.Second {
 		return nil, fmt.Errorf("wave pause %s must exceed the report interval (%s) plus the scheduler's refresh (%ds)",
@@ -69,70 +75,100 @@ func ExecuteTable(ctx context.Context, o TableOptions) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	gen := func(so ScenarioOptions) (*Scenario, error) {
-		sc, err := Generate(so)
-		if err != nil {
-			return nil, err
-		}
-		for i := range sc.Nodes {
-			sc.Nodes[i].MilliCPU, sc.Nodes[i].MemoryMiB = nodes.Nodes[i].MilliCPU, nodes.Nodes[i].MemoryMiB
-		}
-		return sc, nil
-	}
 	start := time.Now()
 	b, err := startBench(ctx, o.Options, nodes)
 	if err != nil {
 		return nil, err
 	}
 	defer b.close()
-	t := &Table{Options: o, Scenarios: map[string]*Scenario{}}
-	total := len(o.Levels) * len(o.Seeds) * len(o.Runs)
+	tr := &tableRun{o: o, b: b, nodes: nodes, t: &Table{Options: o, Scenarios: map[string]*Scenario{}}}
+	tr.total = len(o.Shapes) * len(o.Levels) * len(o.Seeds) * len(o.Runs)
 	if o.Burst > 0 {
-		total += len(o.Runs)
+		tr.total += len(o.Runs)
 	}
-	done := 0
-	one := func(sc *Scenario, level string, rc RunConfig) error {
-		done++
-		o.Logf("run %d/%d: %s, seed %d, %s", done, total, level, sc.Seed, rc.Name)
-		r, err := b.run(ctx, o.Options, sc, rc)
-		if err != nil {
-			return fmt.Errorf("%s, seed %d, %s: %w", level, sc.Seed, rc.Name, err)
-		}
-		r.Level, r.Seed = level, sc.Seed
-		o.Logf("%s: %s", rc.Name, r.summary())
-		t.Runs = append(t.Runs, r)
-		return nil
+	err = tr.all(ctx)
+	tr.t.Elapsed = time.Since(start)
+	return tr.t, err
+}
+
+// tableRun is one ExecuteTable in progress.
+type tableRun struct {
+	o           TableOptions
+	b           *bench
+	nodes       *Scenario
+	t           *Table
+	done, total int
+}
+
+// gen generates a scenario on the table's node sizes.
+func (tr *tableRun) gen(so ScenarioOptions) (*Scenario, error) {
+	sc, err := Generate(so)
+	if err != nil {
+		return nil, err
 	}
-	for _, lv := range o.Levels {
-		for _, seed := range o.Seeds {
-			sc, err := gen(ScenarioOptions{Seed: seed, Nodes: o.Nodes, Pods: o.Pods, Waves: o.Waves, PodScale: lv.PodScale, BaseShift: lv.BaseShift})
-			if err != nil {
-				return t, err
-			}
-			t.Scenarios[fmt.Sprintf("%s/%d", lv.Name, seed)] = sc
-			for _, rc := range o.Runs {
-				if err := one(sc, lv.Name, rc); err != nil {
-					t.Elapsed = time.Since(start)
-					return t, err
+	for i := range sc.Nodes {
+		sc.Nodes[i].MilliCPU, sc.Nodes[i].MemoryMiB = tr.nodes.Nodes[i].MilliCPU, tr.nodes.Nodes[i].MemoryMiB
+	}
+	return sc, nil
+}
+
+// one runs sc with rc as the table cell level.
+func (tr *tableRun) one(ctx context.Context, sc *Scenario, level string, rc RunConfig) error {
+	tr.done++
+	tr.o.Logf("run %d/%d: %s, seed %d, %s", tr.done, tr.total, level, sc.Seed, rc.Name)
+	r, err := tr.b.run(ctx, tr.o.Options, sc, rc)
+	if err != nil {
+		return fmt.Errorf("%s, seed %d, %s: %w", level, sc.Seed, rc.Name, err)
+	}
+	r.Level, r.Seed = level, sc.Seed
+	tr.o.Logf("%s: %s", rc.Name, r.summary())
+	tr.t.Runs = append(tr.t.Runs, r)
+	return nil
+}
+
+// all runs every shape × level × seed × run, then the burst.
+func (tr *tableRun) all(ctx context.Context) error {
+	o := tr.o
+	for _, shape := range o.Shapes {
+		for _, lv := range o.Levels {
+			level := LevelName(lv, shape)
+			for _, seed := range o.Seeds {
+				sc, err := tr.gen(ScenarioOptions{Seed: seed, Nodes: o.Nodes, Pods: o.Pods, Waves: o.Waves,
+					PodScale: lv.PodScale, BaseShift: lv.BaseShift, Shape: shape})
+				if err != nil {
+					return err
+				}
+				tr.t.Scenarios[fmt.Sprintf("%s/%d", level, seed)] = sc
+				for _, rc := range o.Runs {
+					if err := tr.one(ctx, sc, level, rc); err != nil {
+						return err
+					}
 				}
 			}
 		}
 	}
-	if o.Burst > 0 {
-		sc, err := gen(ScenarioOptions{Seed: o.Seeds[0], Nodes: o.Nodes, Pods: o.Burst, Waves: 1, Burst: o.Burst})
-		if err != nil {
-			return t, err
-		}
-		t.Burst = sc
-		for _, rc := range o.Runs {
-			if err := one(sc, BurstLevel, rc); err != nil {
-				t.Elapsed = time.Since(start)
-				return t, err
-			}
+	if o.Burst <= 0 {
+		return nil
+	}
+	sc, err := tr.gen(ScenarioOptions{Seed: o.Seeds[0], Nodes: o.Nodes, Pods: o.Burst, Waves: 1, Burst: o.Burst})
+	if err != nil {
+		return err
+	}
+	tr.t.Burst = sc
+	for _, rc := range o.Runs {
+		if err := tr.one(ctx, sc, BurstLevel, rc); err != nil {
+			return err
 		}
 	}
-	t.Elapsed = time.Since(start)
-	return t, nil
+	return nil
+}
+
+// LevelName is a table cell's level: the level and the scenario's shape.
+func LevelName(lv Level, shape string) string {
+	if shape == ShapeWorkloads {
+		return lv.Name + " wl"
+	}
+	return lv.Name + " bare"
 }
 
 // spread is a figure over seeds: mean, min and max.
@@ -212,12 +248,21 @@ func (t *Table) PrintTable(w io.Writer) {
 		t.Elapsed.Round(time.Second))
 	fmt.Fprintf(w, "Figures are the mean over seeds [min–max]. ref = max(target %.0f %%, the nodes' mean CPU); overshoot = hottest node − ref, "+
 		"largest over the run (\"max over\") and at the end (\"end over\"); \"node-min >ref+20\" in real-cluster minutes; "+
-		"freed = nodes with no benchmark pod.\n\n", o.Target)
+		"freed = nodes with no benchmark pod; pred err = median |predicted − measured| node CPU of the chosen node, %s after placement "+
+		"(pods of workloads / bare pods); gap = max over / freed / ±10 share minus its oracle's, same seed (pack runs: the packing oracle; others: the balancing one).\n\n",
+		o.Target, o.predictionWindow())
+	t.printRows(w)
+	t.printScenarios(w)
+	t.printNotes(w)
+}
+
+func (t *Table) printRows(w io.Writer) {
+	o := t.Options
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "level\trun\t±10 of %.0f%%\tfreed\tmax over\tend over\tnode-min >ref+20\t>%d%% nodes\tutil mean\tutil std\tunplaced\t\n", o.Target, HotPercent)
+	fmt.Fprintf(tw, "level\trun\t±10 of %.0f%%\tfreed\tmax over\tend over\tnode-min >ref+20\t>%d%% nodes\tutil mean\tutil std\tunplaced\tpred err wl / bare\tgap to oracle\t\n", o.Target, HotPercent)
 	for _, row := range t.Rows() {
 		n := o.Nodes
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", row.Level, row.Name,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", row.Level, row.Name,
 			row.NearShare(o.Target, n).format("%.0f"), row.Freed(n).format("%.0f"),
 			row.figure(n, func(r *RunResult) float64 { return r.MaxOvershoot }).format("%.1f"),
 			row.figure(n, func(r *RunResult) float64 { return r.EndOvershoot }).format("%.1f"),
@@ -225,14 +270,63 @@ func (t *Table) PrintTable(w io.Writer) {
 			row.figure(n, func(r *RunResult) float64 { return float64(r.HotNodes) }).format("%.0f"),
 			row.figure(n, func(r *RunResult) float64 { m, _ := r.MeanStd(); return m }).format("%.1f"),
 			row.figure(n, func(r *RunResult) float64 { _, s := r.MeanStd(); return s }).format("%.1f"),
-			row.figure(n, func(r *RunResult) float64 { return float64(r.Unplaced) }).format("%.0f"))
+			row.figure(n, func(r *RunResult) float64 { return float64(r.Unplaced) }).format("%.0f"),
+			row.predErr(), t.gap(row))
 	}
 	tw.Flush()
+}
+
+// predErr is the row's median prediction errors (mean over seeds), "–" where no pod had one.
+func (row Row) predErr() string {
+	f := func(get func(r *RunResult) PredStat) string {
+		var vals []float64
+		for _, r := range row.Runs {
+			if st := get(r); st.N > 0 {
+				vals = append(vals, st.MedianAbs)
+			}
+		}
+		if len(vals) == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.1f", spreadOf(vals).mean)
+	}
+	return f(func(r *RunResult) PredStat { return r.PredWorkload }) + " / " + f(func(r *RunResult) PredStat { return r.PredBare })
+}
+
+// gap is the row's distance to its oracle (oracleFor) in the same level and seed: max over,
+// freed and near-target share, each the mean over seeds of run − oracle; "–" without one.
+func (t *Table) gap(row Row) string {
+	key := oracleFor(row.Key)
+	if key == "" {
+		return "–"
+	}
+	n := t.Options.Nodes
+	var over, freed, near []float64
+	for _, r := range row.Runs {
+		for _, q := range t.Runs {
+			if q.Key != key || q.Level != r.Level || q.Seed != r.Seed {
+				continue
+			}
+			over = append(over, r.MaxOvershoot-q.MaxOvershoot)
+			freed = append(freed, 100*float64(q.NodesWithPods-r.NodesWithPods)/float64(n))
+			near = append(near, 100*(r.NearShare(t.Options.Target, n)-q.NearShare(t.Options.Target, n)))
+		}
+	}
+	if len(over) == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%+.1f / %+.0f / %+.0f", spreadOf(over).mean, spreadOf(freed).mean, spreadOf(near).mean)
+}
+
+func (t *Table) printScenarios(w io.Writer) {
+	o := t.Options
 	fmt.Fprintln(w, "\nScenarios (as generated):")
-	for _, lv := range o.Levels {
-		for _, seed := range o.Seeds {
-			if sc := t.Scenarios[fmt.Sprintf("%s/%d", lv.Name, seed)]; sc != nil {
-				fmt.Fprintf(w, "  level %s seed %d: %s\n", lv.Name, seed, scenarioLine(sc))
+	for _, shape := range o.Shapes {
+		for _, lv := range o.Levels {
+			for _, seed := range o.Seeds {
+				if sc := t.Scenarios[fmt.Sprintf("%s/%d", LevelName(lv, shape), seed)]; sc != nil {
+					fmt.Fprintf(w, "  level %s seed %d: %s\n", LevelName(lv, shape), seed, scenarioLine(sc))
+				}
 			}
 		}
 	}
@@ -240,6 +334,9 @@ func (t *Table) PrintTable(w io.Writer) {
 		fmt.Fprintf(w, "  burst: %d identical pods (%dm CPU / %dMi requested, %.0fm used) created at once: %s\n",
 			len(t.Burst.Pods), BurstPod.ReqMilliCPU, BurstPod.ReqMemMiB, BurstPod.UseMilliCPU, scenarioLine(t.Burst))
 	}
+}
+
+func (t *Table) printNotes(w io.Writer) {
 	var notes []string
 	for _, r := range t.Runs {
 		for _, n := range r.Notes {
@@ -252,6 +349,10 @@ func (t *Table) PrintTable(w io.Writer) {
 			notes = append(notes, fmt.Sprintf("  %s seed %d %s: %d/%d watcher polls failed, served−simulated %.1f points",
 				r.Level, r.Seed, r.Name, r.FailedPolls, r.Polls, r.ServedVsSimulated))
 		}
+		if st := r.PredWorkload; st.N > 0 || r.PredBare.N > 0 {
+			notes = append(notes, fmt.Sprintf("  %s seed %d %s: prediction error, median signed (predicted − measured): workload pods %.1f (%d), bare pods %.1f (%d); %d placed pods without one",
+				r.Level, r.Seed, r.Name, st.MedianBias, st.N, r.PredBare.MedianBias, r.PredBare.N, r.PredMissing))
+		}
 	}
 	if len(notes) > 0 {
 		fmt.Fprintln(w, "\nNotes:")
@@ -263,6 +364,17 @@ func (t *Table) PrintTable(w io.Writer) {
 
 func scenarioLine(sc *Scenario) string {
 	t := sc.Totals()
+	if len(sc.Workloads) > 0 {
+		deploys := 0
+		for _, w := range sc.Workloads {
+			if w.Kind == KindDeployment {
+				deploys++
+			}
+		}
+		return fmt.Sprintf("%d workloads (%d Deployments, %d StatefulSets; %d replicas at the end) and %d bare pods (%d stay) in %d waves: %.0f %% of CPU requested, %.0f %% used at the end (base %.0f %%)",
+			len(sc.Workloads), deploys, len(sc.Workloads)-deploys, sc.replicasAtEnd(), len(sc.Pods), countStay(sc), sc.Waves,
+			100*float64(t.EndReqMilliCPU)/float64(t.MilliCPU), 100*(t.BaseMilliCPU+t.EndUseMilliCPU)/float64(t.MilliCPU), 100*t.BaseMilliCPU/float64(t.MilliCPU))
+	}
 	return fmt.Sprintf("%d pods in %d waves, %d stay: %.0f %% of CPU requested, %.0f %% used at the end (base %.0f %%)",
 		len(sc.Pods), sc.Waves, countStay(sc), 100*float64(t.EndReqMilliCPU)/float64(t.MilliCPU),
 		100*(t.BaseMilliCPU+t.EndUseMilliCPU)/float64(t.MilliCPU), 100*t.BaseMilliCPU/float64(t.MilliCPU))

@@ -22,7 +22,7 @@ func main() {
 	flag.IntVar(&o.Cold, "cold", 6, "nodes cordoned while the workloads are placed (capacity that arrives later)")
 	flag.Float64Var(&o.Shift, "shift", 0.25, "share of workloads whose use rises to 100-150 % of the request after placement")
 	flag.DurationVar(&o.Interval, "interval", 5*time.Second, "rebalancer round (a real cluster's 60 s, compressed)")
-	flag.DurationVar(&o.Observe, "observe", time.Minute, "how long each mode is measured")
+	flag.DurationVar(&o.Observe, "observe", time.Minute, "how long each window (off, dry-run, on) is measured from the load shift")
 	dir := flag.String("dir", "", "keep the cluster's state and logs here (default: a temporary directory, removed)")
 	verbose := flag.Bool("v", false, "print progress")
 	flag.Parse()

@@ -1,0 +1,203 @@
+package placement
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/berth-sched/berth/pkg/decisionapi"
+)
+
+// The placement-time prediction error: for each pod, what was predicted for the node it was put
+// on when it was put there (the scheduler's decision record: TargetLoadPacking's predicted
+// utilisation with the pod; for the oracle, the node's true mean load with it) against what the
+// watcher measured on that node one window later, less what other pods bound there or deleted
+// from there in between add or take away (their true mean use, from the simulator's ledger).
+
+// prediction is one pod's.
+type prediction struct {
+	pod, node string
+	at        time.Time
+	predicted float64
+	workload  bool
+}
+
+// PredStat is the median error over a kind of pods (NaN with none): absolute and signed
+// (predicted − measured: positive when the prediction was too high).
+type PredStat struct {
+	N                     int
+	MedianAbs, MedianBias float64
+}
+
+// predictions collects a run's predictions: decision records are read by one worker as the
+// informer sees pods bound; the oracle's pods are bound by one worker in the order they arrive.
+type predictions struct {
+	mu      sync.Mutex
+	list    []prediction
+	seen    map[string]bool
+	missing int
+	jobs    chan func(context.Context)
+	closed  bool
+	done    chan struct{}
+	x       *replay
+}
+
+func newPredictions() *predictions {
+	return &predictions{seen: map[string]bool{}, jobs: make(chan func(context.Context), 1<<14), done: make(chan struct{})}
+}
+
+// start runs the worker until stop.
+func (ps *predictions) start(ctx context.Context, x *replay) {
+	ps.x = x
+	go func() {
+		defer close(ps.done)
+		for job := range ps.jobs {
+			if ctx.Err() == nil {
+				job(ctx)
+			}
+		}
+	}()
+}
+
+// stop ends the worker after the queued jobs.
+func (ps *predictions) stop() {
+	ps.mu.Lock()
+	if !ps.closed {
+		ps.closed = true
+		close(ps.jobs)
+	}
+	ps.mu.Unlock()
+	<-ps.done
+}
+
+// enqueue runs job once per key on the worker.
+func (ps *predictions) enqueue(key string, job func(context.Context)) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.closed || ps.seen[key] {
+		return
+	}
+	ps.seen[key] = true
+	select {
+	case ps.jobs <- job:
+	default:
+		ps.missing++
+	}
+}
+
+func (ps *predictions) add(p prediction) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.list = append(ps.list, p)
+}
+
+func (ps *predictions) miss() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.missing++
+}
+
+// placed reads pod's decision record: the chosen node and TargetLoadPacking's prediction there.
+func (ps *predictions) placed(pod string, workload bool) {
+	x := ps.x
+	ps.enqueue("record/"+pod, func(ctx context.Context) {
+		rec, err := x.probe.record(ctx, x.ns, pod)
+		if err != nil || rec.Chosen == "" {
+			ps.miss()
+			return
+		}
+		for _, n := range rec.Nodes {
+			if n.Node != rec.Chosen {
+				continue
+			}
+			if pred, ok := predicted(n); ok {
+				ps.add(prediction{pod: pod, node: n.Node, at: rec.Started, predicted: pred, workload: workload})
+				return
+			}
+		}
+		ps.miss() // no TargetLoadPacking in the profile, or a neutral score
+	})
+}
+
+// bindOracle binds an oracle pod and records the oracle's prediction.
+func (ps *predictions) bindOracle(pod *corev1.Pod) {
+	x := ps.x
+	pod = pod.DeepCopy()
+	ps.enqueue("bind/"+pod.Name, func(ctx context.Context) {
+		at := time.Now()
+		node, load, err := x.orc.bind(ctx, x.c.Client, pod)
+		if err != nil {
+			x.note("bind", fmt.Sprintf("the oracle left pods unbound (first: %v)", err))
+			return
+		}
+		ps.add(prediction{pod: pod.Name, node: node, at: at, predicted: load, workload: x.book.ofWorkload(pod.Name)})
+	})
+}
+
+// finish measures every prediction window after it was made (or at the last answer, for pods
+// placed less than window before the end) and writes the medians into r.
+func (ps *predictions) finish(r *RunResult, poll *poller, acct *Accounting, window time.Duration) {
+	ps.mu.Lock()
+	list := append([]prediction(nil), ps.list...)
+	r.PredMissing = ps.missing
+	ps.mu.Unlock()
+	var wl, bare []float64
+	for _, p := range list {
+		measured, at, ok := poll.measuredAt(p.node, p.at.Add(window))
+		if !ok {
+			r.PredMissing++
+			continue
+		}
+		err := p.predicted - (measured - acct.Drift(p.node, p.pod, p.at, at))
+		if p.workload {
+			wl = append(wl, err)
+		} else {
+			bare = append(bare, err)
+		}
+	}
+	r.PredWorkload, r.PredBare, r.PredWindow = predStat(wl), predStat(bare), window
+}
+
+func predStat(errs []float64) PredStat {
+	s := PredStat{N: len(errs), MedianAbs: math.NaN(), MedianBias: math.NaN()}
+	if len(errs) == 0 {
+		return s
+	}
+	abs := make([]float64, len(errs))
+	for i, e := range errs {
+		abs[i] = math.Abs(e)
+	}
+	return PredStat{N: len(errs), MedianAbs: median(abs), MedianBias: median(errs)}
+}
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+// predictionWindow is "one window": the agents' shortest averaging window on the run's time
+// scale (5 minutes × TimeScale), by when the pod's own load has filled it.
+func (o *Options) predictionWindow() time.Duration {
+	if w := o.windows(); len(w) > 0 {
+		return w[0]
+	}
+	return 5 * time.Minute
+}
+
+// record is pod's decision record from the scheduler's /debug/berth/explain.
+func (p *placedProbe) record(ctx context.Context, ns, pod string) (*decisionapi.Record, error) {
+	var rec decisionapi.Record
+	if err := getJSON(ctx, p.client, p.explain+"?namespace="+ns+"&name="+pod, &rec); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
