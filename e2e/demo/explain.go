@@ -45,15 +45,7 @@ func printDecision(ctx context.Context, env *Env, ec *framework.ExplainClient, n
 		return rec, err
 	}
 	if len(plugins) == 0 {
-		seen := map[string]bool{}
-		for _, n := range rec.Nodes {
-			for _, s := range n.Scores {
-				if !seen[s.Plugin] {
-					seen[s.Plugin] = true
-					plugins = append(plugins, s.Plugin)
-				}
-			}
-		}
+		plugins = scorePlugins(rec)
 	}
 	verdict := rec.Outcome
 	if rec.Chosen != "" {
@@ -65,55 +57,15 @@ func printDecision(ctx context.Context, env *Env, ec *framework.ExplainClient, n
 		fmt.Fprintf(env.Out, "  refused by %s for every node: %s\n", rec.PreFilter.Plugin, strings.Join(rec.PreFilter.Reasons, "; "))
 		return rec, nil
 	}
-	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
-	head := []string{"  NODE"}
-	for _, p := range plugins {
-		head = append(head, fmt.Sprintf("%s (×%d)", p, rec.Weights[p]))
-	}
-	fmt.Fprintln(tw, strings.Join(append(head, "TOTAL", "CHOSEN"), "\t"))
 	// Refusals shared by many nodes (the other scenarios' nodes, outside this pod's selector)
-	// are one line each below; the rest are listed per node.
+	// are one line each below the table; the rest are listed per node.
 	common := map[string]bool{}
 	for _, r := range rec.RefusedBy {
 		if r.Nodes > 2 {
 			common[r.Plugin+": "+r.Reason] = true
 		}
 	}
-	for _, n := range rec.Nodes {
-		row := []string{"  " + n.Node}
-		if n.Filter != nil {
-			why := n.Filter.Plugin + ": " + strings.Join(n.Filter.Reasons, "; ")
-			if !common[why] {
-				fmt.Fprintln(tw, strings.Join(append(row, "refused by "+why), "\t"))
-			}
-			continue
-		}
-		for _, p := range plugins {
-			s, ok := n.Score(p)
-			if !ok {
-				row = append(row, "-")
-				continue
-			}
-			cell := fmt.Sprint(s.Normalized)
-			if s.Raw != s.Normalized {
-				cell += fmt.Sprintf(" (raw %d)", s.Raw)
-			}
-			if d := n.DetailText(p); d != "" {
-				cell += " [" + d + "]"
-			}
-			row = append(row, cell)
-		}
-		mark := ""
-		if n.Chosen {
-			mark = "*"
-		}
-		total := "-"
-		if len(n.Scores) > 0 {
-			total = fmt.Sprint(n.Total)
-		}
-		fmt.Fprintln(tw, strings.Join(append(row, total, mark), "\t"))
-	}
-	if err := tw.Flush(); err != nil {
+	if err := printDecisionTable(env, rec, plugins, common); err != nil {
 		return rec, err
 	}
 	for _, r := range rec.RefusedBy {
@@ -125,4 +77,73 @@ func printDecision(ctx context.Context, env *Env, ec *framework.ExplainClient, n
 		fmt.Fprintf(env.Out, "  (%d more feasible nodes not listed)\n", rec.OmittedFeasible)
 	}
 	return rec, nil
+}
+
+// scorePlugins lists the plugins that scored any node of rec, in the order they first appear.
+func scorePlugins(rec decisionapi.Record) []string {
+	var plugins []string
+	seen := map[string]bool{}
+	for _, n := range rec.Nodes {
+		for _, s := range n.Scores {
+			if !seen[s.Plugin] {
+				seen[s.Plugin] = true
+				plugins = append(plugins, s.Plugin)
+			}
+		}
+	}
+	return plugins
+}
+
+// printDecisionTable prints one row per node of rec: each of plugins' score, the total and
+// whether it was chosen, or the filter verdict of a refused node unless its refusal is common.
+func printDecisionTable(env *Env, rec decisionapi.Record, plugins []string, common map[string]bool) error {
+	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
+	head := []string{"  NODE"}
+	for _, p := range plugins {
+		head = append(head, fmt.Sprintf("%s (×%d)", p, rec.Weights[p]))
+	}
+	fmt.Fprintln(tw, strings.Join(append(head, "TOTAL", "CHOSEN"), "\t"))
+	for _, n := range rec.Nodes {
+		row := []string{"  " + n.Node}
+		if n.Filter != nil {
+			why := n.Filter.Plugin + ": " + strings.Join(n.Filter.Reasons, "; ")
+			if !common[why] {
+				fmt.Fprintln(tw, strings.Join(append(row, "refused by "+why), "\t"))
+			}
+			continue
+		}
+		fmt.Fprintln(tw, strings.Join(append(row, scoredNodeCells(n, plugins)...), "\t"))
+	}
+	return tw.Flush()
+}
+
+// scoredNodeCells are the cells of a node that passed the filters: each plugin's normalised
+// score (with the raw one when it differs, and the plugin's inputs), the total and the mark of
+// the chosen node.
+func scoredNodeCells(n decisionapi.NodeRecord, plugins []string) []string {
+	var row []string
+	for _, p := range plugins {
+		s, ok := n.Score(p)
+		if !ok {
+			row = append(row, "-")
+			continue
+		}
+		cell := fmt.Sprint(s.Normalized)
+		if s.Raw != s.Normalized {
+			cell += fmt.Sprintf(" (raw %d)", s.Raw)
+		}
+		if d := n.DetailText(p); d != "" {
+			cell += " [" + d + "]"
+		}
+		row = append(row, cell)
+	}
+	mark := ""
+	if n.Chosen {
+		mark = "*"
+	}
+	total := "-"
+	if len(n.Scores) > 0 {
+		total = fmt.Sprint(n.Total)
+	}
+	return append(row, total, mark)
 }

@@ -24,17 +24,21 @@ func init() {
 	register(50, Scenario{Name: "NodeImageLocality: pods go where their image already is (seed 004: busybox on kind)", Run: imageLocalityDemo})
 }
 
+// The image-locality scenario's namespace, scheduler, node label and pods per scheduler, the
+// same on simulated and on real nodes.
+const (
+	imageLocalityNS        = "demo-imagelocality"
+	imageLocalityScheduler = "berth-imagelocality"
+	imageLocalityLabel     = "berth.io/demo-imagelocality"
+	imageLocalityPods      = 6
+)
+
 // imageLocalityDemo replays seed 004: three workers, busybox present on two of them as the
 // agents report it in NodeImages while node.status.images stays empty (as on kind), a profile
 // that scores with image locality alone (the seed's: every other score plugin disabled), and
 // busybox pods created one after another. The same pods also go to the default scheduler.
 func imageLocalityDemo(ctx context.Context, env *Env) error {
-	const (
-		ns            = "demo-imagelocality"
-		schedulerName = "berth-imagelocality"
-		label         = "berth.io/demo-imagelocality"
-		pods          = 6
-	)
+	const ns, schedulerName, label, pods = imageLocalityNS, imageLocalityScheduler, imageLocalityLabel, imageLocalityPods
 	if rns := env.Cluster.RealNodes(); len(rns) >= 3 {
 		return imageLocalityRealDemo(ctx, env, rns)
 	} else if len(rns) > 0 {
@@ -44,30 +48,9 @@ func imageLocalityDemo(ctx context.Context, env *Env) error {
 	}
 	workers := []string{"scheduler-worker", "scheduler-worker2", "scheduler-worker3"}
 	holders := map[string]bool{"scheduler-worker2": true, "scheduler-worker3": true}
-	if err := framework.InstallNodeImagesCRD(ctx, env.Cluster.RESTConfig); err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(env.Cluster.RESTConfig)
+	dyn, err := addSimulatedHolders(ctx, env, workers, holders)
 	if err != nil {
 		return err
-	}
-	for _, n := range workers {
-		if err := env.Cluster.AddNodes(ctx, cluster.NodeSpec{Name: n, CPU: "4", Memory: "16Gi", Labels: map[string]string{label: "true"}}); err != nil {
-			return err
-		}
-	}
-	if err := framework.WaitUntainted(ctx, env.Client, workers...); err != nil {
-		return err
-	}
-	// crictl images on the seed's workers: docker.io/library/busybox latest 771kB.
-	busybox := framework.NodeImage{Tags: []string{"docker.io/library/busybox:latest"},
-		Digests: []string{"docker.io/library/busybox@sha256:69593048aa3acfee0f75f20b77acb549de2472063053f6730c4091b53f2dfb02"}, Size: 771_000}
-	for _, n := range workers {
-		if holders[n] {
-			if err := framework.WriteNodeImages(ctx, dyn, n, busybox); err != nil {
-				return err
-			}
-		}
 	}
 	sched, ec, err := startRecording(ctx, env, env.Cluster, "berth-scheduler-imagelocality",
 		framework.SchedulerConfig(framework.NodeImageLocalityProfile(schedulerName, 100, true, "{}")))
@@ -78,6 +61,59 @@ func imageLocalityDemo(ctx context.Context, env *Env) error {
 	if err := framework.EnsureNamespace(ctx, env.Client, ns); err != nil {
 		return err
 	}
+	if err := printSimulatedHoldings(ctx, env, workers, holders); err != nil {
+		return err
+	}
+	// The seed's busybox-sleep pods, one after another, for each scheduler.
+	rows, err := placeInTurn(ctx, env, ec, ns, schedulerName, "busybox-sleep", pods, func(scheduler, name string) *corev1.Pod {
+		return busyboxPod(ns, name, scheduler, label)
+	}, func() {
+		fmt.Fprintln(env.Out, "  (771 kB × 2/3 is under the in-tree 23 MiB floor, so the in-tree ImageLocality would score every node 0;\n"+
+			"   NodeImageLocality's tie-break gives the holders 1 — with the seed's profile, image locality alone ranks the nodes)")
+	})
+	if err != nil {
+		return err
+	}
+	if err := checkSimulatedPlacements(env, rows, holders); err != nil {
+		return err
+	}
+	return printRealNodeImages(ctx, env, dyn)
+}
+
+// addSimulatedHolders adds the three simulated workers and writes NodeImages listing busybox
+// for the holders, as the seed's agents would publish them.
+func addSimulatedHolders(ctx context.Context, env *Env, workers []string, holders map[string]bool) (*dynamic.DynamicClient, error) {
+	if err := framework.InstallNodeImagesCRD(ctx, env.Cluster.RESTConfig); err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(env.Cluster.RESTConfig)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range workers {
+		if err := env.Cluster.AddNodes(ctx, cluster.NodeSpec{Name: n, CPU: "4", Memory: "16Gi", Labels: map[string]string{imageLocalityLabel: "true"}}); err != nil {
+			return nil, err
+		}
+	}
+	if err := framework.WaitUntainted(ctx, env.Client, workers...); err != nil {
+		return nil, err
+	}
+	// crictl images on the seed's workers: docker.io/library/busybox latest 771kB.
+	busybox := framework.NodeImage{Tags: []string{"docker.io/library/busybox:latest"},
+		Digests: []string{"docker.io/library/busybox@sha256:69593048aa3acfee0f75f20b77acb549de2472063053f6730c4091b53f2dfb02"}, Size: 771_000}
+	for _, n := range workers {
+		if holders[n] {
+			if err := framework.WriteNodeImages(ctx, dyn, n, busybox); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return dyn, nil
+}
+
+// printSimulatedHoldings prints what each worker holds: by its NodeImages, and by the node's
+// own status (empty, as on kind).
+func printSimulatedHoldings(ctx context.Context, env *Env, workers []string, holders map[string]bool) error {
 	nodeList, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
@@ -96,22 +132,14 @@ func imageLocalityDemo(ctx context.Context, env *Env) error {
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%d images\n", n, inv, len(byName[n].Status.Images))
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
+	return tw.Flush()
+}
 
-	// The seed's busybox-sleep pods, one after another, for each scheduler.
-	rows, err := placeInTurn(ctx, env, ec, ns, schedulerName, "busybox-sleep", pods, func(scheduler, name string) *corev1.Pod {
-		return busyboxPod(ns, name, scheduler, label)
-	}, func() {
-		fmt.Fprintln(env.Out, "  (771 kB × 2/3 is under the in-tree 23 MiB floor, so the in-tree ImageLocality would score every node 0;\n"+
-			"   NodeImageLocality's tie-break gives the holders 1 — with the seed's profile, image locality alone ranks the nodes)")
-	})
-	if err != nil {
-		return err
-	}
+// checkSimulatedPlacements prints where each pod went and whether its node holds busybox, and
+// holds the run to seed 004's promise.
+func checkSimulatedPlacements(env *Env, rows []placedPod, holders map[string]bool) error {
 	fmt.Fprintln(env.Out)
-	tw = tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POD\tSCHEDULER\tNODE\tNODE HOLDS busybox")
 	onHolder := map[string]int{}
 	for _, r := range rows {
@@ -123,34 +151,38 @@ func imageLocalityDemo(ctx context.Context, env *Env) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	const schedulerName, pods = imageLocalityScheduler, imageLocalityPods
 	fmt.Fprintf(env.Out, "busybox pods on a node that holds busybox: %s %d/%d, default-scheduler %d/%d\n",
 		schedulerName, onHolder[schedulerName], pods, onHolder["default-scheduler"], pods)
-	if err := checkSeed004(env.Out, schedulerName, onHolder[schedulerName], pods); err != nil {
-		return err
-	}
+	return checkSeed004(env.Out, schedulerName, onHolder[schedulerName], pods)
+}
 
-	if rn := env.Cluster.RealNode(); rn != nil {
-		obj, err := dyn.Resource(framework.NodeImagesGVR).Get(ctx, rn.NodeName, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			fmt.Fprintf(env.Out, "real node %s: no NodeImages (no agent with a CRI socket runs on it in the demo); skipped\n", rn.NodeName)
-		case err != nil:
-			return err
-		default:
-			imgs, _, _ := unstructured.NestedSlice(obj.Object, "spec", "images")
-			var names []string
-			for _, it := range imgs {
-				if m, ok := it.(map[string]any); ok {
-					if tags, ok := m["tags"].([]any); ok && len(tags) > 0 {
-						names = append(names, fmt.Sprint(tags[0]))
-					}
+// printRealNodeImages prints the NodeImages the real node's agent published, when a real node
+// runs one.
+func printRealNodeImages(ctx context.Context, env *Env, dyn dynamic.Interface) error {
+	rn := env.Cluster.RealNode()
+	if rn == nil {
+		fmt.Fprintln(env.Out, "no real node in this run: the real agent's NodeImages line is skipped")
+		return nil
+	}
+	obj, err := dyn.Resource(framework.NodeImagesGVR).Get(ctx, rn.NodeName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		fmt.Fprintf(env.Out, "real node %s: no NodeImages (no agent with a CRI socket runs on it in the demo); skipped\n", rn.NodeName)
+	case err != nil:
+		return err
+	default:
+		imgs, _, _ := unstructured.NestedSlice(obj.Object, "spec", "images")
+		var names []string
+		for _, it := range imgs {
+			if m, ok := it.(map[string]any); ok {
+				if tags, ok := m["tags"].([]any); ok && len(tags) > 0 {
+					names = append(names, fmt.Sprint(tags[0]))
 				}
 			}
-			sort.Strings(names)
-			fmt.Fprintf(env.Out, "real node %s: NodeImages from its agent lists %d images: %s\n", rn.NodeName, len(imgs), strings.Join(names, ", "))
 		}
-	} else {
-		fmt.Fprintln(env.Out, "no real node in this run: the real agent's NodeImages line is skipped")
+		sort.Strings(names)
+		fmt.Fprintf(env.Out, "real node %s: NodeImages from its agent lists %d images: %s\n", rn.NodeName, len(imgs), strings.Join(names, ", "))
 	}
 	return nil
 }

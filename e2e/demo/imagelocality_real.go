@@ -42,12 +42,7 @@ const demoAgentUser = "berth-demo-image-agent"
 // for contrast, and a pod it puts on the node without the image cannot start (pull policy
 // Never, no registry).
 func imageLocalityRealDemo(ctx context.Context, env *Env, rns []*cluster.RealNode) error {
-	const (
-		ns            = "demo-imagelocality"
-		schedulerName = "berth-imagelocality"
-		label         = "berth.io/demo-imagelocality"
-		pods          = 6
-	)
+	const ns, schedulerName, pods = imageLocalityNS, imageLocalityScheduler, imageLocalityPods
 	c := env.Cluster
 	workers := rns[:3]
 	holders := map[string]bool{workers[1].NodeName: true, workers[2].NodeName: true}
@@ -56,6 +51,52 @@ func imageLocalityRealDemo(ctx context.Context, env *Env, rns []*cluster.RealNod
 	if err := framework.InstallNodeImagesCRD(ctx, c.RESTConfig); err != nil {
 		return err
 	}
+	if err := importSeed004(ctx, workers, holders); err != nil {
+		return err
+	}
+	if err := demoAgentRBAC(ctx, env); err != nil {
+		return err
+	}
+	stopAgents, err := startImageAgents(ctx, c, workers)
+	defer stopAgents()
+	if err != nil {
+		return err
+	}
+	inv, err := waitNodeImages(ctx, c, workers, holders)
+	if err != nil {
+		return err
+	}
+	if err := printRealHoldings(ctx, env, workers, inv); err != nil {
+		return err
+	}
+	if err := labelRealWorkers(ctx, env, workers); err != nil {
+		return err
+	}
+	sched, ec, err := startRecording(ctx, env, c, "berth-scheduler-imagelocality",
+		framework.SchedulerConfig(framework.NodeImageLocalityProfile(schedulerName, 100, true, "{}")))
+	if err != nil {
+		return err
+	}
+	defer c.StopComponent(sched.Process)
+	if err := framework.EnsureNamespace(ctx, env.Client, ns); err != nil {
+		return err
+	}
+	rows, err := placeInTurn(ctx, env, ec, ns, schedulerName, "seed004-sleep", pods, seed004Pod, nil)
+	if err != nil {
+		return err
+	}
+	waitContainersSettled(ctx, env)
+	if err := checkRealPlacements(ctx, env, rows, holders); err != nil {
+		return err
+	}
+	// The demo's pods go: the real nodes run the next scenarios.
+	return env.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)},
+		metav1.ListOptions{LabelSelector: "app=seed004-sleep"})
+}
+
+// importSeed004 builds the seed's image in a scratch directory and imports it into the
+// containerd of the holders only.
+func importSeed004(ctx context.Context, workers []*cluster.RealNode, holders map[string]bool) error {
 	dir, err := os.MkdirTemp("", "berth-demo-seed004-")
 	if err != nil {
 		return err
@@ -73,25 +114,38 @@ func imageLocalityRealDemo(ctx context.Context, env *Env, rns []*cluster.RealNod
 			return fmt.Errorf("importing %s into %s: %w", seed004Ref, w.NodeName, err)
 		}
 	}
-	if err := demoAgentRBAC(ctx, env); err != nil {
-		return err
+	return nil
+}
+
+// startImageAgents starts one image agent per worker; stop stops those started, also when one
+// fails to start.
+func startImageAgents(ctx context.Context, c *cluster.Cluster, workers []*cluster.RealNode) (stop func(), err error) {
+	var started []*cluster.Process
+	stop = func() {
+		for i := len(started) - 1; i >= 0; i-- {
+			c.StopComponent(started[i])
+		}
 	}
 	for _, w := range workers {
 		p, err := startImageAgent(ctx, c, w)
 		if err != nil {
-			return err
+			return stop, err
 		}
-		defer c.StopComponent(p)
+		started = append(started, p)
 	}
-	// Each node's agent publishes what its containerd holds; wait until the holders' list
-	// the image and the third's has come without it.
+	return stop, nil
+}
+
+// waitNodeImages waits until each node's agent has published what its containerd holds: the
+// holders' lists name the image and the third's has come without it.
+func waitNodeImages(ctx context.Context, c *cluster.Cluster, workers []*cluster.RealNode, holders map[string]bool) (map[string]*berthv1alpha1.NodeImages, error) {
 	scheme := k8sruntime.NewScheme()
 	if err := berthv1alpha1.AddToScheme(scheme); err != nil {
-		return err
+		return nil, err
 	}
 	cl, err := client.New(c.RESTConfig, client.Options{Scheme: scheme})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	inv := map[string]*berthv1alpha1.NodeImages{}
 	for _, w := range workers {
@@ -108,9 +162,15 @@ func imageLocalityRealDemo(ctx context.Context, env *Env, rns []*cluster.RealNod
 			return has == holders[w.NodeName] && len(ni.Spec.Images) > 0, nil
 		})
 		if err != nil {
-			return fmt.Errorf("NodeImages of %s from its agent: %s: %w", w.NodeName, last, err)
+			return nil, fmt.Errorf("NodeImages of %s from its agent: %s: %w", w.NodeName, last, err)
 		}
 	}
+	return inv, nil
+}
+
+// printRealHoldings prints, per node, what its containerd reports now and what its agent
+// published.
+func printRealHoldings(ctx context.Context, env *Env, workers []*cluster.RealNode, inv map[string]*berthv1alpha1.NodeImages) error {
 	fmt.Fprintln(env.Out, "What each node's containerd reports (ctr images ls, read now), and the NodeImages its agent published:")
 	for _, w := range workers {
 		out, err := w.Ctr(ctx, "images", "ls", "-q")
@@ -134,36 +194,34 @@ func imageLocalityRealDemo(ctx context.Context, env *Env, rns []*cluster.RealNod
 		sort.Strings(tags)
 		fmt.Fprintf(env.Out, "  %s NodeImages: %s\n", w.NodeName, strings.Join(tags, ", "))
 	}
+	return nil
+}
 
-	// Only the real nodes take the seed's pods.
+// labelRealWorkers labels the workers so that only the real nodes take the seed's pods.
+func labelRealWorkers(ctx context.Context, env *Env, workers []*cluster.RealNode) error {
 	for _, w := range workers {
-		patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, label))
+		patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, imageLocalityLabel))
 		if _, err := env.Client.CoreV1().Nodes().Patch(ctx, w.NodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return err
 		}
 	}
-	sched, ec, err := startRecording(ctx, env, c, "berth-scheduler-imagelocality",
-		framework.SchedulerConfig(framework.NodeImageLocalityProfile(schedulerName, 100, true, "{}")))
-	if err != nil {
-		return err
-	}
-	defer c.StopComponent(sched.Process)
-	if err := framework.EnsureNamespace(ctx, env.Client, ns); err != nil {
-		return err
-	}
-	rows, err := placeInTurn(ctx, env, ec, ns, schedulerName, "seed004-sleep", pods, func(scheduler, name string) *corev1.Pod {
-		spec := framework.PodSpec(scheduler, "100m", "32Mi")
-		spec.Containers[0].Image, spec.Containers[0].ImagePullPolicy = seed004Ref, corev1.PullNever
-		spec.NodeSelector = map[string]string{label: "true"}
-		return framework.Pod(ns, name, map[string]string{"app": "seed004-sleep"}, spec)
-	}, nil)
-	if err != nil {
-		return err
-	}
-	// What the kubelets made of the placements: a pod on a node without the image cannot start.
-	// Read once every pod's container has left ContainerCreating (or after 30 s).
+	return nil
+}
+
+// seed004Pod is one of the seed's sleeping pods for scheduler: never pulled, so it can start
+// only on a node that holds the image.
+func seed004Pod(scheduler, name string) *corev1.Pod {
+	spec := framework.PodSpec(scheduler, "100m", "32Mi")
+	spec.Containers[0].Image, spec.Containers[0].ImagePullPolicy = seed004Ref, corev1.PullNever
+	spec.NodeSelector = map[string]string{imageLocalityLabel: "true"}
+	return framework.Pod(imageLocalityNS, name, map[string]string{"app": "seed004-sleep"}, spec)
+}
+
+// waitContainersSettled waits (up to 30 s) until every pod's container has left
+// ContainerCreating, so the kubelets' verdict on the placements can be read.
+func waitContainersSettled(ctx context.Context, env *Env) {
 	_ = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		list, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=seed004-sleep"})
+		list, err := env.Client.CoreV1().Pods(imageLocalityNS).List(ctx, metav1.ListOptions{LabelSelector: "app=seed004-sleep"})
 		if err != nil {
 			return false, nil
 		}
@@ -174,6 +232,12 @@ func imageLocalityRealDemo(ctx context.Context, env *Env, rns []*cluster.RealNod
 		}
 		return true, nil
 	})
+}
+
+// checkRealPlacements prints what the kubelets made of the placements (a pod on a node without
+// the image cannot start) and holds the run to seed 004's promise.
+func checkRealPlacements(ctx context.Context, env *Env, rows []placedPod, holders map[string]bool) error {
+	const ns, schedulerName, pods = imageLocalityNS, imageLocalityScheduler, imageLocalityPods
 	fmt.Fprintln(env.Out)
 	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POD\tSCHEDULER\tNODE\tNODE HOLDS THE IMAGE\tCONTAINER (kubelet)")
@@ -193,12 +257,7 @@ func imageLocalityRealDemo(ctx context.Context, env *Env, rns []*cluster.RealNod
 	}
 	fmt.Fprintf(env.Out, "pods on a node that holds %s: %s %d/%d, default-scheduler %d/%d\n",
 		seed004Ref, schedulerName, onHolder[schedulerName], pods, onHolder["default-scheduler"], pods)
-	if err := checkSeed004(env.Out, schedulerName, onHolder[schedulerName], pods); err != nil {
-		return err
-	}
-	// The demo's pods go: the real nodes run the next scenarios.
-	return env.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)},
-		metav1.ListOptions{LabelSelector: "app=seed004-sleep"})
+	return checkSeed004(env.Out, schedulerName, onHolder[schedulerName], pods)
 }
 
 func holdsTag(ni *berthv1alpha1.NodeImages, tag string) bool {

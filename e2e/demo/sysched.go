@@ -51,18 +51,47 @@ func syschedDemo(ctx context.Context, env *Env) error {
 	if err := framework.EnsureNamespace(ctx, env.Client, syschedDemoNS); err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(env.Cluster.RESTConfig)
+	sets, imageProfile, err := createSySchedExamples(ctx, env, dir)
 	if err != nil {
 		return err
 	}
-	// Profile name → syscalls, and image → profile, read from the same files the cluster gets.
-	sets := map[string][]string{}
-	imageProfile := map[string]string{}
+	nodes := []string{"sysched-node-1", "sysched-node-2"}
+	if err := addSySchedNodes(ctx, env, nodes); err != nil {
+		return err
+	}
+	if err := runSySchedDaemonSets(ctx, env, len(nodes)); err != nil {
+		return err
+	}
+	sched, ec, err := startRecording(ctx, env, env.Cluster, "berth-scheduler-sysched", syschedDemoConfig)
+	if err != nil {
+		return err
+	}
+	defer env.Cluster.StopComponent(sched.Process)
+	fmt.Fprintln(env.Out, "SySched's scores as the running scheduler computed them (raw = the pod's ExS on the node, normalised: lowest ExS → 100):")
+	rows, err := placeSySchedPods(ctx, env, ec, dir, imageProfile)
+	if err != nil {
+		return err
+	}
+	if err := printSySchedOutcome(env, rows, sets, nodes); err != nil {
+		return err
+	}
+	return checkSeed000(env, rows)
+}
+
+// createSySchedExamples creates the example SeccompProfiles and ProfileBindings, and returns
+// profile name → syscalls and image → profile, read from the same files the cluster gets.
+func createSySchedExamples(ctx context.Context, env *Env, dir string) (sets map[string][]string, imageProfile map[string]string, err error) {
+	dyn, err := dynamic.NewForConfig(env.Cluster.RESTConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	sets = map[string][]string{}
+	imageProfile = map[string]string{}
 	for _, f := range []string{"full.profile.yaml", "nginx.profile.yaml", "redis.profile.yaml", "memcached.profile.yaml",
 		"nginx.binding.yaml", "redis.binding.yaml", "memcached.binding.yaml"} {
 		docs, err := framework.ReadYAMLDocs(filepath.Join(dir, f))
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		for _, m := range docs {
 			obj := &unstructured.Unstructured{Object: m}
@@ -70,24 +99,27 @@ func syschedDemo(ctx context.Context, env *Env) error {
 			case "SeccompProfile":
 				p, errs := profiles.ParseProfile(m)
 				if p == nil || len(errs) > 0 {
-					return fmt.Errorf("%s: %v", f, errs)
+					return nil, nil, fmt.Errorf("%s: %v", f, errs)
 				}
 				sets[p.Key.Name] = p.Syscalls
 			case "ProfileBinding":
 				b, err := profiles.ParseBinding(m)
 				if err != nil || b == nil {
-					return fmt.Errorf("%s: not a SeccompProfile binding (%v)", f, err)
+					return nil, nil, fmt.Errorf("%s: not a SeccompProfile binding (%v)", f, err)
 				}
 				imageProfile[b.Image] = b.ProfileName
 				obj.SetNamespace(syschedDemoNS)
 			}
 			if err := framework.CreateUnstructured(ctx, dyn, obj); err != nil {
-				return fmt.Errorf("%s: %w", f, err)
+				return nil, nil, fmt.Errorf("%s: %w", f, err)
 			}
 		}
 	}
+	return sets, imageProfile, nil
+}
 
-	nodes := []string{"sysched-node-1", "sysched-node-2"}
+// addSySchedNodes adds the two fresh nodes only the scenario's pods may use.
+func addSySchedNodes(ctx context.Context, env *Env, nodes []string) error {
 	for _, n := range nodes {
 		if err := env.Cluster.AddNodes(ctx, cluster.NodeSpec{Name: n, CPU: "4", Memory: "16Gi",
 			Labels: map[string]string{syschedDemoLabel: syschedDemoLabelVal}}); err != nil {
@@ -96,13 +128,14 @@ func syschedDemo(ctx context.Context, env *Env) error {
 	}
 	// Ready is not enough: the controller-manager lifts the not-ready taint a moment later, and
 	// a pod scheduled before that would see only one of the two nodes.
-	if err := framework.WaitUntainted(ctx, env.Client, nodes...); err != nil {
-		return err
-	}
-	// What every real node runs: DaemonSet pods (Berth's own agent with RuntimeDefault, a log
-	// shipper without a profile). SySched leaves them out of each node's syscall union
-	// (daemonSetPods: Exclude, its default); counted, they would make every node's union the
-	// full set and every score a tie.
+	return framework.WaitUntainted(ctx, env.Client, nodes...)
+}
+
+// runSySchedDaemonSets runs what every real node runs: DaemonSet pods (Berth's own agent with
+// RuntimeDefault, a log shipper without a profile). SySched leaves them out of each node's
+// syscall union (daemonSetPods: Exclude, its default); counted, they would make every node's
+// union the full set and every score a tie.
+func runSySchedDaemonSets(ctx context.Context, env *Env, nodes int) error {
 	daemonPods := 0
 	for i, name := range []string{"node-agent", "log-shipper"} {
 		labels := map[string]string{"app": name, "role": "demo-daemon"}
@@ -117,7 +150,7 @@ func syschedDemo(ctx context.Context, env *Env) error {
 		if _, err := env.Client.AppsV1().DaemonSets(syschedDemoNS).Create(ctx, ds, createOpts); err != nil {
 			return err
 		}
-		daemonPods += len(nodes)
+		daemonPods += nodes
 	}
 	running, err := framework.WaitPods(ctx, env.Client, syschedDemoNS, "role=demo-daemon", daemonPods, 2*time.Minute, framework.Running)
 	if err != nil {
@@ -128,19 +161,20 @@ func syschedDemo(ctx context.Context, env *Env) error {
 		perDaemonNode[p.Spec.NodeName]++
 	}
 	fmt.Fprintf(env.Out, "DaemonSet pods Running beside the seed's pods (node-agent with RuntimeDefault, log-shipper unconfined): %v\n", perDaemonNode)
-	sched, ec, err := startRecording(ctx, env, env.Cluster, "berth-scheduler-sysched", syschedDemoConfig)
-	if err != nil {
-		return err
-	}
-	defer env.Cluster.StopComponent(sched.Process)
-	fmt.Fprintln(env.Out, "SySched's scores as the running scheduler computed them (raw = the pod's ExS on the node, normalised: lowest ExS → 100):")
+	return nil
+}
 
-	type placed struct{ pod, profile, node string }
-	var rows []placed
+// syschedPlaced is where one of the seed's pods went, and the profile its image is bound to.
+type syschedPlaced struct{ pod, profile, node string }
+
+// placeSySchedPods deploys the seed's pods in its order, each bound before the next, and prints
+// SySched's part of each decision.
+func placeSySchedPods(ctx context.Context, env *Env, ec *framework.ExplainClient, dir string, imageProfile map[string]string) ([]syschedPlaced, error) {
+	var rows []syschedPlaced
 	for _, app := range []string{"nginx1", "redis1", "nginx2", "memcached1"} {
 		dep, err := syschedDeployment(filepath.Join(dir, app+".yaml"))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		dep.Namespace = syschedDemoNS
 		dep.Spec.Template.Spec.SchedulerName = syschedDemoScheduler
@@ -148,22 +182,28 @@ func syschedDemo(ctx context.Context, env *Env) error {
 		// The seed's manifests, placed on the demo's simulated nodes.
 		dep.Spec.Template.Spec.Tolerations = cluster.TolerateSimulated(dep.Spec.Template.Spec.Tolerations)
 		if _, err := env.Client.AppsV1().Deployments(syschedDemoNS).Create(ctx, dep, createOpts); err != nil {
-			return err
+			return nil, err
 		}
 		pods, err := framework.WaitPods(ctx, env.Client, syschedDemoNS, "app="+app, 1, 2*time.Minute, framework.Bound)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if _, err := printDecision(ctx, env, ec, syschedDemoNS, pods[0].Name, "SySched"); err != nil {
-			return err
+			return nil, err
 		}
 		prof := imageProfile[pods[0].Spec.Containers[0].Image]
 		if prof == "" {
 			prof = "all-syscalls" // no binding: counted as the full profile
 		}
-		rows = append(rows, placed{pods[0].Name, prof, pods[0].Spec.NodeName})
+		rows = append(rows, syschedPlaced{pods[0].Name, prof, pods[0].Spec.NodeName})
 	}
+	return rows, nil
+}
 
+// printSySchedOutcome prints where each pod went and then the outcome, not a score: each node's
+// ExS with the pods it ended up with, from the example profiles (KEP-399's cluster metric that
+// the scores minimise pod by pod).
+func printSySchedOutcome(env *Env, rows []syschedPlaced, sets map[string][]string, nodes []string) error {
 	tw := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POD\tPROFILE (via ProfileBinding)\tNODE")
 	perNode := map[string][][]string{}
@@ -177,11 +217,10 @@ func syschedDemo(ctx context.Context, env *Env) error {
 		return err
 	}
 	fmt.Fprintln(env.Out)
-	// The outcome, not a score: each node's ExS with the pods it ended up with, from the
-	// example profiles (KEP-399's cluster metric that the scores above minimise pod by pod).
 	fmt.Fprintln(env.Out, "Outcome (computed from the example profiles):")
 	tw = tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tPODS\tSYSCALLS EXPOSED\tExS")
+	nodes = append([]string(nil), nodes...)
 	sort.Strings(nodes)
 	for _, n := range nodes {
 		union := map[string]struct{}{}
@@ -193,15 +232,16 @@ func syschedDemo(ctx context.Context, env *Env) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", n, strings.Join(names[n], ", "), len(union), sysched.NodeExS(perNode[n]))
 	}
 	fmt.Fprintf(tw, "cluster\t\t\t%d\n", sysched.ClusterExS(perNode))
-	if err := tw.Flush(); err != nil {
-		return err
-	}
+	return tw.Flush()
+}
+
+// checkSeed000 checks seed 000's promise, in its deployment order: the two nginx pods share a
+// node, redis and memcached the other.
+func checkSeed000(env *Env, rows []syschedPlaced) error {
 	byApp := map[string]string{}
 	for _, r := range rows {
 		byApp[strings.SplitN(r.pod, "-", 2)[0]] = r.node
 	}
-	// Seed 000's promise, in its deployment order: the two nginx pods share a node, redis and
-	// memcached the other.
 	if !(byApp["nginx1"] == byApp["nginx2"] && byApp["redis1"] == byApp["memcached1"] && byApp["nginx1"] != byApp["redis1"]) {
 		return fmt.Errorf("seed 000: want nginx1+nginx2 on one node and redis1+memcached1 on the other, got %v", byApp)
 	}
