@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/berth-sched/berth/pkg v0.0.0
+	github.com/go-logr/logr v1.4.3
 	sigs.k8s.io/controller-runtime v0.25.2
 )
 
@@ -27,7 +28,6 @@ require (
 	github.com/francoispqt/gojay v1.2.13 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
-	github.com/go-logr/logr v1.4.3 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-logr/zapr v1.3.0 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
