@@ -466,6 +466,13 @@ func isoUpdates() []isoUpdate {
 			refused: "]: tolerates the isolation pool taint"},
 		{name: "classed pod adds a DaemonSet owner", ns: "tenant", before: classed, change: func(p *corev1.Pod) { p.OwnerReferences = append(p.OwnerReferences, isoDSRef) },
 			refused: "metadata.ownerReferences[0]: pod of instance class blue is owned by DaemonSet attack; only pods in an exempt namespace"},
+		// why: a pod held by scheduling gates may gain node affinity requirements.
+		{name: "classed pod gains another class's marker", ns: "tenant", before: isoPod(map[string]string{"berth.dev/instance-class": "blue"}, func(p *corev1.Pod) {
+			p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "e2e.berth.dev/hold"}}
+		}), change: func(p *corev1.Pod) {
+			t := &p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0]
+			t.MatchExpressions = append(t.MatchExpressions, corev1.NodeSelectorRequirement{Key: classmarker.Key, Operator: corev1.NodeSelectorOpIn, Values: []string{"red_blue"}})
+		}, refused: "matchExpressions[2]: selects the isolation marker " + classmarker.Key + " In [red_blue]; a pod of instance class blue may select the marker"},
 		{name: "unclassed pod adds another toleration", ns: "tenant", before: plain, change: addTol(corev1.Toleration{Key: "ssd", Operator: corev1.TolerationOpExists})},
 		{name: "classed pod is relabelled outside its class", ns: "tenant", before: classed, change: relabel},
 		{name: "unclassed pod that already reached the pool is relabelled", ns: "tenant", before: isoPod(map[string]string{"app": "old"}, func(p *corev1.Pod) {

@@ -33,6 +33,7 @@ import (
 	"github.com/berth-sched/berth/e2e/chart"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
+	"github.com/berth-sched/berth/pkg/isolation/classmarker"
 	"github.com/berth-sched/berth/pkg/isolation/webhook"
 )
 
@@ -713,8 +714,17 @@ func checkMutated(t *testing.T, sent, got *corev1.Pod) {
 		t.Errorf("no pool toleration: %+v", got.Spec.Tolerations)
 	}
 	terms := got.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-	if len(terms) != 1 || len(terms[0].MatchExpressions) != 2 || terms[0].MatchExpressions[0].Key != "topology.kubernetes.io/zone" || terms[0].MatchExpressions[1].Key != "ipp" {
-		t.Errorf("node selector terms %+v: want the user's zone requirement ANDed with the pool", terms)
+	// why: with the autoscaler marker (chart default) the user's term comes twice: with the
+	// class's marker, then with none (pkg/isolation/webhook/README.md, "The autoscaler's view").
+	want := []corev1.NodeSelectorOperator{corev1.NodeSelectorOpIn, corev1.NodeSelectorOpDoesNotExist}
+	if len(terms) != 2 {
+		t.Errorf("node selector terms %+v: want the user's zone requirement ANDed with the pool, with and without the marker", terms)
+	}
+	for i, term := range terms {
+		if i >= len(want) || len(term.MatchExpressions) != 3 || term.MatchExpressions[0].Key != "topology.kubernetes.io/zone" || term.MatchExpressions[1].Key != "ipp" ||
+			term.MatchExpressions[2].Key != classmarker.Key || term.MatchExpressions[2].Operator != want[i] {
+			t.Errorf("node selector term %d %+v: want the user's zone requirement ANDed with the pool and the marker %s", i, term, want[min(i, 1)])
+		}
 	}
 	if a := got.Spec.Affinity.PodAntiAffinity; a == nil || len(a.PreferredDuringSchedulingIgnoredDuringExecution) != 1 {
 		t.Errorf("the user's preferred anti-affinity is gone: %+v", a)
