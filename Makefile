@@ -32,7 +32,7 @@ REAL_NODES ?= 3
 # chart's default isolation pool and a plain autoscaled pool (e2e/cmd/berth-local).
 AUTOSCALER ?=
 
-.PHONY: all tools build images push kind-load krew generate seccomp-data lint-chart preflight test test-unit test-e2e verify bench bench-scale bench-exs bench-agent bench-images bench-isolation bench-placement demo up down fmt clean fuzz
+.PHONY: all tools build images push kind-load krew generate seccomp-data lint-chart preflight test test-unit test-e2e verify bench bench-scale bench-exs bench-agent bench-images bench-isolation bench-placement bench-autoscale demo up down fmt clean fuzz
 
 all: build
 
@@ -259,6 +259,16 @@ ISO_PODS ?= 2000
 ISO_CLASSES ?= 50
 bench-isolation: tools build
 	$(GO) run ./e2e/bench/cmd/isolationbench -nodes $(ISO_NODES) -pods $(ISO_PODS) -classes $(ISO_CLASSES) -rounds $(ROUNDS) -v
+
+## bench-autoscale: instance classes arriving at once on an empty Karpenter pool: time to all
+## Running, NodeClaims, scheduler and Karpenter CPU per pod, for mode berth with the marker,
+## both and ipp (stock scheduler); a fresh cluster per arm and round (issue 37)
+AUTOSCALE_CLASSES ?= 20
+AUTOSCALE_PODS ?= 2
+AUTOSCALE_ROUNDS ?= 3
+bench-autoscale: tools build
+	cd e2e && $(GO) test ./suites/autoscale/ -run '^$$' -bench BenchmarkAutoscale -benchtime 1x -timeout 120m \
+		-autoscale.classes $(AUTOSCALE_CLASSES) -autoscale.pods $(AUTOSCALE_PODS) -autoscale.rounds $(AUTOSCALE_ROUNDS)
 
 ## bench-agent: the node agent's RSS and CPU over 60 s at 1 s sampling
 bench-agent: build

@@ -81,8 +81,9 @@ type env struct {
 // and the operator serving the chart's webhook in mode.
 func start(ctx context.Context, t testing.TB, mode string, marker bool) *env {
 	t.Helper()
-	// Classed pods go to berth-scheduler (the webhook sets it); no stock scheduler.
-	c := framework.StartCluster(ctx, t, cluster.Config{Logf: t.Logf, WithoutDefaultScheduler: true})
+	// Classed pods go to berth-scheduler (the webhook sets it); no stock scheduler, except in
+	// mode ipp, where the stock scheduler places them (the bench's IPP arm).
+	c := framework.StartCluster(ctx, t, cluster.Config{Logf: t.Logf, WithoutDefaultScheduler: mode != "ipp"})
 	for _, ns := range []string{relNS, tenantNS} {
 		if err := framework.EnsureNamespace(ctx, c.Client, ns); err != nil {
 			t.Fatal(err)
@@ -117,7 +118,7 @@ func start(ctx context.Context, t testing.TB, mode string, marker bool) *env {
 			}
 		}
 	}
-	e.waitWebhook(ctx, t)
+	e.waitWebhook(ctx, t, mode)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("karpenter log tail:\n%s", tail(c, cluster.Karpenter, 40))
@@ -137,8 +138,8 @@ func tail(c *cluster.Cluster, name string, n int) string {
 }
 
 // waitWebhook waits until the API server calls the operator's webhook: a classed dry-run pod
-// comes back with berth-scheduler's name.
-func (e *env) waitWebhook(ctx context.Context, t testing.TB) {
+// comes back with berth-scheduler's name (mode ipp: with IPP's anti-affinity term).
+func (e *env) waitWebhook(ctx context.Context, t testing.TB, mode string) {
 	t.Helper()
 	probe := classPod("probe", "probe")
 	var last string
@@ -149,6 +150,9 @@ func (e *env) waitWebhook(ctx context.Context, t testing.TB) {
 			return false, nil
 		}
 		last = "schedulerName " + got.Spec.SchedulerName
+		if mode == "ipp" {
+			return got.Spec.Affinity != nil && got.Spec.Affinity.PodAntiAffinity != nil, nil
+		}
 		return strings.HasPrefix(got.Spec.SchedulerName, mainProfile), nil
 	}); err != nil {
 		t.Fatalf("the webhook never mutated a classed pod: %s", last)
