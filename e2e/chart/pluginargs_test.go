@@ -2,6 +2,7 @@ package chart
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/berth-sched/berth/e2e/chart/pluginschema"
+	"github.com/berth-sched/berth/pkg/scheduler/apis/config"
 )
 
 // TestValuesSchemaFollowsCRD: values.schema.json's scheduler.plugins and templates/_plugins.tpl
@@ -94,6 +96,38 @@ func TestPluginArgsBadValues(t *testing.T) {
 			_, err := Render("berth", "berth-system", v)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestEveryPluginTurnsOnAndOff: each row of the plugin table is a chart option: enabled, it
+// reaches the SecondaryScheduler and the operator renders it into the profile; disabled, it
+// is not there. A plugin added to the table is covered without a line here.
+func TestEveryPluginTurnsOnAndOff(t *testing.T) {
+	for _, p := range config.Plugins {
+		if p.InlineArgs {
+			continue
+		}
+		t.Run(p.Name, func(t *testing.T) {
+			for _, on := range []bool{true, false} {
+				// Another plugin stays on (the chart refuses a set with none).
+				other := "nodeImageLocality"
+				if p.Field == other {
+					other = "sySched"
+				}
+				r := mustRender(t, fmt.Sprintf("scheduler: {plugins: {%s: {enabled: %v, weight: 3}, %s: {enabled: true}}}", p.Field, on, other))
+				ss := secondaryScheduler(t, r)
+				cfg, yml := operatorConfig(t, ss)
+				var weight int32
+				for _, pl := range cfg.Profiles[0].Plugins.MultiPoint.Enabled {
+					if pl.Name == p.Name {
+						weight = pl.Weight
+					}
+				}
+				if (weight == 3) != on {
+					t.Errorf("enabled %v: weight in the profile %d:\n%s", on, weight, yml)
+				}
 			}
 		})
 	}
