@@ -13,8 +13,10 @@ import (
 
 // Key is the node label naming the one effective class a pool node holds. Kubelets cannot set
 // labels under node-restriction.kubernetes.io/ on their own Node (NodeRestriction admission),
-// so a node cannot claim a class; Karpenter allows the domain in NodePool requirements (one of
-// its restricted-domain exceptions), so it sets the pod's required value on the NodeClaim.
+// so a node cannot claim a class. Karpenter v1.14.1 restricts only its own karpenter.sh domain
+// in NodePool requirements (pkg/apis/v1/labels.go, RestrictedLabelDomains; older releases
+// restricted kubernetes.io with node-restriction.kubernetes.io as an exception), so a NodePool
+// may require the key with Exists and Karpenter sets the pod's required value on the NodeClaim.
 const Key = "node-restriction.kubernetes.io/berth-instance-class"
 
 // sharedSuffix marks a class shared through an InstanceClass (the plugin's and the refusals'
