@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -112,6 +113,26 @@ func Cleanup(ctx context.Context, c client.Client, o CleanupOptions) error {
 	}
 	logger.Info("operator stopped: no operator pod left")
 
+	if err := cleanupOperatorWrites(ctx, c, o, logger); err != nil {
+		return err
+	}
+	if err := cleanupAgentWrites(ctx, c, o, logger); err != nil {
+		return err
+	}
+
+	logger.Info("deleting SecondarySchedulers")
+	deleted, err := deleteSchedulers(ctx, c, o)
+	if err != nil {
+		return err
+	}
+	logger.Info("SecondarySchedulers deleted", "count", len(deleted))
+	return deleteLeases(ctx, c, o, deleted, logger)
+}
+
+// cleanupOperatorWrites removes, once the operator is stopped, what only the operator writes
+// and Helm does not know: the PodNetworks' finalizer and the IPAllocations, Grants and the
+// isolation markers, as o asks.
+func cleanupOperatorWrites(ctx context.Context, c client.Client, o CleanupOptions, logger logr.Logger) error {
 	if o.PodConfigs {
 		if err := checkNoPodConfigs(ctx, c); err != nil {
 			return err
@@ -134,6 +155,12 @@ func Cleanup(ctx context.Context, c client.Client, o CleanupOptions) error {
 		}
 		logger.Info("isolation markers removed", "nodes", n)
 	}
+	return nil
+}
+
+// cleanupAgentWrites stops the agents, then deletes the NodeImages they would re-create, as o
+// asks.
+func cleanupAgentWrites(ctx context.Context, c client.Client, o CleanupOptions, logger logr.Logger) error {
 	if o.AgentDaemonSet != "" {
 		logger.Info("stopping the agents", "daemonSet", o.AgentDaemonSet)
 		if err := stopAgents(ctx, c, o.Interval, o.Namespace, o.AgentDaemonSet); err != nil {
@@ -146,14 +173,12 @@ func Cleanup(ctx context.Context, c client.Client, o CleanupOptions) error {
 		}
 		logger.Info("NodeImages deleted")
 	}
+	return nil
+}
 
-	logger.Info("deleting SecondarySchedulers")
-	deleted, err := deleteSchedulers(ctx, c, o)
-	if err != nil {
-		return err
-	}
-	logger.Info("SecondarySchedulers deleted", "count", len(deleted))
-
+// deleteLeases waits until the pods of each deleted scheduler are gone, then deletes the
+// operator's Lease and the schedulers'.
+func deleteLeases(ctx context.Context, c client.Client, o CleanupOptions, deleted []*berthv1alpha1.SecondaryScheduler, logger logr.Logger) error {
 	// A list, not a set: the operator's Lease goes first and the order is the same every
 	// time (the logs and the tests read it).
 	leases := []types.NamespacedName{{Namespace: o.OperatorLeaseNamespace, Name: o.OperatorLease}}

@@ -143,85 +143,102 @@ func Deployment(ss *berthv1alpha1.SecondaryScheduler, r *schedconfig.Rendered) *
 	for k, v := range sel {
 		podLabels[k] = v
 	}
-	resources := corev1.ResourceRequirements{Requests: corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")}}
-	if ss.Spec.Resources != nil {
-		resources = *ss.Spec.Resources
-	}
-	probe := func(path string, initial int32) *corev1.Probe {
-		return &corev1.Probe{
-			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-				Path: path, Port: intstr.FromString("https"), Scheme: corev1.URISchemeHTTPS}},
-			InitialDelaySeconds: initial, PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 3,
-		}
-	}
-	d := &appsv1.Deployment{
+	return &appsv1.Deployment{
 		ObjectMeta: objectMeta(ss, DeploymentName(ss), ss.Namespace, true),
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas(ss)),
 			Selector: &metav1.LabelSelector{MatchLabels: sel},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: map[string]string{AnnotationConfigHash: r.Hash}},
-				Spec: corev1.PodSpec{
-					ServiceAccountName: ServiceAccountName(ss),
-					PriorityClassName:  ss.Spec.PriorityClassName,
-					NodeSelector:       ss.Spec.NodeSelector,
-					Tolerations:        ss.Spec.Tolerations,
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:   ptr.To(true),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					// Replicas are active/passive through the Lease; spreading them means a
-					// node loss does not take every standby with it.
-					Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-						PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
-							Weight: 100,
-							PodAffinityTerm: corev1.PodAffinityTerm{
-								LabelSelector: &metav1.LabelSelector{MatchLabels: sel},
-								TopologyKey:   corev1.LabelHostname,
-							},
-						}},
-					}},
-					Containers: []corev1.Container{{
-						Name:            containerName,
-						Image:           ss.Spec.Image,
-						ImagePullPolicy: ss.Spec.ImagePullPolicy,
-						Args: []string{
-							"--config=" + configDir + "/" + ConfigKey,
-							fmt.Sprintf("-v=%d", verbosity(ss.Spec.LogLevel)),
-						},
-						Ports:          []corev1.ContainerPort{{Name: "https", ContainerPort: SecurePort, Protocol: corev1.ProtocolTCP}},
-						LivenessProbe:  probe("/healthz", 15),
-						ReadinessProbe: probe("/readyz", 0),
-						Resources:      resources,
-						SecurityContext: &corev1.SecurityContext{
-							AllowPrivilegeEscalation: ptr.To(false),
-							ReadOnlyRootFilesystem:   ptr.To(true),
-							RunAsNonRoot:             ptr.To(true),
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						},
-						VolumeMounts: []corev1.VolumeMount{
-							{Name: confVolumeName, MountPath: configDir, ReadOnly: true},
-							{Name: tmpVolumeName, MountPath: "/tmp"},
-							{Name: watcherTokenVolumeName, MountPath: path.Dir(loadapi.TokenFile), ReadOnly: true},
-						},
-					}},
-					Volumes: []corev1.Volume{
-						{Name: confVolumeName, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-							LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(ss)}}}},
-						{Name: tmpVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-						// The token the load-aware plugins show the load watcher: for its
-						// audience only, so the API server refuses it and a watcher that
-						// leaked it leaks no API access.
-						{Name: watcherTokenVolumeName, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-							Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
-								Audience: loadapi.TokenAudience, ExpirationSeconds: ptr.To[int64](3600), Path: path.Base(loadapi.TokenFile)}}}}}},
-					},
-				},
+				Spec:       schedulerPodSpec(ss, sel),
 			},
 		},
 	}
-	return d
+}
+
+// schedulerPodSpec is the scheduler pod's spec; sel selects the Deployment's pods.
+func schedulerPodSpec(ss *berthv1alpha1.SecondaryScheduler, sel map[string]string) corev1.PodSpec {
+	return corev1.PodSpec{
+		ServiceAccountName: ServiceAccountName(ss),
+		PriorityClassName:  ss.Spec.PriorityClassName,
+		NodeSelector:       ss.Spec.NodeSelector,
+		Tolerations:        ss.Spec.Tolerations,
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot:   ptr.To(true),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+		// Replicas are active/passive through the Lease; spreading them means a
+		// node loss does not take every standby with it.
+		Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+				Weight: 100,
+				PodAffinityTerm: corev1.PodAffinityTerm{
+					LabelSelector: &metav1.LabelSelector{MatchLabels: sel},
+					TopologyKey:   corev1.LabelHostname,
+				},
+			}},
+		}},
+		Containers: []corev1.Container{schedulerContainer(ss)},
+		Volumes:    schedulerVolumes(ss),
+	}
+}
+
+// schedulerContainer is berth-scheduler's container: the rendered configuration, its secure
+// port probed over HTTPS, and nothing it may write but /tmp.
+func schedulerContainer(ss *berthv1alpha1.SecondaryScheduler) corev1.Container {
+	resources := corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")}}
+	if ss.Spec.Resources != nil {
+		resources = *ss.Spec.Resources
+	}
+	return corev1.Container{
+		Name:            containerName,
+		Image:           ss.Spec.Image,
+		ImagePullPolicy: ss.Spec.ImagePullPolicy,
+		Args: []string{
+			"--config=" + configDir + "/" + ConfigKey,
+			fmt.Sprintf("-v=%d", verbosity(ss.Spec.LogLevel)),
+		},
+		Ports:          []corev1.ContainerPort{{Name: "https", ContainerPort: SecurePort, Protocol: corev1.ProtocolTCP}},
+		LivenessProbe:  httpsProbe("/healthz", 15),
+		ReadinessProbe: httpsProbe("/readyz", 0),
+		Resources:      resources,
+		SecurityContext: &corev1.SecurityContext{
+			AllowPrivilegeEscalation: ptr.To(false),
+			ReadOnlyRootFilesystem:   ptr.To(true),
+			RunAsNonRoot:             ptr.To(true),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: confVolumeName, MountPath: configDir, ReadOnly: true},
+			{Name: tmpVolumeName, MountPath: "/tmp"},
+			{Name: watcherTokenVolumeName, MountPath: path.Dir(loadapi.TokenFile), ReadOnly: true},
+		},
+	}
+}
+
+// httpsProbe probes urlPath on the scheduler's secure port.
+func httpsProbe(urlPath string, initial int32) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: urlPath, Port: intstr.FromString("https"), Scheme: corev1.URISchemeHTTPS}},
+		InitialDelaySeconds: initial, PeriodSeconds: 10, TimeoutSeconds: 5, FailureThreshold: 3,
+	}
+}
+
+// schedulerVolumes are the configuration, a scratch /tmp and the load watcher's token.
+func schedulerVolumes(ss *berthv1alpha1.SecondaryScheduler) []corev1.Volume {
+	return []corev1.Volume{
+		{Name: confVolumeName, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(ss)}}}},
+		{Name: tmpVolumeName, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		// The token the load-aware plugins show the load watcher: for its
+		// audience only, so the API server refuses it and a watcher that
+		// leaked it leaks no API access.
+		{Name: watcherTokenVolumeName, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+				Audience: loadapi.TokenAudience, ExpirationSeconds: ptr.To[int64](3600), Path: path.Base(loadapi.TokenFile)}}}}}},
+	}
 }
 
 // PodDisruptionBudget keeps one scheduler replica through voluntary disruptions (replicas > 1).

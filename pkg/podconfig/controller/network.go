@@ -115,51 +115,11 @@ func (r *NetworkReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		used = int64(len(pool.Spec.Allocations))
 	}
 	if deleting {
-		if !controllerutil.ContainsFinalizer(pn, berthv1alpha1.PodNetworkFinalizer) {
-			return reconcile.Result{}, nil
-		}
-		if used > 0 {
-			// PodConfigs bound to it see it deleting and move their entries to Removing;
-			// each freed address brings an IPAllocation event back here.
-			return conflictRequeue(r.writeStatus(ctx, pn, r.deletingStatus(pn, used)))
-		}
-		if pool != nil {
-			// Deleted only if still empty on the API server (a resourceVersion precondition),
-			// and confirmed gone before the finalizer goes: a pool left behind would hand its
-			// addresses to a network re-created under the same name.
-			alloc := &ipam.Allocator{Client: r.Client, Reader: r.APIReader}
-			if err := alloc.DeleteIfEmpty(ctx, pn.Name); err != nil {
-				return reconcile.Result{}, err
-			}
-			if err := r.APIReader.Get(ctx, client.ObjectKey{Name: pn.Name}, &berthv1alpha1.IPAllocation{}); !apierrors.IsNotFound(err) {
-				return reconcile.Result{RequeueAfter: time.Second}, client.IgnoreNotFound(err)
-			}
-		}
-		controllerutil.RemoveFinalizer(pn, berthv1alpha1.PodNetworkFinalizer)
-		return conflictRequeue(r.Client.Update(ctx, pn))
+		return r.finalize(ctx, pn, pool, used)
 	}
-
-	var all berthv1alpha1.PodNetworkList
-	if err := r.Client.List(ctx, &all); err != nil {
+	refused, err := r.refusals(ctx, pn)
+	if err != nil {
 		return reconcile.Result{}, err
-	}
-	// why an error and not a decision: without the nodes' addresses a network holding one
-	// would be accepted, and a flaky read must not refuse (and tear down) every network either.
-	var nodes corev1.NodeList
-	if err := r.Client.List(ctx, &nodes); err != nil {
-		return reconcile.Result{}, fmt.Errorf("listing nodes (their addresses decide every network): %w", err)
-	}
-	var refused field.ErrorList
-	if !podconfig.HasPodCIDR(nodes.Items) && len(r.Policy.ClusterCIDRs) == 0 {
-		// No pod range known: a network inside it would hand out pods' addresses (and nodes'
-		// on clusters whose nodes live there), so nothing is accepted until the administrator
-		// says where it is.
-		refused = podconfig.NoPodRange()
-	} else {
-		// A network being deleted still owns its bridge and range on the nodes until its
-		// finalizer goes: it stays in the decision, so no newer network takes them meanwhile.
-		reserved := r.Policy.Reserved(append(r.discover(ctx, nodes.Items), podconfig.NodeAddresses(nodePointers(nodes.Items))...))
-		refused = r.Policy.AcceptNetworks(all.Items, reserved)[pn.Name]
 	}
 	status := networkStatus(pn, refused, used, pool != nil)
 	if len(refused) > 0 && conditionMsg(pn.Status.Conditions, berthv1alpha1.ConditionAccepted) != conditionMsg(status.Conditions, berthv1alpha1.ConditionAccepted) {
@@ -172,6 +132,58 @@ func (r *NetworkReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		res.RequeueAfter = r.recheck()
 	}
 	return res, err
+}
+
+// finalize takes a deleted network's finalizer off once its pool (used addresses) is empty and
+// gone.
+func (r *NetworkReconciler) finalize(ctx context.Context, pn *berthv1alpha1.PodNetwork, pool *berthv1alpha1.IPAllocation, used int64) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(pn, berthv1alpha1.PodNetworkFinalizer) {
+		return reconcile.Result{}, nil
+	}
+	if used > 0 {
+		// PodConfigs bound to it see it deleting and move their entries to Removing;
+		// each freed address brings an IPAllocation event back here.
+		return conflictRequeue(r.writeStatus(ctx, pn, r.deletingStatus(pn, used)))
+	}
+	if pool != nil {
+		// Deleted only if still empty on the API server (a resourceVersion precondition),
+		// and confirmed gone before the finalizer goes: a pool left behind would hand its
+		// addresses to a network re-created under the same name.
+		alloc := &ipam.Allocator{Client: r.Client, Reader: r.APIReader}
+		if err := alloc.DeleteIfEmpty(ctx, pn.Name); err != nil {
+			return reconcile.Result{}, err
+		}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Name: pn.Name}, &berthv1alpha1.IPAllocation{}); !apierrors.IsNotFound(err) {
+			return reconcile.Result{RequeueAfter: time.Second}, client.IgnoreNotFound(err)
+		}
+	}
+	controllerutil.RemoveFinalizer(pn, berthv1alpha1.PodNetworkFinalizer)
+	return conflictRequeue(r.Client.Update(ctx, pn))
+}
+
+// refusals decides pn against every network and the addresses the cluster already uses: why
+// it is refused, nothing when it is accepted.
+func (r *NetworkReconciler) refusals(ctx context.Context, pn *berthv1alpha1.PodNetwork) (field.ErrorList, error) {
+	var all berthv1alpha1.PodNetworkList
+	if err := r.Client.List(ctx, &all); err != nil {
+		return nil, err
+	}
+	// why an error and not a decision: without the nodes' addresses a network holding one
+	// would be accepted, and a flaky read must not refuse (and tear down) every network either.
+	var nodes corev1.NodeList
+	if err := r.Client.List(ctx, &nodes); err != nil {
+		return nil, fmt.Errorf("listing nodes (their addresses decide every network): %w", err)
+	}
+	if !podconfig.HasPodCIDR(nodes.Items) && len(r.Policy.ClusterCIDRs) == 0 {
+		// No pod range known: a network inside it would hand out pods' addresses (and nodes'
+		// on clusters whose nodes live there), so nothing is accepted until the administrator
+		// says where it is.
+		return podconfig.NoPodRange(), nil
+	}
+	// A network being deleted still owns its bridge and range on the nodes until its
+	// finalizer goes: it stays in the decision, so no newer network takes them meanwhile.
+	reserved := r.Policy.Reserved(append(r.discover(ctx, nodes.Items), podconfig.NodeAddresses(nodePointers(nodes.Items))...))
+	return r.Policy.AcceptNetworks(all.Items, reserved)[pn.Name], nil
 }
 
 // DefaultNetworkRecheck is how often a network is decided again without an event, so a range
