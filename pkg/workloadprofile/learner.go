@@ -1,0 +1,200 @@
+package workloadprofile
+
+import (
+	"container/list"
+	"math"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Sample is one measured pod's average use over the load watcher's window, in absolute units
+// (a workload's pods run on nodes of different sizes, so percentages of a node would not
+// compare).
+type Sample struct {
+	MilliCPU    float64
+	MemoryBytes float64
+}
+
+// Profile is what a workload's measured pods say a new one will use.
+type Profile struct {
+	Key Key `json:"key"`
+	// MilliCPU and MemoryBytes are the Percentile of the siblings' averages.
+	MilliCPU    float64 `json:"milliCPU"`
+	MemoryBytes float64 `json:"memoryBytes"`
+	// SpreadCPU and SpreadMemory are the siblings' coefficients of variation (std / mean).
+	SpreadCPU    float64 `json:"spreadCPU"`
+	SpreadMemory float64 `json:"spreadMemory"`
+	// Samples is the number of measured pods behind it.
+	Samples int `json:"samples"`
+	// Updated is when its newest sample was taken (its age is now − Updated).
+	Updated time.Time `json:"updated"`
+	// Usable says the profile may stand for a new pod; when not, Reason says why (too few
+	// siblings, pods not alike) and the caller keeps its spec rule.
+	Usable bool   `json:"usable"`
+	Reason string `json:"reason,omitempty"`
+	// EstimateMilliCPU and EstimateMemoryBytes are what a new pod counts at: the percentile
+	// plus Margin × spread of it.
+	EstimateMilliCPU    int64 `json:"estimateMilliCPU"`
+	EstimateMemoryBytes int64 `json:"estimateMemoryBytes"`
+}
+
+// Reasons a profile is not usable.
+const (
+	ReasonTooFew   = "too few measured siblings"
+	ReasonUnlike   = "siblings not alike"
+	ReasonNoSample = "no measured sibling"
+)
+
+type podSample struct {
+	uid string
+	s   Sample
+	at  time.Time
+}
+
+type workload struct {
+	key  Key
+	pods []podSample // at most MaxSamples
+	elem *list.Element
+}
+
+// Learner keeps the latest sample of each measured pod per workload, within Args' bounds. It
+// is not safe for concurrent use: one goroutine (the engine's refresh loop) feeds it and
+// publishes what Profiles returns.
+type Learner struct {
+	args      Args
+	workloads map[Key]*workload
+	// lru orders workloads by last measurement, least recent at the front.
+	lru list.List
+}
+
+// NewLearner builds an empty learner; args must be valid.
+func NewLearner(args Args) *Learner {
+	return &Learner{args: args, workloads: map[Key]*workload{}}
+}
+
+// Observe records pod uid of workload k using s as measured at time at. A pod measured again
+// replaces its sample: every pod counts once, at its latest average. When the workload holds
+// MaxSamples pods, the least recently measured one goes; when MaxWorkloads are held, the least
+// recently measured workload goes.
+func (l *Learner) Observe(k Key, uid string, s Sample, at time.Time) {
+	if !validSample(s) {
+		return // never learned: a garbage number must not stand for a new pod
+	}
+	w := l.workloads[k]
+	if w == nil {
+		if len(l.workloads) >= l.args.MaxWorkloads {
+			l.evictWorkload()
+		}
+		w = &workload{key: k}
+		w.elem = l.lru.PushBack(w)
+		l.workloads[k] = w
+	} else {
+		l.lru.MoveToBack(w.elem)
+	}
+	for i := range w.pods {
+		if w.pods[i].uid == uid {
+			w.pods[i].s, w.pods[i].at = s, at
+			return
+		}
+	}
+	if len(w.pods) >= l.args.MaxSamples {
+		oldest := 0
+		for i := range w.pods {
+			if w.pods[i].at.Before(w.pods[oldest].at) {
+				oldest = i
+			}
+		}
+		w.pods = slices.Delete(w.pods, oldest, oldest+1)
+	}
+	w.pods = append(w.pods, podSample{uid: uid, s: s, at: at})
+}
+
+func validSample(s Sample) bool {
+	ok := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) && f >= 0 }
+	return ok(s.MilliCPU) && ok(s.MemoryBytes)
+}
+
+func (l *Learner) evictWorkload() {
+	front := l.lru.Front()
+	if front == nil {
+		return
+	}
+	w := l.lru.Remove(front).(*workload)
+	delete(l.workloads, w.key)
+}
+
+// Len is the number of workloads and of samples held (tests, metrics).
+func (l *Learner) Len() (workloads, samples int) {
+	for _, w := range l.workloads {
+		samples += len(w.pods)
+	}
+	return len(l.workloads), samples
+}
+
+// Profiles drops samples older than MaxAge at now and returns every workload's profile, usable
+// or not (the record says why not). Called once per watcher document, outside any scheduling
+// cycle; the result is the caller's to publish and is never changed afterwards.
+func (l *Learner) Profiles(now time.Time) map[Key]Profile {
+	out := make(map[Key]Profile, len(l.workloads))
+	for k, w := range l.workloads {
+		w.pods = slices.DeleteFunc(w.pods, func(p podSample) bool { return now.Sub(p.at) > l.args.MaxAge })
+		if len(w.pods) == 0 {
+			l.lru.Remove(w.elem)
+			delete(l.workloads, k)
+			continue
+		}
+		out[k] = l.profile(w)
+	}
+	return out
+}
+
+func (l *Learner) profile(w *workload) Profile {
+	cpu := make([]float64, len(w.pods))
+	mem := make([]float64, len(w.pods))
+	p := Profile{Key: w.key, Samples: len(w.pods)}
+	for i, s := range w.pods {
+		cpu[i], mem[i] = s.s.MilliCPU, s.s.MemoryBytes
+		if s.at.After(p.Updated) {
+			p.Updated = s.at
+		}
+	}
+	p.MilliCPU, p.SpreadCPU = percentile(cpu, l.args.Percentile), spread(cpu)
+	p.MemoryBytes, p.SpreadMemory = percentile(mem, l.args.Percentile), spread(mem)
+	p.EstimateMilliCPU = int64(math.Ceil(p.MilliCPU * (1 + l.args.Margin*p.SpreadCPU)))
+	p.EstimateMemoryBytes = int64(math.Ceil(p.MemoryBytes * (1 + l.args.Margin*p.SpreadMemory)))
+	switch {
+	case p.Samples < l.args.MinSiblings:
+		p.Reason = ReasonTooFew
+	case p.SpreadCPU > l.args.MaxSpread || p.SpreadMemory > l.args.MaxSpread:
+		p.Reason = ReasonUnlike
+	default:
+		p.Usable = true
+	}
+	return p
+}
+
+// percentile is the nearest-rank q-th percentile of vs (sorted in place).
+func percentile(vs []float64, q float64) float64 {
+	sort.Float64s(vs)
+	rank := int(math.Ceil(q / 100 * float64(len(vs))))
+	return vs[min(max(rank, 1), len(vs))-1]
+}
+
+// spread is the coefficient of variation (population standard deviation / mean); 0 for an
+// all-zero set, whose pods are alike.
+func spread(vs []float64) float64 {
+	var sum float64
+	for _, v := range vs {
+		sum += v
+	}
+	mean := sum / float64(len(vs))
+	if mean <= 0 {
+		return 0
+	}
+	var sq float64
+	for _, v := range vs {
+		sq += (v - mean) * (v - mean)
+	}
+	return math.Sqrt(sq/float64(len(vs))) / mean
+}
