@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/berth-sched/berth/e2e/framework"
 )
@@ -52,7 +53,14 @@ func (x *replay) applyWorkload(ctx context.Context, ws *WorkloadSpec, w int) err
 		return nil
 	}
 	// A scale-up or a rollout: the controller object as the scenario wants it after wave w,
-	// written over the live one (its resourceVersion kept).
+	// written over the live one (its resourceVersion kept; the controller writes its status
+	// meanwhile, hence the retry on conflict).
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error { return x.updateWorkload(ctx, ws, w) })
+}
+
+// updateWorkload writes the workload's replicas and template after wave w over the live object.
+func (x *replay) updateWorkload(ctx context.Context, ws *WorkloadSpec, w int) error {
+	apps := x.c.Client.AppsV1()
 	if ws.Kind == KindStatefulSet {
 		cur, err := apps.StatefulSets(x.ns).Get(ctx, ws.Name, metav1.GetOptions{})
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/berth-sched/berth/pkg/decisionapi"
 )
@@ -131,6 +132,9 @@ func (ps *predictions) bindOracle(pod *corev1.Pod) {
 	ps.enqueue("bind/"+pod.Name, func(ctx context.Context) {
 		at := time.Now()
 		node, load, err := x.orc.bind(ctx, x.c.Client, pod)
+		if apierrors.IsNotFound(err) {
+			return // deleted before its turn (a rollout or scale-down got there first)
+		}
 		if err != nil {
 			x.note("bind", fmt.Sprintf("the oracle left pods unbound (first: %v)", err))
 			return

@@ -372,28 +372,7 @@ func (p *poller) finish(r *RunResult, interval time.Duration) {
 			r.HotNodeMinutes += s / 60
 		}
 	}
-	if p.target > 0 {
-		scale := p.timeScale
-		if scale <= 0 {
-			scale = 1
-		}
-		r.MaxOvershoot, r.MinutesOver20 = p.maxOver, p.over20Seconds/60/scale
-		if h := p.hottest; h.node != "" {
-			note := fmt.Sprintf("hottest moment: %s (%d CPUs) at %.0f s, Latest CPU %.1f %% (%.1f over), window average %.1f %%",
-				h.node, p.milli[h.node]/1000, h.at.Seconds(), h.latest, p.maxOver, h.avg)
-			if h.placed != "" {
-				note += ", " + h.placed
-			}
-			if h.ledger != nil {
-				note += "; " + h.ledger.String()
-			}
-			r.Notes = append(r.Notes, note)
-		}
-		ref := reference(p.target, r.Util)
-		for _, u := range r.Util {
-			r.EndOvershoot = max(r.EndOvershoot, u-ref)
-		}
-	}
+	p.finishOvershoot(r)
 	if p.failed > 0 {
 		msg := fmt.Sprintf("watcher unreachable in %d of %d polls from %.0f s (%v); hot-node figures cover only answered polls",
 			p.failed, p.polls, p.firstFail.Seconds(), p.lastErr)
@@ -410,6 +389,34 @@ func (p *poller) finish(r *RunResult, interval time.Duration) {
 	}
 	if r.WavesRun < r.Waves {
 		r.Notes = append(r.Notes, fmt.Sprintf("only %d of %d waves ran", r.WavesRun, r.Waves))
+	}
+}
+
+// finishOvershoot writes the overshoot figures and the hottest moment's note into r. Callers
+// hold p.mu.
+func (p *poller) finishOvershoot(r *RunResult) {
+	if p.target <= 0 {
+		return
+	}
+	scale := p.timeScale
+	if scale <= 0 {
+		scale = 1
+	}
+	r.MaxOvershoot, r.MinutesOver20 = p.maxOver, p.over20Seconds/60/scale
+	if h := p.hottest; h.node != "" {
+		note := fmt.Sprintf("hottest moment: %s (%d CPUs) at %.0f s, Latest CPU %.1f %% (%.1f over), window average %.1f %%",
+			h.node, p.milli[h.node]/1000, h.at.Seconds(), h.latest, p.maxOver, h.avg)
+		if h.placed != "" {
+			note += ", " + h.placed
+		}
+		if h.ledger != nil {
+			note += "; " + h.ledger.String()
+		}
+		r.Notes = append(r.Notes, note)
+	}
+	ref := reference(p.target, r.Util)
+	for _, u := range r.Util {
+		r.EndOvershoot = max(r.EndOvershoot, u-ref)
 	}
 }
 

@@ -349,9 +349,8 @@ func (t *Table) printNotes(w io.Writer) {
 			notes = append(notes, fmt.Sprintf("  %s seed %d %s: %d/%d watcher polls failed, served−simulated %.1f points",
 				r.Level, r.Seed, r.Name, r.FailedPolls, r.Polls, r.ServedVsSimulated))
 		}
-		if st := r.PredWorkload; st.N > 0 || r.PredBare.N > 0 {
-			notes = append(notes, fmt.Sprintf("  %s seed %d %s: prediction error, median signed (predicted − measured): workload pods %.1f (%d), bare pods %.1f (%d); %d placed pods without one",
-				r.Level, r.Seed, r.Name, st.MedianBias, st.N, r.PredBare.MedianBias, r.PredBare.N, r.PredMissing))
+		if n := predNote(r); n != "" {
+			notes = append(notes, fmt.Sprintf("  %s seed %d %s: %s", r.Level, r.Seed, r.Name, n))
 		}
 	}
 	if len(notes) > 0 {
@@ -360,6 +359,23 @@ func (t *Table) printNotes(w io.Writer) {
 			fmt.Fprintln(w, n)
 		}
 	}
+}
+
+// predNote is a run's signed median prediction errors, per kind of pod that had any.
+func predNote(r *RunResult) string {
+	var parts []string
+	for _, k := range []struct {
+		name string
+		st   PredStat
+	}{{"workload pods", r.PredWorkload}, {"bare pods", r.PredBare}} {
+		if k.st.N > 0 {
+			parts = append(parts, fmt.Sprintf("%s %+.1f (%d pods)", k.name, k.st.MedianBias, k.st.N))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("prediction error, median signed (predicted − measured): %s; %d placed pods without one", strings.Join(parts, ", "), r.PredMissing)
 }
 
 func scenarioLine(sc *Scenario) string {
