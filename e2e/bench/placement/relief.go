@@ -758,7 +758,7 @@ func (res *ReliefResult) Print(w io.Writer) {
 	}
 	if dry, on := byMode["dry-run"], byMode["on"]; dry != nil && on != nil {
 		same := strings.Join(dry.FirstRound, ", ") == strings.Join(on.FirstRound, ", ")
-		fmt.Fprintf(w, "first-round decisions: dry-run [%s], on [%s]: same=%t\n", strings.Join(dry.FirstRound, ", "), strings.Join(on.FirstRound, ", "), same)
+		fmt.Fprintf(w, "first-round decisions (each window its own placement of the seed, so they may differ): dry-run [%s], on [%s]: same=%t\n", strings.Join(dry.FirstRound, ", "), strings.Join(on.FirstRound, ", "), same)
 	}
 	fmt.Fprintln(w, "dry-run evictions: pods the API server accepted a dryRun=All eviction for (nothing was evicted); node-s>high: node-seconds the watcher served a Latest CPU above high; detect delay: shift to the first decision Event")
 	for _, r := range res.Rows {
