@@ -113,11 +113,17 @@ func nodePoolChecks(ctx context.Context, in StatusInput, operator *appsv1.Deploy
 	if !on {
 		return nil, nil
 	}
-	if _, err := in.Dynamic.Resource(crdResource).Get(ctx, nodePoolCRD, metav1.GetOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil // no Karpenter: nothing to check
-		}
-		return nil, explainAPIError(err, "get customresourcedefinition "+nodePoolCRD)
+	// why list, not get: the chart's reader role grants list on CRDs (crdChecks), not get.
+	crds, err := in.Dynamic.Resource(crdResource).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + nodePoolCRD})
+	if err != nil {
+		return nil, explainAPIError(err, "list customresourcedefinitions")
+	}
+	installed := false
+	for _, c := range crds.Items {
+		installed = installed || c.GetName() == nodePoolCRD
+	}
+	if !installed {
+		return nil, nil // no Karpenter: nothing to check
 	}
 	l, err := in.Dynamic.Resource(NodePoolResource).List(ctx, metav1.ListOptions{})
 	if apierrors.IsForbidden(err) {

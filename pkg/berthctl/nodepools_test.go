@@ -138,6 +138,10 @@ func TestNodePoolChecks(t *testing.T) {
 			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 				crdResource: "CustomResourceDefinitionList", NodePoolResource: "NodePoolList",
 			})
+			// Another CRD is always there: only Karpenter's own says Karpenter is installed.
+			if err := dyn.Tracker().Create(crdResource, crd("secondaryschedulers.berth.dev", true), ""); err != nil {
+				t.Fatal(err)
+			}
 			if !tc.noCRD {
 				if err := dyn.Tracker().Create(crdResource, crd(nodePoolCRD, true), ""); err != nil {
 					t.Fatal(err)
