@@ -185,44 +185,25 @@ func createNodes(ctx context.Context, c *cluster.Cluster, o Options) error {
 }
 
 func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Options, round int) (Run, error) {
-	o.Logf("%s: creating %d pods", p.Name, o.Pods)
-	spec := framework.PodSpec(SchedulerName, o.PodCPU, o.PodMemory)
-	err := parallel(ctx, 16, o.Pods, func(i int) error {
-		pod := framework.Pod(ns, fmt.Sprintf("pod-%05d", i), map[string]string{"bench": "yes"}, spec)
-		if p.PodMutator != nil {
-			p.PodMutator(pod)
-		}
-		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
-		return err
-	})
-	if err != nil {
-		return Run{}, err
-	}
-	list, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "bench=yes", Limit: 1})
+	rv, err := createBenchPods(ctx, c, ns, p, o)
 	if err != nil {
 		return Run{}, err
 	}
 	// Bindings are timestamped as they arrive, from before the scheduler starts: a scheduler
 	// can bind many pods before its readiness probe passes.
-	type binding struct {
-		pod string
-		at  time.Time
-	}
-	bindings := make(chan binding, o.Pods)
+	bindings := make(chan timedBinding, o.Pods)
 	watchDone := make(chan error, 1)
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	tally := newBindTally()
 	go func() {
-		watchDone <- watchBindings(watchCtx, c.Client, ns, list.ResourceVersion, tally, func(pod string) {
-			bindings <- binding{pod, time.Now()}
+		watchDone <- watchBindings(watchCtx, c.Client, ns, rv, tally, func(pod string) {
+			bindings <- timedBinding{pod, time.Now()}
 		})
 	}()
 
-	config := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" +
-		"clientConnection: {qps: 5000, burst: 5000}\nleaderElection: {leaderElect: false}\nprofiles:\n" + p.Profiles
 	id := cluster.SchedulerIdentity
-	sched, err := c.StartScheduler(ctx, cluster.SchedulerOptions{Binary: p.Binary, Name: "bench-" + p.Binary, Identity: &id, Config: config})
+	sched, err := c.StartScheduler(ctx, cluster.SchedulerOptions{Binary: p.Binary, Name: "bench-" + p.Binary, Identity: &id, Config: benchSchedulerConfig(p)})
 	if err != nil {
 		return Run{}, err
 	}
@@ -233,42 +214,14 @@ func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Op
 			return Run{}, err
 		}
 	}
-
-	var first, last time.Time
-	var cpuFirst, cpuLast time.Duration
-	timeout := time.After(time.Duration(o.Pods)*50*time.Millisecond + time.Minute)
-	for n := 0; n < o.Pods; n++ {
-		select {
-		case b := <-bindings:
-			if first.IsZero() {
-				first = b.at
-				cpuFirst, _ = ProcessCPU(sched.PID())
-			}
-			last = b.at
-			if n == o.Pods-1 {
-				cpuLast, _ = ProcessCPU(sched.PID())
-			}
-		case err := <-watchDone:
-			return Run{}, err
-		case <-sched.Done():
-			return Run{}, fmt.Errorf("%s exited after %d bindings:\n%s", p.Binary, n, sched.Tail(20))
-		case <-timeout:
-			return Run{}, fmt.Errorf("only %d of %d pods bound", n, o.Pods)
-		case <-ctx.Done():
-			return Run{}, ctx.Err()
-		}
+	w, err := waitAllBound(ctx, sched, p, o, bindings, watchDone)
+	if err != nil {
+		return Run{}, err
 	}
 	stopProfiling()
-	run := Run{Profile: p.Name, Pods: o.Pods, Duration: last.Sub(first), CPU: cpuLast - cpuFirst}
-	if run.Batched, err = batchedCycles(ctx, c, sched.Port); err != nil {
-		return Run{}, fmt.Errorf("%s: reading batching from its /metrics: %w", p.Binary, err)
-	}
-	run.SchedulerRSS, _ = PeakRSS(sched.PID())
-	if o.SidecarPID != nil {
-		run.SidecarRSS, _ = PeakRSS(o.SidecarPID())
-	}
-	if run.Duration > 0 {
-		run.PodsPerS = float64(o.Pods-1) / run.Duration.Seconds()
+	run := Run{Profile: p.Name, Pods: o.Pods, Duration: w.last.Sub(w.first), CPU: w.cpuLast - w.cpuFirst}
+	if err := readSchedulerCounts(ctx, c, sched, p, o, &run); err != nil {
+		return Run{}, err
 	}
 	c.StopComponent(sched.Process)
 	// A second binding would arrive after the last first one: give the watch a moment.
@@ -287,6 +240,94 @@ func measure(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Op
 		return Run{}, err
 	}
 	return run, waitNoPods(ctx, c.Client, ns)
+}
+
+// createBenchPods creates the round's pods (pending: no scheduler runs yet) and returns the
+// resource version to watch their bindings from.
+func createBenchPods(ctx context.Context, c *cluster.Cluster, ns string, p Profile, o Options) (string, error) {
+	o.Logf("%s: creating %d pods", p.Name, o.Pods)
+	spec := framework.PodSpec(SchedulerName, o.PodCPU, o.PodMemory)
+	err := parallel(ctx, 16, o.Pods, func(i int) error {
+		pod := framework.Pod(ns, fmt.Sprintf("pod-%05d", i), map[string]string{"bench": "yes"}, spec)
+		if p.PodMutator != nil {
+			p.PodMutator(pod)
+		}
+		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	list, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "bench=yes", Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	return list.ResourceVersion, nil
+}
+
+// benchSchedulerConfig is the scheduler's configuration for profile p: no client-side rate
+// limit and no leader election, so the bench measures scheduling alone.
+func benchSchedulerConfig(p Profile) string {
+	return "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" +
+		"clientConnection: {qps: 5000, burst: 5000}\nleaderElection: {leaderElect: false}\nprofiles:\n" + p.Profiles
+}
+
+// timedBinding is a pod's first binding and when the watch saw it.
+type timedBinding struct {
+	pod string
+	at  time.Time
+}
+
+// bindWindow is when the first and the last pod were bound, and the scheduler's CPU time then.
+type bindWindow struct {
+	first, last       time.Time
+	cpuFirst, cpuLast time.Duration
+}
+
+// waitAllBound waits until all o.Pods pods are bound, failing when the watch fails, the
+// scheduler exits, time runs out or ctx ends.
+func waitAllBound(ctx context.Context, sched *cluster.SchedulerProcess, p Profile, o Options, bindings <-chan timedBinding, watchDone <-chan error) (bindWindow, error) {
+	var w bindWindow
+	timeout := time.After(time.Duration(o.Pods)*50*time.Millisecond + time.Minute)
+	for n := 0; n < o.Pods; n++ {
+		select {
+		case b := <-bindings:
+			if w.first.IsZero() {
+				w.first = b.at
+				w.cpuFirst, _ = ProcessCPU(sched.PID())
+			}
+			w.last = b.at
+			if n == o.Pods-1 {
+				w.cpuLast, _ = ProcessCPU(sched.PID())
+			}
+		case err := <-watchDone:
+			return w, err
+		case <-sched.Done():
+			return w, fmt.Errorf("%s exited after %d bindings:\n%s", p.Binary, n, sched.Tail(20))
+		case <-timeout:
+			return w, fmt.Errorf("only %d of %d pods bound", n, o.Pods)
+		case <-ctx.Done():
+			return w, ctx.Err()
+		}
+	}
+	return w, nil
+}
+
+// readSchedulerCounts fills in what the running scheduler reports about the round: batched
+// cycles from its /metrics, its peak RSS (and the sidecar's), and the throughput.
+func readSchedulerCounts(ctx context.Context, c *cluster.Cluster, sched *cluster.SchedulerProcess, p Profile, o Options, run *Run) error {
+	var err error
+	if run.Batched, err = batchedCycles(ctx, c, sched.Port); err != nil {
+		return fmt.Errorf("%s: reading batching from its /metrics: %w", p.Binary, err)
+	}
+	run.SchedulerRSS, _ = PeakRSS(sched.PID())
+	if o.SidecarPID != nil {
+		run.SidecarRSS, _ = PeakRSS(o.SidecarPID())
+	}
+	if run.Duration > 0 {
+		run.PodsPerS = float64(o.Pods-1) / run.Duration.Seconds()
+	}
+	return nil
 }
 
 // watchBindings reports each pod's first binding once and tallies every change of each pod's

@@ -95,9 +95,43 @@ func (f *agentFeed) pid() int {
 }
 
 func (f *agentFeed) setup(ctx context.Context, c *cluster.Cluster) error {
-	const ns, sa = stack.AgentNamespace, stack.AgentServiceAccount
-	// No controller manager runs here to create the namespace's default account, which
-	// EnsureAgentIdentity would wait for.
+	if err := ensureAgentNamespace(ctx, c); err != nil {
+		return err
+	}
+	if err := stack.EnsureAgentIdentity(ctx, c, stack.AgentNamespace, stack.AgentServiceAccount); err != nil {
+		return err
+	}
+	if err := f.startWatcher(ctx, c); err != nil {
+		return err
+	}
+	names, tokens, err := f.mintAgentTokens(ctx, c)
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	var seq atomic.Uint64
+	push := func(ctx context.Context) error {
+		return parallel(ctx, 16, len(names), func(i int) error {
+			r := syntheticReport(names[i], time.Now())
+			r.Instance, r.Seq = "bench", seq.Add(1)
+			return f.post(ctx, client, tokens[i], &r)
+		})
+	}
+	f.logf("pushing %d reports", len(names))
+	if err := push(ctx); err != nil {
+		return err
+	}
+	if err := f.checkAllFresh(ctx, c, len(names)); err != nil {
+		return err
+	}
+	go f.keepPushing(ctx, push)
+	return nil
+}
+
+// ensureAgentNamespace creates the agents' namespace and its default account: no controller
+// manager runs here to create the account, which EnsureAgentIdentity would wait for.
+func ensureAgentNamespace(ctx context.Context, c *cluster.Cluster) error {
+	const ns = stack.AgentNamespace
 	for _, create := range []func() error{
 		func() error {
 			_, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
@@ -112,9 +146,13 @@ func (f *agentFeed) setup(ctx context.Context, c *cluster.Cluster) error {
 			return err
 		}
 	}
-	if err := stack.EnsureAgentIdentity(ctx, c, ns, sa); err != nil {
-		return err
-	}
+	return nil
+}
+
+// startWatcher starts berth-loadwatcher with its least-privilege identity, accepting the
+// agents' account.
+func (f *agentFeed) startWatcher(ctx context.Context, c *cluster.Cluster) error {
+	const ns, sa = stack.AgentNamespace, stack.AgentServiceAccount
 	kc, err := stack.WatcherKubeconfig(ctx, c, "bench-berth-loadwatcher", ns)
 	if err != nil {
 		return err
@@ -124,15 +162,19 @@ func (f *agentFeed) setup(ctx context.Context, c *cluster.Cluster) error {
 	f.watcher, err = c.StartComponent(ctx, cluster.ProcessSpec{Name: "bench-berth-loadwatcher", Binary: filepath.Join(c.BinDir, "berth-loadwatcher"),
 		Args: []string{"--listen=127.0.0.1:" + strconv.Itoa(f.port), "--kubeconfig=" + kc, "--agent-service-account=" + ns + "/" + sa,
 			"--token-cache-ttl=1h", "--stale-after=5m"}}, cluster.HTTPCheck(f.url+"/readyz"))
-	if err != nil {
-		return err
-	}
+	return err
+}
+
+// mintAgentTokens creates one agent pod per node and mints a pod-bound token for each: the
+// nodes' names and their agents' tokens, index for index.
+func (f *agentFeed) mintAgentTokens(ctx context.Context, c *cluster.Cluster) (names, tokens []string, err error) {
+	const ns, sa = stack.AgentNamespace, stack.AgentServiceAccount
 	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	f.logf("minting %d agent tokens (one agent pod per node)", len(nodes.Items))
-	tokens := make([]string, len(nodes.Items))
+	tokens = make([]string, len(nodes.Items))
 	err = parallel(ctx, 16, len(nodes.Items), func(i int) error {
 		node := nodes.Items[i].Name
 		pod := &corev1.Pod{
@@ -152,25 +194,18 @@ func (f *agentFeed) setup(ctx context.Context, c *cluster.Cluster) error {
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	names := make([]string, len(nodes.Items))
+	names = make([]string, len(nodes.Items))
 	for i, n := range nodes.Items {
 		names[i] = n.Name
 	}
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
-	var seq atomic.Uint64
-	push := func(ctx context.Context) error {
-		return parallel(ctx, 16, len(names), func(i int) error {
-			r := syntheticReport(names[i], time.Now())
-			r.Instance, r.Seq = "bench", seq.Add(1)
-			return f.post(ctx, client, tokens[i], &r)
-		})
-	}
-	f.logf("pushing %d reports", len(names))
-	if err := push(ctx); err != nil {
-		return err
-	}
+	return names, tokens, nil
+}
+
+// checkAllFresh reads the watcher's document back and fails unless it serves all reported
+// nodes fresh.
+func (f *agentFeed) checkAllFresh(ctx context.Context, c *cluster.Cluster, reported int) error {
 	// The watcher serves its document only to readers it can check.
 	readerToken, err := c.WatcherReaderTokenFile(ctx)
 	if err != nil {
@@ -180,25 +215,27 @@ func (f *agentFeed) setup(ctx context.Context, c *cluster.Cluster) error {
 	if f.freshAtStart, err = freshNodes(ctx, reader, f.url); err != nil {
 		return err
 	}
-	if f.freshAtStart != len(names) {
-		return fmt.Errorf("the load watcher serves %d fresh nodes of %d reported", f.freshAtStart, len(names))
+	if f.freshAtStart != reported {
+		return fmt.Errorf("the load watcher serves %d fresh nodes of %d reported", f.freshAtStart, reported)
 	}
 	f.logf("load watcher serves all %d nodes fresh", f.freshAtStart)
-	go func() {
-		t := time.NewTicker(f.every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := push(ctx); err != nil && ctx.Err() == nil {
-					f.logf("pushing reports: %v", err)
-				}
+	return nil
+}
+
+// keepPushing pushes a round of reports every f.every until ctx ends.
+func (f *agentFeed) keepPushing(ctx context.Context, push func(context.Context) error) {
+	t := time.NewTicker(f.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := push(ctx); err != nil && ctx.Err() == nil {
+				f.logf("pushing reports: %v", err)
 			}
 		}
-	}()
-	return nil
+	}
 }
 
 func (f *agentFeed) post(ctx context.Context, client *http.Client, token string, r *loadapi.Report) error {

@@ -434,96 +434,20 @@ func (c *Cluster) realNodeNetwork() error {
 	suffix := hex.EncodeToString(id)
 	rs.createdHostPaths = absentHostPaths()
 	for _, n := range rs.nodes {
-		n.Network = "berth-" + suffix
-		n.CgroupName = "berth-" + suffix
-		nsPath := filepath.Join(c.Dir, "netns", "net")
-		n.paths = newRealNodePaths(c.Dir)
-		if n.Index > 0 {
-			n.CgroupName = fmt.Sprintf("berth-%s-%d", suffix, n.Index+1)
-			nsPath = filepath.Join(c.Dir, "netns", n.NodeName)
-			// Short: containerd's ttrpc socket path must stay under 104 bytes.
-			n.paths = newNodePaths(filepath.Join(c.Dir, fmt.Sprintf("n%d", n.Index+1)))
-		}
-		// why: every node's socket at <Dir>/cri/<node name>/, so one chart value
-		// (CRISocketTemplate) serves them all through a per-pod subPathExpr.
-		n.paths.Socket = criSocket(c.Dir, n.NodeName)
-		n.ContainerdSocket = n.paths.Socket
-		ns, err := createNetNS(nsPath)
-		if err != nil {
-			return fmt.Errorf("creating the network namespace of node %s: %w", n.NodeName, err)
-		}
-		n.ns, n.NetNS = ns, ns.Path
-		if n.NetNSInode, err = ns.Inode(); err != nil {
+		if err := c.createNodeNetNS(n, suffix); err != nil {
 			return err
 		}
 	}
 	first := rs.nodes[0]
 	rs.fwd = newForwarder(first.ns)
-	ctx := context.Background()
-	ip := func(n *RealNode, args ...string) error {
-		if _, err := n.InNetNS(ctx, rs.tools["ip"], args...); err != nil {
-			return fmt.Errorf("setting up the network of node %s: %w", n.NodeName, err)
-		}
-		return nil
-	}
 	for _, n := range rs.nodes {
-		for _, args := range [][]string{
-			{"link", "set", "lo", "up"},
-			{"link", "add", RealNodeBridge, "type", "bridge"},
-			{"addr", "add", n.IP + "/24", "dev", RealNodeBridge},
-			{"link", "set", RealNodeBridge, "up"},
-			// The API server and host-network pods dial ClusterIPs (a webhook's Service, the
-			// load watcher's): a locally made packet needs a route before kube-proxy's OUTPUT
-			// rules can DNAT it to a pod. Without one: "network is unreachable".
-			{"route", "add", ServiceCIDR, "dev", RealNodeBridge, "src", n.IP},
-		} {
-			if err := ip(n, args...); err != nil {
-				return err
-			}
+		if err := rs.setupPodBridge(n); err != nil {
+			return err
 		}
 	}
 	if len(rs.nodes) > 1 {
-		l := first.addr
-		for _, args := range [][]string{
-			{"link", "add", NodeLinkBridge, "type", "bridge"},
-			{"addr", "add", l.LinkIP + "/24", "dev", NodeLinkBridge},
-			{"link", "set", NodeLinkBridge, "up"},
-		} {
-			if err := ip(first, args...); err != nil {
-				return err
-			}
-		}
-		for _, n := range rs.nodes[1:] {
-			// The cluster namespace's end is named for the node's index; the node's end,
-			// created there and moved into the node's namespace by path, is its uplink.
-			host := fmt.Sprintf("vnode%d", n.Index+1)
-			if err := ip(first, "link", "add", host, "type", "veth", "peer", "name", NodeUplink, "netns", n.NetNS); err != nil {
-				return err
-			}
-			for _, args := range [][]string{{"link", "set", host, "master", NodeLinkBridge}, {"link", "set", host, "up"}} {
-				if err := ip(first, args...); err != nil {
-					return err
-				}
-			}
-			for _, args := range [][]string{
-				{"addr", "add", n.addr.LinkIP + "/24", "dev", NodeUplink},
-				{"link", "set", NodeUplink, "up"},
-			} {
-				if err := ip(n, args...); err != nil {
-					return err
-				}
-			}
-		}
-		// Every node routes every other node's pod subnet to that node's link address.
-		for _, n := range rs.nodes {
-			for _, m := range rs.nodes {
-				if m == n {
-					continue
-				}
-				if err := ip(n, "route", "add", m.Subnet, "via", m.addr.LinkIP, "dev", n.addr.LinkDev); err != nil {
-					return err
-				}
-			}
+		if err := rs.linkNodes(); err != nil {
+			return err
 		}
 	}
 	for _, n := range rs.nodes {
@@ -532,6 +456,108 @@ func (c *Cluster) realNodeNetwork() error {
 			return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644)
 		}); err != nil {
 			return fmt.Errorf("node %s: switching on forwarding: %w", n.NodeName, err)
+		}
+	}
+	return nil
+}
+
+// createNodeNetNS names node n's network, cgroup and paths after the run's suffix and creates
+// its network namespace: the cluster's for the first node, one of its own for every other.
+func (c *Cluster) createNodeNetNS(n *RealNode, suffix string) error {
+	n.Network = "berth-" + suffix
+	n.CgroupName = "berth-" + suffix
+	nsPath := filepath.Join(c.Dir, "netns", "net")
+	n.paths = newRealNodePaths(c.Dir)
+	if n.Index > 0 {
+		n.CgroupName = fmt.Sprintf("berth-%s-%d", suffix, n.Index+1)
+		nsPath = filepath.Join(c.Dir, "netns", n.NodeName)
+		// Short: containerd's ttrpc socket path must stay under 104 bytes.
+		n.paths = newNodePaths(filepath.Join(c.Dir, fmt.Sprintf("n%d", n.Index+1)))
+	}
+	// why: every node's socket at <Dir>/cri/<node name>/, so one chart value
+	// (CRISocketTemplate) serves them all through a per-pod subPathExpr.
+	n.paths.Socket = criSocket(c.Dir, n.NodeName)
+	n.ContainerdSocket = n.paths.Socket
+	ns, err := createNetNS(nsPath)
+	if err != nil {
+		return fmt.Errorf("creating the network namespace of node %s: %w", n.NodeName, err)
+	}
+	n.ns, n.NetNS = ns, ns.Path
+	n.NetNSInode, err = ns.Inode()
+	return err
+}
+
+// ip runs `ip args...` in node n's network namespace.
+func (rs *realNodes) ip(n *RealNode, args ...string) error {
+	if _, err := n.InNetNS(context.Background(), rs.tools["ip"], args...); err != nil {
+		return fmt.Errorf("setting up the network of node %s: %w", n.NodeName, err)
+	}
+	return nil
+}
+
+// ipAll runs `ip` with each of cmds in node n's network namespace, in order.
+func (rs *realNodes) ipAll(n *RealNode, cmds ...[]string) error {
+	for _, args := range cmds {
+		if err := rs.ip(n, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setupPodBridge brings node n's loopback up and gives it its pod bridge with the node IP.
+func (rs *realNodes) setupPodBridge(n *RealNode) error {
+	return rs.ipAll(n,
+		[]string{"link", "set", "lo", "up"},
+		[]string{"link", "add", RealNodeBridge, "type", "bridge"},
+		[]string{"addr", "add", n.IP + "/24", "dev", RealNodeBridge},
+		[]string{"link", "set", RealNodeBridge, "up"},
+		// The API server and host-network pods dial ClusterIPs (a webhook's Service, the
+		// load watcher's): a locally made packet needs a route before kube-proxy's OUTPUT
+		// rules can DNAT it to a pod. Without one: "network is unreachable".
+		[]string{"route", "add", ServiceCIDR, "dev", RealNodeBridge, "src", n.IP},
+	)
+}
+
+// linkNodes joins every further node to the cluster's namespace by a veth into
+// NodeLinkBridge, and routes every node's pod subnet from every other node.
+func (rs *realNodes) linkNodes() error {
+	first := rs.nodes[0]
+	l := first.addr
+	if err := rs.ipAll(first,
+		[]string{"link", "add", NodeLinkBridge, "type", "bridge"},
+		[]string{"addr", "add", l.LinkIP + "/24", "dev", NodeLinkBridge},
+		[]string{"link", "set", NodeLinkBridge, "up"},
+	); err != nil {
+		return err
+	}
+	for _, n := range rs.nodes[1:] {
+		// The cluster namespace's end is named for the node's index; the node's end,
+		// created there and moved into the node's namespace by path, is its uplink.
+		host := fmt.Sprintf("vnode%d", n.Index+1)
+		if err := rs.ipAll(first,
+			[]string{"link", "add", host, "type", "veth", "peer", "name", NodeUplink, "netns", n.NetNS},
+			[]string{"link", "set", host, "master", NodeLinkBridge},
+			[]string{"link", "set", host, "up"},
+		); err != nil {
+			return err
+		}
+		if err := rs.ipAll(n,
+			[]string{"addr", "add", n.addr.LinkIP + "/24", "dev", NodeUplink},
+			[]string{"link", "set", NodeUplink, "up"},
+		); err != nil {
+			return err
+		}
+	}
+	// Every node routes every other node's pod subnet to that node's link address.
+	for _, n := range rs.nodes {
+		for _, m := range rs.nodes {
+			if m == n {
+				continue
+			}
+			if err := rs.ip(n, "route", "add", m.Subnet, "via", m.addr.LinkIP, "dev", n.addr.LinkDev); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
