@@ -174,6 +174,38 @@ type LoadDetail struct {
 	// Filled only for a record, never in Score.
 	Terms   []Term `json:"terms,omitempty"`
 	Formula string `json:"formula,omitempty"`
+
+	// PodEstimate says where the incoming pod's estimate came from: its workload's profile
+	// (learned from its measured siblings) or the plugin's spec rule, and why. Filled only for
+	// a record.
+	PodEstimate EstimateSource `json:"podEstimate,omitzero"`
+}
+
+// Sources of a pod's estimate (EstimateSource.Source).
+const (
+	EstimateFromProfile = "profile"
+	EstimateFromSpec    = "spec"
+)
+
+// EstimateSource is where a pod's estimate came from.
+type EstimateSource struct {
+	// Source is EstimateFromProfile or EstimateFromSpec.
+	Source string `json:"source"`
+	// Reason says why the spec rule applied: the pod has no controlling owner, its workload has
+	// no measured pod, too few, or pods not alike.
+	Reason string `json:"reason,omitempty"`
+	// Workload is the profile's key (namespace/controller UID@template hash), when the pod has one.
+	Workload string `json:"workload,omitempty"`
+	// The profile, when the workload has one (also when too small or unlike to be used): the
+	// estimate a new pod counts at, the percentile of the siblings' averages it comes from,
+	// their spread (std / mean), how many siblings were measured and the newest sample's age.
+	EstimateMilliCPU    int64   `json:"estimateMilliCPU,omitempty"`
+	EstimateMemoryBytes int64   `json:"estimateMemoryBytes,omitempty"`
+	PercentileMilliCPU  float64 `json:"percentileMilliCPU,omitempty"`
+	SpreadCPU           float64 `json:"spreadCPU,omitempty"`
+	SpreadMemory        float64 `json:"spreadMemory,omitempty"`
+	Samples             int     `json:"samples,omitempty"`
+	AgeSeconds          float64 `json:"ageSeconds,omitempty"`
 }
 
 // Term is one named number of a plugin's score on a node.

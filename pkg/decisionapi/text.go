@@ -288,9 +288,32 @@ func tlpText(d *LoadDetail) string {
 	if d.HeadroomPercent > 0 {
 		headroom = fmt.Sprintf(" + headroom %s %%", num(d.HeadroomPercent))
 	}
-	return fmt.Sprintf("measured %s %% of %dm; + pod %dm + unreported %dm%s%s → %s %% (target %d %%); %s",
-		num(d.MeasuredPercent), d.CapacityMilliCPU, d.PodMilliCPU, d.UnreportedMilliCPU, heldText(d), headroom, num(d.PredictedPercent), d.TargetPercent, sampleText(d))
+	return fmt.Sprintf("measured %s %% of %dm; + pod %dm + unreported %dm%s%s → %s %% (target %d %%); %s%s",
+		num(d.MeasuredPercent), d.CapacityMilliCPU, d.PodMilliCPU, d.UnreportedMilliCPU, heldText(d), headroom, num(d.PredictedPercent), d.TargetPercent, sampleText(d), estimateText(d))
 }
+
+// estimateText says where the pod's estimate came from ("" when the record does not say).
+func estimateText(d *LoadDetail) string {
+	e := d.PodEstimate
+	switch e.Source {
+	case EstimateFromProfile:
+		return fmt.Sprintf("; pod estimate from profile %s: %dm/%d B (p %sm, spread %s, %d siblings, %ss old)",
+			e.Workload, e.EstimateMilliCPU, e.EstimateMemoryBytes, num(e.PercentileMilliCPU), num2(e.SpreadCPU), e.Samples, num(e.AgeSeconds))
+	case EstimateFromSpec:
+		s := "; pod estimate from spec: " + e.Reason
+		if e.Workload != "" {
+			s += " (" + e.Workload
+			if e.Samples > 0 {
+				s += fmt.Sprintf(", %d siblings, spread %s", e.Samples, num2(max(e.SpreadCPU, e.SpreadMemory)))
+			}
+			s += ")"
+		}
+		return s
+	}
+	return ""
+}
+
+func num2(f float64) string { return fmt.Sprintf("%.2f", f) }
 
 // heldText says how much of the unreported CPU pods in their estimate window make, if any.
 func heldText(d *LoadDetail) string {
@@ -314,5 +337,5 @@ func lvrbText(d *LoadDetail) string {
 		}
 		parts = append(parts, fmt.Sprintf("%s μ %s %% σ %s %% of %s, request %s → %s", r.name, num(r.t.AvgPercent), num(r.t.StdPercent), num(r.t.Allocatable), num(r.t.Request), num(r.t.Score)))
 	}
-	return strings.Join(parts, "; ") + fmt.Sprintf("; unreported %dm/%d B%s; %s", d.UnreportedMilliCPU, d.UnreportedMemoryBytes, heldText(d), sampleText(d))
+	return strings.Join(parts, "; ") + fmt.Sprintf("; unreported %dm/%d B%s; %s", d.UnreportedMilliCPU, d.UnreportedMemoryBytes, heldText(d), sampleText(d)) + estimateText(d)
 }

@@ -13,6 +13,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/berth-sched/berth/pkg/workloadprofile"
 )
 
 // AnnotationUsageThresholdPrefix + "<resource>-usage-threshold" on a node overrides
@@ -40,6 +42,9 @@ type Engine struct {
 	nodes corelisters.NodeLister
 	// timeRuleSaid is set once the log said the watcher sends no per-pod usage.
 	timeRuleSaid atomic.Bool
+	// Profiles are the workload profiles learned from the watcher's per-pod usage: a pod of a
+	// workload with a usable one is estimated from it instead of its spec (profiles.go).
+	Profiles *Profiles
 }
 
 // sayRule logs, once per engine, that the watcher serves node metrics without per-pod usage:
@@ -62,6 +67,8 @@ type Options struct {
 	// GetResourceData's); Berth's typed form needs none. It decides CPU for this engine's
 	// Filter too, so a plugin reads one CPU number per node.
 	UpstreamCPU UpstreamCPU
+	// Profiles replaces workloadprofile.DefaultArgs (validated by NewEngine).
+	Profiles *workloadprofile.Args
 }
 
 // NewEngine builds the engine, registers the tracker on the framework's pod informer (when
@@ -79,6 +86,17 @@ func NewEngine(ctx context.Context, plugin string, args CommonArgs, handle fwk.H
 		Tracker: NewTracker(time.Duration(*args.AssumedPodExpirySeconds)*time.Second, est, now),
 		now:     now,
 	}
+	pargs := workloadprofile.DefaultArgs()
+	if opts.Profiles != nil {
+		pargs = *opts.Profiles
+	}
+	if err := pargs.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", plugin, err)
+	}
+	e.Profiles = NewProfiles(pargs)
+	// Every placed pod's estimate (Reserve, pods bound by others, the usage Filter,
+	// /debug/berth/placed) goes through the profile first.
+	e.Tracker.estimate = func(pod *v1.Pod) Estimate { return e.Estimate(pod, est) }
 	e.Tracker.estimateFor = EstimateWindow(args)
 	// why a closure: the counter is registered with the watcher below, and a child taken
 	// before that would count nowhere.
@@ -91,11 +109,15 @@ func NewEngine(ctx context.Context, plugin string, args CommonArgs, handle fwk.H
 	e.Watcher.onSnapshot = func(s *Snapshot) {
 		e.Tracker.Prune(s, e.expiry)
 		e.sayRule(ctx, s)
+		e.Profiles.Learn(s, e.capacityOf, now())
 	}
 	if handle != nil {
 		if f := handle.SharedInformerFactory(); f != nil {
 			if _, err := f.Core().V1().Pods().Informer().AddEventHandler(e.Tracker.EventHandler()); err != nil {
 				return nil, fmt.Errorf("%s: registering pod event handler: %w", plugin, err)
+			}
+			if _, err := f.Core().V1().Pods().Informer().AddEventHandler(e.Profiles.EventHandler()); err != nil {
+				return nil, fmt.Errorf("%s: registering profile pod event handler: %w", plugin, err)
 			}
 			// The scheduler's own node informer: no new watch.
 			e.nodes = f.Core().V1().Nodes().Lister()
@@ -105,6 +127,28 @@ func NewEngine(ctx context.Context, plugin string, args CommonArgs, handle fwk.H
 		go e.Watcher.Run(ctx)
 	}
 	return e, nil
+}
+
+// Estimate is what pod is expected to use: its workload's profile estimate when the workload
+// has a usable profile, else the plugin's spec rule est. The profile replaces the spec rule
+// whatever the pod's annotations say: none of them can lower it.
+func (e *Engine) Estimate(pod *v1.Pod, est Estimator) Estimate {
+	if p, ok := e.Profiles.Estimate(pod); ok {
+		return p
+	}
+	return est(pod)
+}
+
+// capacityOf is a node's capacity from the scheduler's node informer (zero without one).
+func (e *Engine) capacityOf(name string) Capacity {
+	if e.nodes == nil {
+		return Capacity{}
+	}
+	node, err := e.nodes.Get(name)
+	if err != nil {
+		return Capacity{}
+	}
+	return CapacityOf(node)
 }
 
 // NodeState is what Score and Filter read for one node.

@@ -1,6 +1,8 @@
 package loadaware
 
 import (
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/berth-sched/berth/pkg/decisionapi"
 )
 
@@ -21,4 +23,35 @@ func (e *Engine) Detail(st NodeState) decisionapi.LoadDetail {
 	}
 	d.SampledAt = st.Updated
 	return d
+}
+
+// Reasons the spec rule applied to a pod (decisionapi.EstimateSource.Reason) besides a
+// profile's own (workloadprofile.Reason*).
+const (
+	ReasonNoController = "no controlling owner"
+	ReasonNotMeasured  = "no measured sibling"
+)
+
+// ExplainEstimate writes into d where pod's estimate came from: its workload's profile (key,
+// value, samples, age) or the spec rule and why. Record path only.
+func (e *Engine) ExplainEstimate(pod *v1.Pod, d *decisionapi.LoadDetail) {
+	prof, key, hasKey, found := e.Profiles.Lookup(pod)
+	src := decisionapi.EstimateSource{Source: decisionapi.EstimateFromSpec}
+	switch {
+	case !hasKey:
+		src.Reason = ReasonNoController
+	case !found:
+		src.Workload, src.Reason = key.String(), ReasonNotMeasured
+	default:
+		src.Workload = key.String()
+		src.EstimateMilliCPU, src.EstimateMemoryBytes = prof.EstimateMilliCPU, prof.EstimateMemoryBytes
+		src.PercentileMilliCPU, src.SpreadCPU, src.SpreadMemory = prof.MilliCPU, prof.SpreadCPU, prof.SpreadMemory
+		src.Samples, src.AgeSeconds = prof.Samples, e.now().Sub(prof.Updated).Seconds()
+		if prof.Usable {
+			src.Source = decisionapi.EstimateFromProfile
+		} else {
+			src.Reason = prof.Reason
+		}
+	}
+	d.PodEstimate = src
 }

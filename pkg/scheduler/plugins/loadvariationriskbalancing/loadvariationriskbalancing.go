@@ -121,7 +121,7 @@ func (p *podRequests) Clone() fwk.StateData { return p }
 // The cycle's nodes are scored here through the engine's memo (only nodes whose load changed
 // are computed), so Score only looks the result up.
 func (pl *LoadVariationRiskBalancing) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
-	r := &podRequests{est: estimate(pod)}
+	r := &podRequests{est: pl.podEstimate(pod)}
 	state.Write(stateKey, r)
 	pl.engine.PrepareScores(state, nodes, [2]int64{r.est.MilliCPU, r.est.MemoryBytes}, func(st loadaware.NodeState, ni fwk.NodeInfo) int64 {
 		return pl.score(st, ni, r.est, nil)
@@ -136,11 +136,17 @@ const SignerName = "berth.dev/" + Name + ".PodRequests()"
 // and memory requests; the rest is the node's load and what Reserve placed on it (the chosen
 // node, which the framework re-scores before reusing a ranking).
 func (pl *LoadVariationRiskBalancing) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	e := estimate(pod)
+	e := pl.podEstimate(pod)
 	return []fwk.SignFragment{{Key: SignerName, Value: [2]int64{e.MilliCPU, e.MemoryBytes}}}, nil
 }
 
-func requestsFromState(state fwk.CycleState, pod *v1.Pod) loadaware.Estimate {
+// podEstimate is what the pod counts at: its workload's profile estimate when there is a usable
+// one, else its requests.
+func (pl *LoadVariationRiskBalancing) podEstimate(pod *v1.Pod) loadaware.Estimate {
+	return pl.engine.Estimate(pod, estimate)
+}
+
+func (pl *LoadVariationRiskBalancing) requestsFromState(state fwk.CycleState, pod *v1.Pod) loadaware.Estimate {
 	if state != nil {
 		if d, err := state.Read(stateKey); err == nil {
 			if r, ok := d.(*podRequests); ok {
@@ -149,7 +155,7 @@ func requestsFromState(state fwk.CycleState, pod *v1.Pod) loadaware.Estimate {
 		}
 	}
 	// PreScore not enabled (score-only configuration): compute here.
-	return estimate(pod)
+	return pl.podEstimate(pod)
 }
 
 // Score implements fwk.ScorePlugin. It reads memory only.
@@ -161,7 +167,7 @@ func (pl *LoadVariationRiskBalancing) Score(ctx context.Context, state fwk.Cycle
 	if node == nil {
 		return 0, fwk.NewStatus(fwk.Error, "node not found")
 	}
-	return pl.score(pl.engine.NodeOf(node), nodeInfo, requestsFromState(state, pod), nil), nil
+	return pl.score(pl.engine.NodeOf(node), nodeInfo, pl.requestsFromState(state, pod), nil), nil
 }
 
 // ExplainScore is what a decision record shows for the node: the same score function over the
@@ -172,7 +178,8 @@ func (pl *LoadVariationRiskBalancing) ExplainScore(_ context.Context, state fwk.
 		return nil
 	}
 	var d decisionapi.LoadDetail
-	pl.score(pl.engine.PreparedState(state, node), nodeInfo, requestsFromState(state, pod), &d)
+	pl.score(pl.engine.PreparedState(state, node), nodeInfo, pl.requestsFromState(state, pod), &d)
+	pl.engine.ExplainEstimate(pod, &d)
 	return d
 }
 

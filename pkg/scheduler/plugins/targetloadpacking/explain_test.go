@@ -81,6 +81,8 @@ func TestExplainScoreGivesTheCyclesInputs(t *testing.T) {
 			t.Errorf("%s: predicted %v, want %v", tc.node, d.PredictedPercent, tc.want.PredictedPercent)
 		}
 		d.PredictedPercent, d.AgeSeconds, d.SampledAt = tc.want.PredictedPercent, tc.want.AgeSeconds, time.Time{}
+		// A bare pod: the record says its estimate is the spec rule's, and why.
+		tc.want.PodEstimate = decisionapi.EstimateSource{Source: decisionapi.EstimateFromSpec, Reason: loadaware.ReasonNoController}
 		if !reflect.DeepEqual(d, tc.want) {
 			t.Errorf("%s: detail %+v\nwant      %+v", tc.node, d, tc.want)
 		}

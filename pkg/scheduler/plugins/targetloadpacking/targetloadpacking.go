@@ -128,7 +128,7 @@ func (p *predictedCPU) Clone() fwk.StateData { return p }
 // the cycle's nodes through the engine's memo (only nodes whose load changed are computed), so
 // Score only looks the result up.
 func (pl *TargetLoadPacking) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) *fwk.Status {
-	p := &predictedCPU{milli: pl.PredictedMilliCPU(pod)}
+	p := &predictedCPU{milli: pl.podMilliCPU(pod)}
 	state.Write(stateKey, p)
 	pl.engine.PrepareScores(state, nodes, [2]int64{p.milli}, func(st loadaware.NodeState, ni fwk.NodeInfo) int64 {
 		return pl.score(st, ni.Node(), p.milli, nil)
@@ -145,6 +145,15 @@ func (pl *TargetLoadPacking) predictedFromState(state fwk.CycleState, pod *v1.Po
 		}
 	}
 	// PreScore not enabled (score-only configuration): compute here.
+	return pl.podMilliCPU(pod)
+}
+
+// podMilliCPU is the CPU the pod counts at: its workload's profile estimate when there is a
+// usable one (one map lookup), else PredictedMilliCPU.
+func (pl *TargetLoadPacking) podMilliCPU(pod *v1.Pod) int64 {
+	if est, ok := pl.engine.Profiles.Estimate(pod); ok {
+		return est.MilliCPU
+	}
 	return pl.PredictedMilliCPU(pod)
 }
 
@@ -170,6 +179,7 @@ func (pl *TargetLoadPacking) ExplainScore(_ context.Context, state fwk.CycleStat
 	}
 	var d decisionapi.LoadDetail
 	pl.score(pl.engine.PreparedState(state, node), node, pl.predictedFromState(state, pod), &d)
+	pl.engine.ExplainEstimate(pod, &d)
 	return d
 }
 
@@ -262,7 +272,7 @@ const SignerName = "berth.dev/" + Name + ".PredictedMilliCPU()"
 // node, which the framework re-scores before handing out the next hint; a load snapshot that
 // refreshes in between is at most the framework's batch age (500 ms) older than the cycle.
 func (pl *TargetLoadPacking) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	return []fwk.SignFragment{{Key: SignerName, Value: pl.PredictedMilliCPU(pod)}}, nil
+	return []fwk.SignFragment{{Key: SignerName, Value: pl.podMilliCPU(pod)}}, nil
 }
 
 // Reserve implements fwk.ReservePlugin: the pod counts on its node until reported.

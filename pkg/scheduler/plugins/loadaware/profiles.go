@@ -1,0 +1,161 @@
+package loadaware
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/berth-sched/berth/pkg/workloadprofile"
+)
+
+// minProfileAge is how long a pod must have run on its node before its window average is
+// learned: a younger one's average is mostly the zeros before it started, scaled up by a
+// large factor (see learn).
+const minProfileAge = time.Minute
+
+// Profiles learns workload profiles from the per-pod usage of every document the engine takes
+// (its refresh loop, never a scheduling cycle) and publishes them as one immutable map that
+// estimates read with a single lookup. It knows pods from the scheduler's pod informer:
+// their workload key, the node they are bound to, and when.
+type Profiles struct {
+	args workloadprofile.Args
+	mu   sync.Mutex
+	// pods are the bound pods with a workload key; a sample is learned only for a pod the
+	// reporting node holds, so an agent naming another node's pod teaches nothing.
+	pods      map[types.UID]podRef
+	learner   *workloadprofile.Learner
+	published atomic.Pointer[map[workloadprofile.Key]workloadprofile.Profile]
+}
+
+type podRef struct {
+	key   workloadprofile.Key
+	node  string
+	bound time.Time
+}
+
+// NewProfiles builds an empty learner; args must be valid. Nothing is published (every pod
+// gets its spec rule) until the first document with per-pod usage is learned.
+func NewProfiles(args workloadprofile.Args) *Profiles {
+	return &Profiles{args: args, pods: map[types.UID]podRef{}, learner: workloadprofile.NewLearner(args)}
+}
+
+// Lookup is pod's workload profile, usable or not; found is false for a pod without a workload
+// key or whose workload has no measured pod. One map lookup, no allocation: Filter calls it per
+// node.
+func (p *Profiles) Lookup(pod *v1.Pod) (prof workloadprofile.Profile, key workloadprofile.Key, hasKey, found bool) {
+	key, hasKey = workloadprofile.KeyOf(pod)
+	if !hasKey || p == nil {
+		return prof, key, hasKey, false
+	}
+	if m := p.published.Load(); m != nil {
+		prof, found = (*m)[key]
+	}
+	return prof, key, hasKey, found
+}
+
+// Estimate is pod's profile estimate when its workload has a usable profile.
+func (p *Profiles) Estimate(pod *v1.Pod) (Estimate, bool) {
+	prof, _, _, found := p.Lookup(pod)
+	if !found || !prof.Usable {
+		return Estimate{}, false
+	}
+	return Estimate{MilliCPU: prof.EstimateMilliCPU, MemoryBytes: prof.EstimateMemoryBytes}, true
+}
+
+// Learn feeds the learner every measured pod of snap bound to the node that reports it and
+// publishes the profiles. capacity gives a node's capacity (zero: unknown, its pods are not
+// learned: a share of an unknown capacity is no amount).
+func (p *Profiles) Learn(snap *Snapshot, capacity func(node string) Capacity, now time.Time) {
+	if snap == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name, e := range snap.nodes {
+		if e.stale || e.shares == nil {
+			continue
+		}
+		c := capacity(name)
+		if c.MilliCPU <= 0 || c.MemoryBytes <= 0 {
+			continue
+		}
+		for uid, share := range e.shares {
+			ref, ok := p.pods[types.UID(uid)]
+			if !ok || ref.node != name {
+				continue
+			}
+			if s, ok := sampleOf(share, c, e.updated.Sub(ref.bound), snap.Window); ok {
+				p.learner.Observe(ref.key, uid, s, e.updated)
+			}
+		}
+	}
+	m := p.learner.Profiles(now)
+	p.published.Store(&m)
+}
+
+// sampleOf is a pod's average use in absolute units from its share of the node's window. The
+// share counts 0 for the part of the window before the pod ran, so a pod that has run for less
+// than the window is scaled by window/age; one younger than minProfileAge is not learned.
+func sampleOf(share PodShare, c Capacity, age, window time.Duration) (workloadprofile.Sample, bool) {
+	if age < minProfileAge {
+		return workloadprofile.Sample{}, false
+	}
+	scale := 1.0
+	if age < window {
+		scale = float64(window) / float64(age)
+	}
+	return workloadprofile.Sample{
+		MilliCPU:    min(share.CPU*scale, 100) / 100 * float64(c.MilliCPU),
+		MemoryBytes: min(share.Memory*scale, 100) / 100 * float64(c.MemoryBytes),
+	}, true
+}
+
+func (p *Profiles) observe(pod *v1.Pod) {
+	key, ok := workloadprofile.KeyOf(pod)
+	if !ok || pod.Spec.NodeName == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if terminal(pod) || pod.DeletionTimestamp != nil {
+		delete(p.pods, pod.UID)
+		return
+	}
+	p.pods[pod.UID] = podRef{key: key, node: pod.Spec.NodeName, bound: bindTime(pod)}
+}
+
+func (p *Profiles) forget(uid types.UID) {
+	p.mu.Lock()
+	delete(p.pods, uid)
+	p.mu.Unlock()
+}
+
+// EventHandler keeps the pod index in step with the scheduler's pod informer. A restarted
+// scheduler lists every pod again and learns from the watcher's next document: nothing is
+// guessed in between.
+func (p *Profiles) EventHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) {
+			if pod, ok := obj.(*v1.Pod); ok {
+				p.observe(pod)
+			}
+		},
+		UpdateFunc: func(_, newObj interface{}) {
+			if pod, ok := newObj.(*v1.Pod); ok {
+				p.observe(pod)
+			}
+		},
+		DeleteFunc: func(obj interface{}) {
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if pod, ok := obj.(*v1.Pod); ok {
+				p.forget(pod.UID)
+			}
+		},
+	}
+}
