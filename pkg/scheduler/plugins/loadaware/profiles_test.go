@@ -1,0 +1,136 @@
+package loadaware
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/berth-sched/berth/pkg/decisionapi"
+	"github.com/berth-sched/berth/pkg/loadapi"
+	"github.com/berth-sched/berth/pkg/workloadprofile"
+)
+
+// replica is a pod of ReplicaSet rs in namespace ns, bound to node at bound.
+func replica(ns, rs, name, node string, bound time.Time) *v1.Pod {
+	yes := true
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name),
+			Labels:            map[string]string{workloadprofile.PodTemplateHashLabel: "h1"},
+			OwnerReferences:   []metav1.OwnerReference{{Kind: "ReplicaSet", Name: rs, UID: types.UID(rs), Controller: &yes}},
+			CreationTimestamp: metav1.NewTime(bound)},
+		Spec: v1.PodSpec{NodeName: node},
+	}
+}
+
+// measured is a typed document in which node reports the pods using cpu % of the node each
+// over the 15m window, sampled at at.
+func measured(at time.Time, node string, cpu map[types.UID]float64) *Snapshot {
+	nl := loadapi.NodeLoad{Updated: at.Unix(), CPU: &loadapi.ResourceLoad{Avg: 30}, Memory: &loadapi.ResourceLoad{Avg: 30}}
+	for uid, c := range cpu {
+		nl.PodUIDs = append(nl.PodUIDs, string(uid))
+		nl.Pods = append(nl.Pods, loadapi.PodUsage{UID: string(uid), Windows: []loadapi.PodWindow{{Window: "15m", CPU: c, Memory: 1}}})
+	}
+	return NewLoadSnapshot(&loadapi.Load{Timestamp: at.Unix(), Window: "15m", Nodes: map[string]loadapi.NodeLoad{node: nl}}, at, time.Time{})
+}
+
+// Each case: which pods are bound where, what node n1 reports, and what a new replica of rs
+// "web" in namespace "a" then counts at (the spec rule: 1000m).
+func TestProfileEstimates(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	old := now.Add(-time.Hour) // longer than the window: averages count as they are
+	nodes := func(string) Capacity { return Capacity{MilliCPU: 10000, MemoryBytes: 10 << 30} }
+	three := []*v1.Pod{replica("a", "web", "p1", "n1", old), replica("a", "web", "p2", "n1", old), replica("a", "web", "p3", "n1", old)}
+	for _, tc := range []struct {
+		name   string
+		bound  []*v1.Pod
+		cpu    map[types.UID]float64 // % of n1
+		want   int64
+		source string
+		reason string
+	}{
+		{"three alike replicas: profile", three, map[types.UID]float64{"a-p1": 2, "a-p2": 2, "a-p3": 2}, 200, decisionapi.EstimateFromProfile, ""},
+		{"two measured: spec", three, map[types.UID]float64{"a-p1": 2, "a-p2": 2}, 1000, decisionapi.EstimateFromSpec, workloadprofile.ReasonTooFew},
+		{"one hot, rest idle: spec", three, map[types.UID]float64{"a-p1": 40, "a-p2": 0.1, "a-p3": 0.1}, 1000, decisionapi.EstimateFromSpec, workloadprofile.ReasonUnlike},
+		{"reported by a node they are not bound to: never learned",
+			[]*v1.Pod{replica("a", "web", "p1", "n2", old), replica("a", "web", "p2", "n2", old), replica("a", "web", "p3", "n2", old)},
+			map[types.UID]float64{"a-p1": 2, "a-p2": 2, "a-p3": 2}, 1000, decisionapi.EstimateFromSpec, ReasonNotMeasured},
+		{"same owner UID in another namespace: never joins",
+			[]*v1.Pod{replica("b", "web", "p1", "n1", old), replica("b", "web", "p2", "n1", old), replica("b", "web", "p3", "n1", old)},
+			map[types.UID]float64{"b-p1": 2, "b-p2": 2, "b-p3": 2}, 1000, decisionapi.EstimateFromSpec, ReasonNotMeasured},
+		{"started seconds ago: not learned yet",
+			[]*v1.Pod{replica("a", "web", "p1", "n1", now), replica("a", "web", "p2", "n1", now), replica("a", "web", "p3", "n1", now)},
+			map[types.UID]float64{"a-p1": 2, "a-p2": 2, "a-p3": 2}, 1000, decisionapi.EstimateFromSpec, ReasonNotMeasured},
+		// 5 of 15 minutes: the window average holds a third of the pod's use.
+		{"younger than the window: scaled to its run time",
+			[]*v1.Pod{replica("a", "web", "p1", "n1", now.Add(-5*time.Minute)), replica("a", "web", "p2", "n1", now.Add(-5*time.Minute)), replica("a", "web", "p3", "n1", now.Add(-5*time.Minute))},
+			map[types.UID]float64{"a-p1": 1, "a-p2": 1, "a-p3": 1}, 300, decisionapi.EstimateFromProfile, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := NewEngine(t.Context(), "Test", defaulted("http://unused", nil), nil, cpuEstimate(1000), Options{Now: func() time.Time { return now }, NoLoop: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := e.Profiles.EventHandler()
+			for _, p := range tc.bound {
+				h.OnAdd(p, false)
+			}
+			e.Profiles.Learn(measured(now, "n1", tc.cpu), nodes, now)
+			incoming := replica("a", "web", "p4", "", time.Time{})
+			if got := e.Tracker.estimate(incoming).MilliCPU; got != tc.want {
+				t.Errorf("new replica counts %dm, want %dm", got, tc.want)
+			}
+			var d decisionapi.LoadDetail
+			e.ExplainEstimate(incoming, &d)
+			if d.PodEstimate.Source != tc.source || d.PodEstimate.Reason != tc.reason {
+				t.Errorf("record says %+v, want source %q reason %q", d.PodEstimate, tc.source, tc.reason)
+			}
+			if tc.source == decisionapi.EstimateFromProfile && (d.PodEstimate.Samples != 3 || d.PodEstimate.Workload != "a/web@h1" || d.PodEstimate.EstimateMilliCPU != tc.want) {
+				t.Errorf("profile record %+v: want 3 samples of a/web@h1 at %dm", d.PodEstimate, tc.want)
+			}
+			// A bare pod keeps its spec rule whatever was learned.
+			bare := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "bare"}}
+			if got := e.Tracker.estimate(bare).MilliCPU; got != 1000 {
+				t.Errorf("bare pod counts %dm, want its spec rule 1000m", got)
+			}
+		})
+	}
+}
+
+// A new engine (a restarted scheduler) publishes nothing until it has learned from a
+// document: every pod gets the spec rule meanwhile. The pod index is bounded by the pods the
+// informer holds: deleted pods leave it.
+func TestProfilesRebuildAfterRestart(t *testing.T) {
+	now := time.Now()
+	e, err := NewEngine(t.Context(), "Test", defaulted("http://unused", nil), nil, cpuEstimate(1000), Options{Now: func() time.Time { return now }, NoLoop: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	incoming := replica("a", "web", "p9", "", time.Time{})
+	if got := e.Tracker.estimate(incoming).MilliCPU; got != 1000 {
+		t.Fatalf("before any document: %dm, want the spec rule", got)
+	}
+	h := e.Profiles.EventHandler()
+	cpu := map[types.UID]float64{}
+	for i := range 3 {
+		p := replica("a", "web", fmt.Sprint("p", i), "n1", now.Add(-time.Hour))
+		h.OnAdd(p, false)
+		cpu[p.UID] = 1
+		defer h.OnDelete(p)
+	}
+	e.Profiles.Learn(measured(now, "n1", cpu), func(string) Capacity { return Capacity{MilliCPU: 10000, MemoryBytes: 1 << 30} }, now)
+	if got := e.Tracker.estimate(incoming).MilliCPU; got != 100 {
+		t.Errorf("after one document: %dm, want the profile's 100m", got)
+	}
+}
+
+func TestInvalidProfileArgs(t *testing.T) {
+	bad := workloadprofile.DefaultArgs()
+	bad.Percentile = 0
+	if _, err := NewEngine(t.Context(), "Test", defaulted("http://unused", nil), nil, cpuEstimate(1), Options{NoLoop: true, Profiles: &bad}); err == nil {
+		t.Error("invalid profile args accepted")
+	}
+}
