@@ -2,7 +2,6 @@ package placement
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"sort"
 	"sync"
@@ -124,13 +123,9 @@ func (o *oracle) forget(pod string) {
 	delete(o.bound, pod)
 }
 
-// bind binds pod (created with OracleScheduler) through the API server, as a scheduler would.
-// It returns the node and its true mean load with the pod.
-func (o *oracle) bind(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) (string, float64, error) {
-	node, load := o.chooseLoad(pod.Name)
-	if node == "" {
-		return "", 0, fmt.Errorf("oracle: no node fits %s", pod.Name)
-	}
+// bindTo binds pod (created with OracleScheduler) to node, chosen by chooseLoad, through the API
+// server, as a scheduler would; a failed binding is forgotten.
+func (o *oracle) bindTo(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, node string) error {
 	err := c.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
@@ -138,5 +133,5 @@ func (o *oracle) bind(ctx context.Context, c kubernetes.Interface, pod *corev1.P
 	if err != nil {
 		o.forget(pod.Name)
 	}
-	return node, load, err
+	return err
 }

@@ -35,8 +35,10 @@ type PredStat struct {
 	MedianAbs, MedianBias float64
 }
 
-// predictions collects a run's predictions: decision records are read by one worker as the
-// informer sees pods bound; the oracle's pods are bound by one worker in the order they arrive.
+// predictions collects a run's predictions. The oracle chooses its pods' nodes one at a time in
+// the order the informer sees them (its greedy order) on one worker; the API calls (the oracle's
+// bindings, the decision records' reads) run on up to callWorkers goroutines, as a scheduler binds
+// asynchronously, so a slow API server does not leave the last waves unbound.
 type predictions struct {
 	mu      sync.Mutex
 	list    []prediction
@@ -45,11 +47,16 @@ type predictions struct {
 	jobs    chan func(context.Context)
 	closed  bool
 	done    chan struct{}
+	calls   sync.WaitGroup
+	slots   chan struct{}
 	x       *replay
 }
 
+const callWorkers = 8
+
 func newPredictions() *predictions {
-	return &predictions{seen: map[string]bool{}, jobs: make(chan func(context.Context), 1<<14), done: make(chan struct{})}
+	return &predictions{seen: map[string]bool{}, jobs: make(chan func(context.Context), 1<<14), done: make(chan struct{}),
+		slots: make(chan struct{}, callWorkers)}
 }
 
 // start runs the worker until stop.
@@ -65,7 +72,17 @@ func (ps *predictions) start(ctx context.Context, x *replay) {
 	}()
 }
 
-// stop ends the worker after the queued jobs.
+// call runs f on one of the call goroutines.
+func (ps *predictions) call(ctx context.Context, f func(context.Context)) {
+	ps.calls.Add(1)
+	ps.slots <- struct{}{}
+	go func() {
+		defer func() { <-ps.slots; ps.calls.Done() }()
+		f(ctx)
+	}()
+}
+
+// stop ends the worker after the queued jobs and their calls.
 func (ps *predictions) stop() {
 	ps.mu.Lock()
 	if !ps.closed {
@@ -74,6 +91,7 @@ func (ps *predictions) stop() {
 	}
 	ps.mu.Unlock()
 	<-ps.done
+	ps.calls.Wait()
 }
 
 // enqueue runs job once per key on the worker.
@@ -104,42 +122,53 @@ func (ps *predictions) miss() {
 }
 
 // placed reads pod's decision record: the chosen node and TargetLoadPacking's prediction there.
-func (ps *predictions) placed(pod string, workload bool) {
-	x := ps.x
-	ps.enqueue("record/"+pod, func(ctx context.Context) {
-		rec, err := x.probe.record(ctx, x.ns, pod)
-		if err != nil || rec.Chosen == "" {
-			ps.miss()
-			return
-		}
-		for _, n := range rec.Nodes {
-			if n.Node != rec.Chosen {
-				continue
-			}
-			if pred, ok := predicted(n); ok {
-				ps.add(prediction{pod: pod, node: n.Node, at: rec.Started, predicted: pred, workload: workload})
+// Keyed by UID: a StatefulSet's replacement has its predecessor's name.
+func (ps *predictions) placed(pod *corev1.Pod, workload bool) {
+	x, name := ps.x, pod.Name
+	ps.enqueue("record/"+string(pod.UID), func(ctx context.Context) {
+		ps.call(ctx, func(ctx context.Context) {
+			rec, err := x.probe.record(ctx, x.ns, name)
+			if err != nil || rec.Chosen == "" {
+				ps.miss()
 				return
 			}
-		}
-		ps.miss() // no TargetLoadPacking in the profile, or a neutral score
+			for _, n := range rec.Nodes {
+				if n.Node != rec.Chosen {
+					continue
+				}
+				if pred, ok := predicted(n); ok {
+					ps.add(prediction{pod: name, node: n.Node, at: rec.Started, predicted: pred, workload: workload})
+					return
+				}
+			}
+			ps.miss() // no TargetLoadPacking in the profile, or a neutral score
+		})
 	})
 }
 
-// bindOracle binds an oracle pod and records the oracle's prediction.
+// bindOracle chooses an oracle pod's node (in order, on the worker), binds it (on a call
+// goroutine) and records the oracle's prediction.
 func (ps *predictions) bindOracle(pod *corev1.Pod) {
 	x := ps.x
 	pod = pod.DeepCopy()
-	ps.enqueue("bind/"+pod.Name, func(ctx context.Context) {
+	ps.enqueue("bind/"+string(pod.UID), func(ctx context.Context) {
 		at := time.Now()
-		node, load, err := x.orc.bind(ctx, x.c.Client, pod)
-		if apierrors.IsNotFound(err) {
-			return // deleted before its turn (a rollout or scale-down got there first)
-		}
-		if err != nil {
-			x.note("bind", fmt.Sprintf("the oracle left pods unbound (first: %v)", err))
+		node, load := x.orc.chooseLoad(pod.Name)
+		if node == "" {
+			x.note("bind", fmt.Sprintf("the oracle left pods unbound (first: no node fits %s)", pod.Name))
 			return
 		}
-		ps.add(prediction{pod: pod.Name, node: node, at: at, predicted: load, workload: x.book.ofWorkload(pod.Name)})
+		ps.call(ctx, func(ctx context.Context) {
+			err := x.orc.bindTo(ctx, x.c.Client, pod, node)
+			if apierrors.IsNotFound(err) {
+				return // deleted before its turn (a rollout or scale-down got there first)
+			}
+			if err != nil {
+				x.note("bind", fmt.Sprintf("the oracle left pods unbound (first: %v)", err))
+				return
+			}
+			ps.add(prediction{pod: pod.Name, node: node, at: at, predicted: load, workload: x.book.ofWorkload(pod.Name)})
+		})
 	})
 }
 

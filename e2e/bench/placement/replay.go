@@ -176,7 +176,7 @@ func (x *replay) observe(obj any) {
 	case pod.Spec.NodeName != "":
 		x.acct.Bound(pod.Name, pod.Spec.NodeName, now)
 		if x.probe != nil {
-			x.preds.placed(pod.Name, x.book.ofWorkload(pod.Name))
+			x.preds.placed(pod, x.book.ofWorkload(pod.Name))
 		}
 	case x.orc != nil && pod.Spec.SchedulerName == OracleScheduler:
 		x.orc.adopt(pod.Name, spec)
