@@ -12,9 +12,7 @@ import (
 	"github.com/berth-sched/berth/pkg/workloadprofile"
 )
 
-// minProfileAge is how long a pod must have run on its node before its window average is
-// learned: a younger one's average is mostly the zeros before it started, scaled up by a
-// large factor (see learn).
+// minProfileAge is how long a pod must have been bound to its node before it is learned.
 const minProfileAge = time.Minute
 
 // Profiles learns workload profiles from the per-pod usage of every document the engine takes
@@ -97,20 +95,22 @@ func (p *Profiles) Learn(snap *Snapshot, capacity func(node string) Capacity, no
 	p.published.Store(&m)
 }
 
-// sampleOf is a pod's average use in absolute units from its share of the node's window. The
-// share counts 0 for the part of the window before the pod ran, so a pod that has run for less
-// than the window is scaled by window/age; one younger than minProfileAge is not learned.
+// sampleOf is a pod's average use in absolute units. A pod its node's window has held for the
+// whole window counts its window average. A younger one counts its latest share: its window
+// average counts 0 for the samples before it ran, and how many those are depends on how long
+// the agent has sampled, which the document does not say, so no scaling could undo it. One
+// younger than minProfileAge is not learned (a starting pod is not yet what it will use).
 func sampleOf(share PodShare, c Capacity, age, window time.Duration) (workloadprofile.Sample, bool) {
 	if age < minProfileAge {
 		return workloadprofile.Sample{}, false
 	}
-	scale := 1.0
+	cpu, mem := share.CPU, share.Memory
 	if age < window {
-		scale = float64(window) / float64(age)
+		cpu, mem = share.LatestCPU, share.LatestMemory
 	}
 	return workloadprofile.Sample{
-		MilliCPU:    min(share.CPU*scale, 100) / 100 * float64(c.MilliCPU),
-		MemoryBytes: min(share.Memory*scale, 100) / 100 * float64(c.MemoryBytes),
+		MilliCPU:    cpu / 100 * float64(c.MilliCPU),
+		MemoryBytes: mem / 100 * float64(c.MemoryBytes),
 	}, true
 }
 

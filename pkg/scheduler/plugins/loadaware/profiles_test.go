@@ -27,12 +27,12 @@ func replica(ns, rs, name, node string, bound time.Time) *v1.Pod {
 }
 
 // measured is a typed document in which node reports the pods using cpu % of the node each
-// over the 15m window, sampled at at.
+// on average over the 15m window, and 3 × cpu in the latest sample, sampled at at.
 func measured(at time.Time, node string, cpu map[types.UID]float64) *Snapshot {
 	nl := loadapi.NodeLoad{Updated: at.Unix(), CPU: &loadapi.ResourceLoad{Avg: 30}, Memory: &loadapi.ResourceLoad{Avg: 30}}
 	for uid, c := range cpu {
 		nl.PodUIDs = append(nl.PodUIDs, string(uid))
-		nl.Pods = append(nl.Pods, loadapi.PodUsage{UID: string(uid), Windows: []loadapi.PodWindow{{Window: "15m", CPU: c, Memory: 1}}})
+		nl.Pods = append(nl.Pods, loadapi.PodUsage{UID: string(uid), Latest: loadapi.Latest{CPU: 3 * c, Memory: 3}, Windows: []loadapi.PodWindow{{Window: "15m", CPU: c, Memory: 1}}})
 	}
 	return NewLoadSnapshot(&loadapi.Load{Timestamp: at.Unix(), Window: "15m", Nodes: map[string]loadapi.NodeLoad{node: nl}}, at, time.Time{})
 }
@@ -64,8 +64,9 @@ func TestProfileEstimates(t *testing.T) {
 		{"started seconds ago: not learned yet",
 			[]*v1.Pod{replica("a", "web", "p1", "n1", now), replica("a", "web", "p2", "n1", now), replica("a", "web", "p3", "n1", now)},
 			map[types.UID]float64{"a-p1": 2, "a-p2": 2, "a-p3": 2}, 1000, decisionapi.EstimateFromSpec, ReasonNotMeasured},
-		// 5 of 15 minutes: the window average holds a third of the pod's use.
-		{"younger than the window: scaled to its run time",
+		// 5 of 15 minutes: how much of the window average is the zeros before the pod ran is
+		// unknown; the latest share (3 × 1 %) counts.
+		{"younger than the window: its latest share",
 			[]*v1.Pod{replica("a", "web", "p1", "n1", now.Add(-5*time.Minute)), replica("a", "web", "p2", "n1", now.Add(-5*time.Minute)), replica("a", "web", "p3", "n1", now.Add(-5*time.Minute))},
 			map[types.UID]float64{"a-p1": 1, "a-p2": 1, "a-p3": 1}, 300, decisionapi.EstimateFromProfile, ""},
 	} {
