@@ -67,6 +67,10 @@ func (f *flags) managerOptions() (operator.Options, error) {
 	if err := f.isolation.Check(); err != nil {
 		return o, usageError{fmt.Errorf("instance-isolation webhook: %w", err)}
 	}
+	// why: the marker's writer watches every pod; cache them trimmed (operator.Options.TrimCache).
+	if on, _, _, _ := f.isolation.Marker(); on {
+		o.TrimCache = true
+	}
 	return o, nil
 }
 

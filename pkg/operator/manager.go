@@ -47,6 +47,11 @@ type Options struct {
 	// default: it needs the Grants and InstanceClass CRDs and their RBAC (chart value
 	// grants.enabled).
 	Grants bool
+	// TrimCache caches Pods and Nodes trimmed to what the cache's readers use (the PodConfig
+	// controller's transform) even without PodConfig: the isolation marker's writer watches every
+	// pod of the cluster and reads only labels, owners, node, phase and deletion. The operator's
+	// other pod readers use the API server directly (APIReader).
+	TrimCache bool
 }
 
 // NewManager builds a manager running the SecondaryScheduler controller.
@@ -71,7 +76,7 @@ func NewManager(cfg *rest.Config, o Options) (manager.Manager, error) {
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &grace,
-		Cache:                         podconfigcontroller.CacheOptions(o.PodConfig),
+		Cache:                         podconfigcontroller.CacheOptions(o.PodConfig || o.TrimCache),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
