@@ -138,6 +138,10 @@ type PluginSet struct {
 	TargetLoadPacking *TargetLoadPackingPlugin `json:"targetLoadPacking,omitempty"`
 	// +optional
 	LoadVariationRiskBalancing *LoadVariationRiskBalancingPlugin `json:"loadVariationRiskBalancing,omitempty"`
+	// LowRiskOverCommitment scores nodes by the risk that their pods' limits and measured
+	// load overrun allocatable.
+	// +optional
+	LowRiskOverCommitment *LowRiskOverCommitmentPlugin `json:"lowRiskOverCommitment,omitempty"`
 	// +optional
 	SySched *SySchedPlugin `json:"sySched,omitempty"`
 	// NodeImageLocality scores nodes by the images they already hold (NodeImages from the
@@ -184,6 +188,12 @@ type TargetLoadPackingPlugin struct {
 type LoadVariationRiskBalancingPlugin struct {
 	Weight `json:",inline"`
 	Args   configv1.LoadVariationRiskBalancingArgs `json:"args"`
+}
+
+// LowRiskOverCommitmentPlugin enables LowRiskOverCommitment.
+type LowRiskOverCommitmentPlugin struct {
+	Weight `json:",inline"`
+	Args   configv1.LowRiskOverCommitmentArgs `json:"args"`
 }
 
 // SySchedPlugin enables SySched.

@@ -11,6 +11,10 @@ load-aware args (scheduler.loadAware), whether its args sit inline, and its args
   loadAware: true
   inline: false
   args: [assumedPodExpirySeconds, estimateSeconds, expiredMetricsAction, metricProvider, metricsExpirySeconds, neutralScore, podEstimateSecondsLimit, refreshIntervalSeconds, safeVarianceMargin, safeVarianceSensitivity, usageThresholds, watcherAddress, watcherTimeoutSeconds]
+- field: lowRiskOverCommitment
+  loadAware: true
+  inline: false
+  args: [assumedPodExpirySeconds, estimateSeconds, expiredMetricsAction, metricProvider, metricsExpirySeconds, neutralScore, podEstimateSecondsLimit, refreshIntervalSeconds, riskLimitWeights, smoothingWindowSize, usageThresholds, watcherAddress, watcherTimeoutSeconds]
 - field: sySched
   loadAware: false
   inline: false

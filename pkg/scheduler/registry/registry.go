@@ -10,6 +10,7 @@ import (
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/imagelocality"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/loadvariationriskbalancing"
+	"github.com/berth-sched/berth/pkg/scheduler/plugins/lowriskovercommitment"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/sysched"
 	"github.com/berth-sched/berth/pkg/scheduler/plugins/targetloadpacking"
 )
@@ -23,6 +24,7 @@ func Plugins() fwkruntime.Registry {
 	r := fwkruntime.Registry{
 		targetloadpacking.Name:          targetloadpacking.New,
 		loadvariationriskbalancing.Name: loadvariationriskbalancing.New,
+		lowriskovercommitment.Name:      lowriskovercommitment.New,
 		sysched.Name:                    sysched.New,
 		imagelocality.Name:              imagelocality.New,
 		instanceisolation.Name:          instanceisolation.New,

@@ -33,6 +33,7 @@ type Plugin struct {
 var Plugins = []Plugin{
 	row("TargetLoadPacking", "targetLoadPacking", configv1.SetDefaults_TargetLoadPackingArgs, ValidateTargetLoadPackingArgs),
 	row("LoadVariationRiskBalancing", "loadVariationRiskBalancing", configv1.SetDefaults_LoadVariationRiskBalancingArgs, ValidateLoadVariationRiskBalancingArgs),
+	row("LowRiskOverCommitment", "lowRiskOverCommitment", configv1.SetDefaults_LowRiskOverCommitmentArgs, ValidateLowRiskOverCommitmentArgs),
 	row("SySched", "sySched", configv1.SetDefaults_SySchedArgs, ValidateSySchedArgs),
 	row("NodeImageLocality", "nodeImageLocality", configv1.SetDefaults_NodeImageLocalityArgs, ValidateNodeImageLocalityArgs),
 	row("InstanceIsolation", "instanceIsolation", configv1.SetDefaults_InstanceIsolationArgs, ValidateInstanceIsolationArgs),

@@ -28,6 +28,9 @@ const (
 	// with 10 nodes is a few KiB).
 	MaxRecords  = 1_000_000
 	MaxTopNodes = 1000
+	// MaxSmoothingWindowSize: the deviation is scaled by its root; past ~30× the measured
+	// deviation says nothing.
+	MaxSmoothingWindowSize = 1000
 )
 
 // Every Validate function takes defaulted args and the path they sit at (nil: errors name the
@@ -259,4 +262,31 @@ func ValidateDecisionRecordArgs(root *field.Path, a *configv1.DecisionRecordArgs
 		errs = append(errs, field.NotSupported(root.Child("summary"), *a.Summary, []string{string(configv1.SummaryNone), string(configv1.SummaryEvent)}))
 	}
 	return errs
+}
+
+// ValidateLowRiskOverCommitmentArgs checks LowRiskOverCommitment's args.
+func ValidateLowRiskOverCommitmentArgs(root *field.Path, a *configv1.LowRiskOverCommitmentArgs) field.ErrorList {
+	errs := checkKind(root, a.TypeMeta, "LowRiskOverCommitmentArgs")
+	errs = append(errs, ValidateLoadAwareArgs(root, &a.LoadAwareArgs)...)
+	if v := *a.SmoothingWindowSize; v < 1 || v > MaxSmoothingWindowSize {
+		errs = append(errs, field.Invalid(root.Child("smoothingWindowSize"), v, fmt.Sprintf("must be between 1 and %d", MaxSmoothingWindowSize)))
+	}
+	for _, w := range []struct {
+		name string
+		d    *configv1.Decimal
+	}{{"cpu", a.RiskLimitWeights.CPU}, {"memory", a.RiskLimitWeights.Memory}} {
+		if _, err := RiskLimitWeight(*w.d); err != nil {
+			errs = append(errs, field.Invalid(root.Child("riskLimitWeights", w.name), string(*w.d), err.Error()))
+		}
+	}
+	return errs
+}
+
+// RiskLimitWeight parses one of LowRiskOverCommitment's weights (a decimal in a string).
+func RiskLimitWeight(d configv1.Decimal) (float64, error) {
+	w, err := d.Float64()
+	if err != nil || math.IsNaN(w) || w < 0 || w > 1 {
+		return 0, fmt.Errorf("must be a decimal between 0 (load risk only) and 1 (limit risk only)")
+	}
+	return w, nil
 }
