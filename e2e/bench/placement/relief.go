@@ -39,10 +39,11 @@ import (
 // A seeded workload of single-replica ReplicaSets (1 CPU requested, using 30 % of it) is placed by
 // berth-scheduler while the last Cold nodes are cordoned (capacity that arrives after placement, as
 // when an autoscaler adds nodes); then a seeded 25 % of them raise their use to 100–150 % of the
-// request. The same seed is replayed three times, once per window (relief off, dry-run, on): each
-// window is its own placement, gets a new Rebalancer just before the shift (none when off) and is
-// measured from the shift, so the rounds the rebalancer needs to see the hot nodes (its detection
-// delay, printed) count against it. Every figure is read back from the running system: node CPU from the watcher's
+// request. The seed is placed once, then measured in three windows (relief off, dry-run, on), each
+// on that placement from cool nodes: a new Rebalancer is created just before the shift (none when
+// off), the window is measured from the shift, and the load shifts back before the next one. So
+// the rounds the rebalancer needs to see the hot nodes (its detection delay, printed) count
+// against it, and every window starts from the same state. Every figure is read back from the running system: node CPU from the watcher's
 // answers, moves and refusals from the rebalancer's Events, pods from the API server. The agents
 // read each pod's use from the cgroups the simulator writes (--cgroup-root), so the rebalancer
 // works on measured per-pod use, as it does where the agents run with the host's cgroups.
@@ -152,10 +153,10 @@ func reliefWorkloads(o ReliefOptions) []workload {
 	return ws
 }
 
-// ExecuteRelief runs the load-shift phase: three windows (relief off, dry-run, on), each on its
-// own replay of the seed's placement, each measured from the moment the load shifts with a
-// Rebalancer created just before it (a fresh state: no round has seen the hot nodes yet), so the
-// rebalancer's detection delay counts against it as it would in a cluster.
+// ExecuteRelief runs the load-shift phase: one placement, then three windows (relief off,
+// dry-run, on), each measured from the moment the load shifts with a Rebalancer created just
+// before it (a fresh state: no round has seen the hot nodes yet), so the rebalancer's detection
+// delay counts against it as it would in a cluster.
 func ExecuteRelief(ctx context.Context, o ReliefOptions) (*ReliefResult, error) {
 	o.defaults()
 	c, err := cluster.Start(ctx, cluster.Config{Dir: o.Dir, WithoutBerthCRDs: true, Logf: o.Logf})
@@ -167,9 +168,15 @@ func ExecuteRelief(ctx context.Context, o ReliefOptions) (*ReliefResult, error) 
 	if err != nil {
 		return nil, err
 	}
+	ns := "relief"
+	stop, err := r.place(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
 	res := &ReliefResult{Options: o}
 	for _, mode := range []string{"off", "dry-run", "on"} {
-		row, err := r.window(ctx, mode)
+		row, err := r.window(ctx, ns, mode)
 		if row != nil {
 			res.Rows = append(res.Rows, row)
 		}
@@ -177,7 +184,8 @@ func ExecuteRelief(ctx context.Context, o ReliefOptions) (*ReliefResult, error) 
 			return res, fmt.Errorf("relief %s: %w", mode, err)
 		}
 	}
-	return res, nil
+	stop()
+	return res, r.clear(ctx, ns)
 }
 
 // startRelief installs the CRDs, creates the node pool and starts the agents, the load watcher,
@@ -240,15 +248,11 @@ func (r *reliefRun) rebalancer(mode string) *berthv1alpha1.Rebalancer {
 	}}
 }
 
-// window replays the placement in its own namespace, creates the mode's Rebalancer (none when
-// off), shifts the load and measures from that moment; then removes all of it.
-func (r *reliefRun) window(ctx context.Context, mode string) (*ReliefRow, error) {
-	ns := "relief-" + mode
-	stop, err := r.place(ctx, ns)
-	if err != nil {
-		return nil, err
-	}
-	defer stop()
+// window measures one mode on the placement: the mode's Rebalancer is created (none when off),
+// the load shifts and is measured from that moment; then the Rebalancer is deleted, the load
+// shifts back and the window waits until no node is hot, so the next window starts from the
+// same placement and the same cool nodes. "on" comes last: it is the only mode that moves pods.
+func (r *reliefRun) window(ctx context.Context, ns, mode string) (*ReliefRow, error) {
 	reason := map[string]string{"dry-run": rbEventWouldMove, "on": rbEventMoved}[mode]
 	var rb *berthv1alpha1.Rebalancer
 	if mode != "off" {
@@ -258,12 +262,15 @@ func (r *reliefRun) window(ctx context.Context, mode string) (*ReliefRow, error)
 		}
 		defer func() { _ = r.cl.Delete(context.Background(), rb) }()
 	}
-	r.shift()
+	r.setShift(true)
 	row := &ReliefRow{Mode: mode, DetectDelay: -1}
 	r.observe(ctx, row, ns, reason, time.Now())
 	if rb != nil {
 		if err := r.cl.Get(ctx, client.ObjectKeyFromObject(rb), rb); err == nil && rb.Status.LastRound != nil {
 			row.Notes = append(row.Notes, fmt.Sprintf("Rebalancer status: round %d, pod use from %s, %d moves in cooldown", rb.Status.LastRound.Round, rb.Status.LastRound.Usage, len(rb.Status.Moves)))
+		}
+		if err := r.cl.Delete(ctx, rb); err != nil {
+			return row, err
 		}
 	}
 	if mode == "on" {
@@ -272,11 +279,28 @@ func (r *reliefRun) window(ctx context.Context, mode string) (*ReliefRow, error)
 			row.Notes = append(row.Notes, fmt.Sprintf("operator metric says %v evictions, Events %d", v, row.Evictions))
 		}
 	}
-	if rb != nil {
-		_ = r.cl.Delete(ctx, rb)
-	}
-	stop()
-	return row, r.clear(ctx, ns)
+	r.setShift(false)
+	return row, r.cool(ctx)
+}
+
+// cool waits until the watcher serves no node above High in three answers in a row.
+func (r *reliefRun) cool(ctx context.Context) error {
+	calm := 0
+	return wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		resp, err := stack.GetWatcher(ctx, r.st.Watcher.URL)
+		if err != nil {
+			calm = 0
+			return false, nil
+		}
+		for _, n := range r.st.Opts.Nodes {
+			if v, ok := reliefLatestCPU(resp, n.Name); ok && v > float64(r.o.High) {
+				calm = 0
+				return false, nil
+			}
+		}
+		calm++
+		return calm >= 3, nil
+	})
 }
 
 // Event reasons of pkg/rebalancer (kept as strings: the bench reads what the system wrote).
@@ -307,11 +331,12 @@ func (r *reliefRun) use(w *workload) float64 {
 	return w.before
 }
 
-func (r *reliefRun) shift() {
+// setShift raises the shifted workloads' use (true) or puts it back.
+func (r *reliefRun) setShift(on bool) {
 	r.mu.Lock()
-	r.shifted = true
+	r.shifted = on
 	r.mu.Unlock()
-	r.o.Logf("relief: load shifted")
+	r.o.Logf("relief: load shifted: %t", on)
 }
 
 // place creates the workloads in waves (so each wave sees the previous one reported), runs the
@@ -758,7 +783,7 @@ func (res *ReliefResult) Print(w io.Writer) {
 	}
 	if dry, on := byMode["dry-run"], byMode["on"]; dry != nil && on != nil {
 		same := strings.Join(dry.FirstRound, ", ") == strings.Join(on.FirstRound, ", ")
-		fmt.Fprintf(w, "first-round decisions (each window its own placement of the seed, so they may differ): dry-run [%s], on [%s]: same=%t\n", strings.Join(dry.FirstRound, ", "), strings.Join(on.FirstRound, ", "), same)
+		fmt.Fprintf(w, "first-round decisions on the same placement: dry-run [%s], on [%s]: same=%t\n", strings.Join(dry.FirstRound, ", "), strings.Join(on.FirstRound, ", "), same)
 	}
 	fmt.Fprintln(w, "dry-run evictions: pods the API server accepted a dryRun=All eviction for (nothing was evicted); node-s>high: node-seconds the watcher served a Latest CPU above high; detect delay: shift to the first decision Event")
 	for _, r := range res.Rows {
