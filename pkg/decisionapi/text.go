@@ -186,8 +186,8 @@ func (n NodeRecord) termsLines() []string {
 		case d.Neutral:
 			lines = append(lines, n.Node+" "+p+": load "+d.Freshness+": neutral score")
 		default:
-			lines = append(lines, fmt.Sprintf("%s %s: %s → %s; unreported %dm/%d B%s; %s",
-				n.Node, p, termsText(d.Terms, false), d.Formula, d.UnreportedMilliCPU, d.UnreportedMemoryBytes, heldText(d), sampleText(d)))
+			lines = append(lines, fmt.Sprintf("%s %s: %s → %s; unreported %dm/%d B%s; %s%s",
+				n.Node, p, termsText(d.Terms, false), d.Formula, d.UnreportedMilliCPU, d.UnreportedMemoryBytes, heldText(d), sampleText(d), estimateText(d)))
 		}
 	}
 	return lines
