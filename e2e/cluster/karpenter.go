@@ -64,13 +64,19 @@ type KarpenterOptions struct {
 // karpenterState is the running autoscaler (Cluster.karpenter).
 type karpenterState struct {
 	proc    *Process
+	net     *karpenterNet
 	timeout time.Duration
+	// metricsPort and healthPort are Karpenter's servers; 127.0.0.1:<port> reaches them from
+	// the root namespace whichever namespace Karpenter runs in (see karpenter_netns.go).
+	metricsPort, healthPort int
 }
 
 // StartKarpenter installs Karpenter's CRDs (from bin/karpenter-crds), creates the KWOKNodeClass
 // DefaultKWOKNodeClass, and runs bin/karpenter as a process of the cluster until it reports
 // ready. Stop (and StopKarpenter) delete every NodeClaim it made, and so its nodes, before
-// ending it. NodePools are the caller's (NodePoolObject).
+// ending it. NodePools are the caller's (NodePoolObject). Karpenter runs in a network
+// namespace (the real nodes', else one of its own) unless the harness is not root: see
+// karpenter_netns.go.
 func (c *Cluster) StartKarpenter(ctx context.Context, o KarpenterOptions) (*Process, error) {
 	c.mu.Lock()
 	running := c.karpenter != nil
@@ -120,9 +126,8 @@ func (c *Cluster) StartKarpenter(ctx context.Context, o KarpenterOptions) (*Proc
 		"KUBECONFIG=" + kc,
 		// One replica beside the cluster: a Lease would only delay the start by its duration.
 		"DISABLE_LEADER_ELECTION=true",
-		// why: Karpenter binds these as ":port" (all interfaces, no flag for an address); free
-		// ports keep clusters side by side. In real-node mode they are inside the cluster's
-		// network namespace.
+		// why free ports: clusters run side by side. Karpenter binds these as ":port" (all
+		// interfaces); karpenterNetwork keeps them inside a namespace.
 		"METRICS_PORT=" + strconv.Itoa(metricsPort),
 		"HEALTH_PROBE_PORT=" + strconv.Itoa(healthPort),
 		"LOG_LEVEL=" + level,
@@ -130,17 +135,24 @@ func (c *Cluster) StartKarpenter(ctx context.Context, o KarpenterOptions) (*Proc
 		"INSTANCE_TYPES_FILE_PATH=",
 	}
 	env = append(env, o.Env...)
-	p, err := c.StartComponent(ctx, ProcessSpec{Name: Karpenter, Binary: bin, Env: env},
+	kn, err := c.karpenterNetwork(metricsPort, healthPort)
+	if err != nil {
+		return nil, &ComponentError{Component: Karpenter, Err: err}
+	}
+	// The health port is relayed to the root namespace's loopback by dialing into Karpenter's
+	// namespace, so this check passes only when Karpenter answers in there.
+	p, err := c.startKarpenterIn(ctx, kn, ProcessSpec{Name: Karpenter, Binary: bin, Env: env},
 		httpCheck(nil, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort)))
 	if err != nil {
-		return nil, err
+		c.stopUnreadyKarpenter()
+		return nil, errors.Join(err, kn.close())
 	}
 	timeout := o.TeardownTimeout
 	if timeout == 0 {
 		timeout = 60 * time.Second
 	}
 	c.mu.Lock()
-	c.karpenter = &karpenterState{proc: p, timeout: timeout}
+	c.karpenter = &karpenterState{proc: p, net: kn, timeout: timeout, metricsPort: metricsPort, healthPort: healthPort}
 	c.mu.Unlock()
 	return p, nil
 }
@@ -159,7 +171,18 @@ func (c *Cluster) StopKarpenter(ctx context.Context) error {
 	}
 	err := c.removeKarpenterNodes(ctx, k.timeout)
 	c.StopComponent(k.proc)
-	return err
+	// After the process: its namespace goes with its last user.
+	return errors.Join(err, k.net.close())
+}
+
+// stopUnreadyKarpenter ends a Karpenter process that started but never became ready (launch
+// keeps it among the cluster's processes), so its namespace can go at once.
+func (c *Cluster) stopUnreadyKarpenter() {
+	for _, p := range c.Processes() {
+		if p.Name == Karpenter {
+			c.StopComponent(p)
+		}
+	}
 }
 
 // karpenterBeforeStop is StopKarpenter on the way down (Stop): the API server still runs.
