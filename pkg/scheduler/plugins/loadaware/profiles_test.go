@@ -135,3 +135,30 @@ func TestInvalidProfileArgs(t *testing.T) {
 		t.Error("invalid profile args accepted")
 	}
 }
+
+// BenchmarkProfileEstimate is what a cycle adds per pod (PreScore, SignPod) and the usage
+// Filter per node: the pod's key and one lookup in the published map, here holding 10 000
+// workloads. It must not allocate.
+func BenchmarkProfileEstimate(b *testing.B) {
+	now := time.Now()
+	p := NewProfiles(workloadprofile.DefaultArgs())
+	cpu := map[types.UID]float64{}
+	h := p.EventHandler()
+	for w := range 10000 {
+		for r := range 3 {
+			pod := replica("a", fmt.Sprint("rs-", w), fmt.Sprint("p-", w, "-", r), "n1", now.Add(-time.Hour))
+			h.OnAdd(pod, false)
+			cpu[pod.UID] = 0.01
+		}
+	}
+	p.Learn(measured(now, "n1", cpu), func(string) Capacity { return Capacity{MilliCPU: 1 << 20, MemoryBytes: 1 << 40} }, now)
+	incoming := replica("a", "rs-42", "new", "", time.Time{})
+	if _, ok := p.Estimate(incoming); !ok {
+		b.Fatal("no profile for the incoming pod")
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		p.Estimate(incoming)
+	}
+}
