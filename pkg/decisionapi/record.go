@@ -206,6 +206,9 @@ type EstimateSource struct {
 	SpreadMemory        float64 `json:"spreadMemory,omitempty"`
 	Samples             int     `json:"samples,omitempty"`
 	AgeSeconds          float64 `json:"ageSeconds,omitempty"`
+	// RampSeconds is how long the siblings seen starting took (median) from binding to their
+	// use; 0 when none was seen starting.
+	RampSeconds float64 `json:"rampSeconds,omitempty"`
 }
 
 // Term is one named number of a plugin's score on a node.

@@ -297,8 +297,12 @@ func estimateText(d *LoadDetail) string {
 	e := d.PodEstimate
 	switch e.Source {
 	case EstimateFromProfile:
-		return fmt.Sprintf("; pod estimate from profile %s: %dm/%d B (p %sm, spread %s, %d siblings, %ss old)",
-			e.Workload, e.EstimateMilliCPU, e.EstimateMemoryBytes, num(e.PercentileMilliCPU), num2(e.SpreadCPU), e.Samples, num(e.AgeSeconds))
+		ramp := ""
+		if e.RampSeconds > 0 {
+			ramp = fmt.Sprintf(", reached in %ss", num(e.RampSeconds))
+		}
+		return fmt.Sprintf("; pod estimate from profile %s: %dm/%d B (p %sm, spread %s, %d siblings%s, %ss old)",
+			e.Workload, e.EstimateMilliCPU, e.EstimateMemoryBytes, num(e.PercentileMilliCPU), num2(e.SpreadCPU), e.Samples, ramp, num(e.AgeSeconds))
 	case EstimateFromSpec:
 		s := "; pod estimate from spec: " + e.Reason
 		if e.Workload != "" {

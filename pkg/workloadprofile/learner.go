@@ -29,6 +29,10 @@ type Profile struct {
 	Samples int `json:"samples"`
 	// Updated is when its newest sample was taken (its age is now − Updated).
 	Updated time.Time `json:"updated"`
+	// Ramp is the median time the siblings seen starting took from binding to come within
+	// 10 % of the use they have now; 0 when none was seen starting (a restarted scheduler
+	// learns running pods, whose start it did not see).
+	Ramp time.Duration `json:"ramp,omitempty"`
 	// Usable says the profile may stand for a new pod; when not, Reason says why (too few
 	// siblings, pods not alike) and the caller keeps its spec rule.
 	Usable bool   `json:"usable"`
@@ -50,6 +54,26 @@ type podSample struct {
 	uid string
 	s   Sample
 	at  time.Time
+	// bound is when the pod was bound; reached is when its CPU sample last rose to within 10 %
+	// of any later one (so reached − bound is how long it took to get to its use), and
+	// reachedCPU that sample; seenStarting says its first sample came within
+	// StartedWithin of binding, so its ramp is known.
+	bound, reached time.Time
+	reachedCPU     float64
+	seenStarting   bool
+}
+
+// StartedWithin is how soon after binding a pod's first sample must come for its ramp to
+// count: a pod first measured later was already running when the learner started.
+const StartedWithin = 3 * time.Minute
+
+// update takes a new sample of the pod; a rise of more than 10 % over the sample it was
+// thought to have reached its use at means it was still ramping up.
+func (p *podSample) update(s Sample, at time.Time) {
+	p.s, p.at = s, at
+	if s.MilliCPU > p.reachedCPU/0.9 {
+		p.reached, p.reachedCPU = at, s.MilliCPU
+	}
 }
 
 type workload struct {
@@ -73,11 +97,11 @@ func NewLearner(args Args) *Learner {
 	return &Learner{args: args, workloads: map[Key]*workload{}}
 }
 
-// Observe records pod uid of workload k using s as measured at time at. A pod measured again
+// Observe records pod uid of workload k, bound at bound, using s as measured at time at. A pod measured again
 // replaces its sample: every pod counts once, at its latest average. When the workload holds
 // MaxSamples pods, the least recently measured one goes; when MaxWorkloads are held, the least
 // recently measured workload goes.
-func (l *Learner) Observe(k Key, uid string, s Sample, at time.Time) {
+func (l *Learner) Observe(k Key, uid string, s Sample, at, bound time.Time) {
 	if !validSample(s) {
 		return // never learned: a garbage number must not stand for a new pod
 	}
@@ -94,7 +118,7 @@ func (l *Learner) Observe(k Key, uid string, s Sample, at time.Time) {
 	}
 	for i := range w.pods {
 		if w.pods[i].uid == uid {
-			w.pods[i].s, w.pods[i].at = s, at
+			w.pods[i].update(s, at)
 			return
 		}
 	}
@@ -107,7 +131,8 @@ func (l *Learner) Observe(k Key, uid string, s Sample, at time.Time) {
 		}
 		w.pods = slices.Delete(w.pods, oldest, oldest+1)
 	}
-	w.pods = append(w.pods, podSample{uid: uid, s: s, at: at})
+	w.pods = append(w.pods, podSample{uid: uid, s: s, at: at, bound: bound, reached: at, reachedCPU: s.MilliCPU,
+		seenStarting: !bound.IsZero() && at.Sub(bound) <= StartedWithin})
 }
 
 func validSample(s Sample) bool {
@@ -152,12 +177,19 @@ func (l *Learner) Profiles(now time.Time) map[Key]Profile {
 func (l *Learner) profile(w *workload) Profile {
 	cpu := make([]float64, len(w.pods))
 	mem := make([]float64, len(w.pods))
+	var ramps []float64
 	p := Profile{Key: w.key, Samples: len(w.pods)}
 	for i, s := range w.pods {
 		cpu[i], mem[i] = s.s.MilliCPU, s.s.MemoryBytes
 		if s.at.After(p.Updated) {
 			p.Updated = s.at
 		}
+		if s.seenStarting {
+			ramps = append(ramps, float64(s.reached.Sub(s.bound)))
+		}
+	}
+	if len(ramps) > 0 {
+		p.Ramp = time.Duration(percentile(ramps, 50))
 	}
 	p.MilliCPU, p.SpreadCPU = percentile(cpu, l.args.Percentile), spread(cpu)
 	p.MemoryBytes, p.SpreadMemory = percentile(mem, l.args.Percentile), spread(mem)

@@ -76,7 +76,7 @@ func TestProfiles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l := NewLearner(DefaultArgs())
 			for i, o := range tc.obs {
-				l.Observe(o.k, o.uid, Sample{MilliCPU: o.cpu, MemoryBytes: 1 << 20}, t0.Add(time.Duration(i)*time.Second))
+				l.Observe(o.k, o.uid, Sample{MilliCPU: o.cpu, MemoryBytes: 1 << 20}, t0.Add(time.Duration(i)*time.Second), time.Time{})
 			}
 			p, ok := l.Profiles(t0.Add(time.Minute))[tc.key]
 			if !ok {
@@ -96,7 +96,7 @@ func TestEstimateMargin(t *testing.T) {
 	l := NewLearner(args)
 	k := Key{"a", "u", ""}
 	for i, c := range []float64{80, 100, 120} {
-		l.Observe(k, fmt.Sprint(i), Sample{MilliCPU: c, MemoryBytes: 100}, t0)
+		l.Observe(k, fmt.Sprint(i), Sample{MilliCPU: c, MemoryBytes: 100}, t0, time.Time{})
 	}
 	p := l.Profiles(t0)[k]
 	cv := math.Sqrt(800.0/3) / 100
@@ -109,7 +109,7 @@ func TestGarbageNeverLearned(t *testing.T) {
 	l := NewLearner(DefaultArgs())
 	k := Key{"a", "u", ""}
 	for i, s := range []Sample{{MilliCPU: math.NaN()}, {MilliCPU: math.Inf(1)}, {MilliCPU: -1}, {MemoryBytes: -5}} {
-		l.Observe(k, fmt.Sprint(i), s, t0)
+		l.Observe(k, fmt.Sprint(i), s, t0, time.Time{})
 	}
 	if w, n := l.Len(); w != 0 || n != 0 {
 		t.Errorf("garbage learned: %d workloads, %d samples", w, n)
@@ -124,8 +124,8 @@ func TestChurnStaysBounded(t *testing.T) {
 	l := NewLearner(args)
 	churn := Key{"a", "churn", ""}
 	for i := range 5000 {
-		l.Observe(churn, fmt.Sprint("pod-", i), Sample{MilliCPU: float64(i)}, t0.Add(time.Duration(i)*time.Second))
-		l.Observe(Key{"a", fmt.Sprint("w", i), ""}, "p", Sample{MilliCPU: 1}, t0.Add(time.Duration(i)*time.Second))
+		l.Observe(churn, fmt.Sprint("pod-", i), Sample{MilliCPU: float64(i)}, t0.Add(time.Duration(i)*time.Second), time.Time{})
+		l.Observe(Key{"a", fmt.Sprint("w", i), ""}, "p", Sample{MilliCPU: 1}, t0.Add(time.Duration(i)*time.Second), time.Time{})
 		if w, n := l.Len(); w > args.MaxWorkloads || n > args.MaxWorkloads*args.MaxSamples {
 			t.Fatalf("after %d pods: %d workloads, %d samples over the bound", i, w, n)
 		}
@@ -150,8 +150,8 @@ func TestChurnStaysBounded(t *testing.T) {
 func TestOldSamplesAgeOut(t *testing.T) {
 	l := NewLearner(DefaultArgs())
 	k := Key{"a", "u", ""}
-	l.Observe(k, "old", Sample{MilliCPU: 1}, t0)
-	l.Observe(k, "new", Sample{MilliCPU: 2}, t0.Add(50*time.Minute))
+	l.Observe(k, "old", Sample{MilliCPU: 1}, t0, time.Time{})
+	l.Observe(k, "new", Sample{MilliCPU: 2}, t0.Add(50*time.Minute), time.Time{})
 	ps := l.Profiles(t0.Add(61 * time.Minute))
 	if p := ps[k]; p.Samples != 1 || p.MilliCPU != 2 {
 		t.Errorf("profile = %+v; want only the sample within MaxAge", p)
@@ -187,6 +187,39 @@ func TestArgsValidate(t *testing.T) {
 			tc.mod(&a)
 			if err := a.Validate(); err == nil {
 				t.Error("accepted")
+			}
+		})
+	}
+}
+
+// Ramp: pods seen starting ramp up over successive samples; the profile says how long they took
+// (median) to come within 10 % of their use. A pod first measured long after binding (learned
+// after a restart) says nothing about it.
+func TestRamp(t *testing.T) {
+	k := Key{"a", "u", ""}
+	for _, tc := range []struct {
+		name string
+		// per pod: bind offset, then samples at offsets (minutes after t0)
+		pods map[string][]float64
+		bind map[string]time.Duration
+		want time.Duration
+	}{
+		{"three ramping pods", map[string][]float64{"a": {10, 50, 100, 100}, "b": {100, 100, 100, 100}, "c": {10, 20, 95, 100}},
+			map[string]time.Duration{"a": 0, "b": 0, "c": 0}, 3 * time.Minute}, // reached at 3, 1, 3 min after binding
+		{"learned after a restart: unknown", map[string][]float64{"a": {100, 100, 100, 100}},
+			map[string]time.Duration{"a": -time.Hour}, 0},
+		{"a drop after reaching does not reset it", map[string][]float64{"a": {100, 50, 100, 95}},
+			map[string]time.Duration{"a": 0}, time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := NewLearner(DefaultArgs())
+			for uid, cpus := range tc.pods {
+				for i, c := range cpus {
+					l.Observe(k, uid, Sample{MilliCPU: c}, t0.Add(time.Duration(i+1)*time.Minute), t0.Add(tc.bind[uid]))
+				}
+			}
+			if got := l.Profiles(t0.Add(10 * time.Minute))[k].Ramp; got != tc.want {
+				t.Errorf("ramp %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -47,6 +47,7 @@ func (e *Engine) ExplainEstimate(pod *v1.Pod, d *decisionapi.LoadDetail) {
 		src.EstimateMilliCPU, src.EstimateMemoryBytes = prof.EstimateMilliCPU, prof.EstimateMemoryBytes
 		src.PercentileMilliCPU, src.SpreadCPU, src.SpreadMemory = prof.MilliCPU, prof.SpreadCPU, prof.SpreadMemory
 		src.Samples, src.AgeSeconds = prof.Samples, e.now().Sub(prof.Updated).Seconds()
+		src.RampSeconds = prof.Ramp.Seconds()
 		if prof.Usable {
 			src.Source = decisionapi.EstimateFromProfile
 		} else {

@@ -87,7 +87,7 @@ func (p *Profiles) Learn(snap *Snapshot, capacity func(node string) Capacity, no
 				continue
 			}
 			if s, ok := sampleOf(share, c, e.updated.Sub(ref.bound), snap.Window); ok {
-				p.learner.Observe(ref.key, uid, s, e.updated)
+				p.learner.Observe(ref.key, uid, s, e.updated, ref.bound)
 			}
 		}
 	}
