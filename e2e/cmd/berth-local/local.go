@@ -177,18 +177,48 @@ func up(ctx context.Context, o localOpts) error {
 	if err := cleanStale(o.dir, say); err != nil {
 		return err
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
 	logf, err := os.OpenFile(filepath.Join(o.dir, logName), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	pr, pw, err := os.Pipe()
+	cmd, pr, err := startSupervisor(o, lock, logf)
 	if err != nil {
 		return err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// Interrupting up while the cluster starts stops the supervisor too (it tears down); once
+	// up returns, nothing may: main cancels ctx on its way out.
+	readDone := make(chan struct{})
+	defer close(readDone)
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+		case <-readDone:
+		}
+	}()
+	st, lastErr := readStatus(pr)
+	pr.Close()
+	if st == nil {
+		return failedStart(o, <-exited, lastErr)
+	}
+	printNextSteps(os.Stdout, o, st)
+	return nil
+}
+
+// startSupervisor starts this binary again as `berth-local supervise`, in a session of its
+// own, logging to logf, handing it the lock and the write end of the status pipe whose read
+// end it returns; it records the supervisor's pid.
+func startSupervisor(o localOpts, lock, logf *os.File) (*exec.Cmd, *os.File, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
 	}
 	args := []string{"supervise", "-dir", o.dir, "-real-nodes", strconv.Itoa(o.realNodes)}
 	if o.simulated {
@@ -206,30 +236,19 @@ func up(ctx context.Context, o localOpts) error {
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()
-		return err
+		return nil, nil, err
 	}
 	pw.Close()
 	if err := os.WriteFile(filepath.Join(o.dir, pidName), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	// Interrupting up while the cluster starts stops the supervisor too (it tears down); once
-	// up returns, nothing may: main cancels ctx on its way out.
-	readDone := make(chan struct{})
-	defer close(readDone)
-	go func() {
-		select {
-		case <-ctx.Done():
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-		case <-readDone:
-		}
-	}()
+	return cmd, pr, nil
+}
 
-	var st *Status
-	var lastErr string
+// readStatus reads the supervisor's status pipe until it reports the cluster ready (st) or
+// closes the pipe; progress lines are passed on, and lastErr is the last error it reported.
+func readStatus(pr *os.File) (st *Status, lastErr string) {
 	sc := bufio.NewScanner(pr)
-read:
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
@@ -239,7 +258,7 @@ read:
 				st, lastErr = nil, "bad status from the supervisor: "+err.Error()
 			}
 			if st != nil {
-				break read
+				return st, lastErr
 			}
 		case strings.HasPrefix(line, "error "):
 			lastErr = strings.TrimPrefix(line, "error ")
@@ -247,26 +266,26 @@ read:
 			say("%s", line)
 		}
 	}
-	pr.Close()
-	if st == nil {
-		werr := <-exited
-		_ = os.Remove(filepath.Join(o.dir, pidName))
-		tail := tailLines(filepath.Join(o.dir, logName), 20)
-		if lastErr == "" {
-			lastErr = fmt.Sprintf("the supervisor exited (%v) before the cluster was ready", werr)
-		}
-		// The supervisor stopped whatever it started; should it have died too early to do
-		// so, the killed-run teardown does, before anything is removed.
-		if _, err := os.Stat(clusterDir(o.dir)); err == nil {
-			if err := cluster.TeardownKilled(clusterDir(o.dir), say); err != nil {
-				say("cleaning up: %v", err)
-			}
-		}
-		_ = os.RemoveAll(o.dir)
-		return fmt.Errorf("%s\n--- last lines of the supervisor's log ---\n%s", lastErr, tail)
+	return nil, lastErr
+}
+
+// failedStart cleans up after a supervisor that exited (werr) before the cluster was ready and
+// returns the error to show, with the last lines of its log.
+func failedStart(o localOpts, werr error, lastErr string) error {
+	_ = os.Remove(filepath.Join(o.dir, pidName))
+	tail := tailLines(filepath.Join(o.dir, logName), 20)
+	if lastErr == "" {
+		lastErr = fmt.Sprintf("the supervisor exited (%v) before the cluster was ready", werr)
 	}
-	printNextSteps(os.Stdout, o, st)
-	return nil
+	// The supervisor stopped whatever it started; should it have died too early to do
+	// so, the killed-run teardown does, before anything is removed.
+	if _, err := os.Stat(clusterDir(o.dir)); err == nil {
+		if err := cluster.TeardownKilled(clusterDir(o.dir), say); err != nil {
+			say("cleaning up: %v", err)
+		}
+	}
+	_ = os.RemoveAll(o.dir)
+	return fmt.Errorf("%s\n--- last lines of the supervisor's log ---\n%s", lastErr, tail)
 }
 
 func tailLines(path string, n int) string {
@@ -370,56 +389,92 @@ func supervise(o localOpts) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
-	report := func(line string) {
-		if status != nil {
-			if _, err := fmt.Fprintln(status, line); err != nil {
-				status.Close()
-				status = nil
-			}
+	s := &supervisor{o: o, status: status, dir: clusterDir(o.dir)}
+	start := time.Now()
+	c, st, err := s.startCluster(ctx)
+	if err != nil {
+		return s.fail(err)
+	}
+	if err := s.prepare(ctx, c, &st); err != nil {
+		s.stopCluster(c)
+		return s.fail(err)
+	}
+	st.Kubeconfig, st.Logs, st.BinDir = c.Kubeconfig, filepath.Join(s.dir, "logs"), c.BinDir
+	st.StartSeconds = time.Since(start).Seconds()
+	st.Footprint = c.Footprint(os.Getpid()).String()
+	b, _ := json.Marshal(st)
+	s.logf("ready")
+	s.report("ready " + string(b))
+	if s.status != nil {
+		s.status.Close()
+		s.status = nil
+	}
+	<-ctx.Done()
+	s.stopCluster(c)
+	return nil
+}
+
+// supervisor is `berth-local supervise`: the cluster in dir, and the status pipe to up until
+// the cluster is ready (nil once closed).
+type supervisor struct {
+	o      localOpts
+	status *os.File
+	dir    string
+}
+
+// report writes a line to up, while up still reads.
+func (s *supervisor) report(line string) {
+	if s.status != nil {
+		if _, err := fmt.Fprintln(s.status, line); err != nil {
+			s.status.Close()
+			s.status = nil
 		}
 	}
-	logf := func(format string, args ...any) {
-		msg := fmt.Sprintf(format, args...)
-		fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format(time.RFC3339), msg)
-		report(msg)
-	}
-	fail := func(err error) error {
-		report("error " + strings.ReplaceAll(err.Error(), "\n", " | "))
-		return err
-	}
-	dir := clusterDir(o.dir)
+}
+
+// logf logs to the supervisor's log and reports the line to up.
+func (s *supervisor) logf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format(time.RFC3339), msg)
+	s.report(msg)
+}
+
+// fail reports err to up on one line and returns it.
+func (s *supervisor) fail(err error) error {
+	s.report("error " + strings.ReplaceAll(err.Error(), "\n", " | "))
+	return err
+}
+
+// startCluster starts the cluster, with real nodes unless -simulated, falling back to
+// simulated nodes (and saying why) when real ones cannot run here.
+func (s *supervisor) startCluster(ctx context.Context) (*cluster.Cluster, Status, error) {
 	st := Status{PID: os.Getpid()}
-	cfg := cluster.Config{Dir: dir, Logf: logf}
-	start := time.Now()
-	if !o.simulated {
-		cfg.RealNode = &cluster.RealNodeConfig{ClusterDNS: true, Count: o.realNodes}
+	cfg := cluster.Config{Dir: s.dir, Logf: s.logf}
+	if !s.o.simulated {
+		cfg.RealNode = &cluster.RealNodeConfig{ClusterDNS: true, Count: s.o.realNodes}
 	} else {
 		st.NoRealNode = "-simulated was asked for"
 	}
-	logf("starting the local cluster in %s", dir)
+	s.logf("starting the local cluster in %s", s.dir)
 	c, err := cluster.Start(ctx, cfg)
 	if errors.Is(err, cluster.ErrRealNodeUnavailable) {
 		st.NoRealNode = err.Error()
-		logf("NO REAL NODE: %v", err)
-		logf("falling back to simulated (KWOK) nodes: Berth's pods cannot run on them")
-		_ = os.RemoveAll(dir)
+		s.logf("NO REAL NODE: %v", err)
+		s.logf("falling back to simulated (KWOK) nodes: Berth's pods cannot run on them")
+		_ = os.RemoveAll(s.dir)
 		cfg.RealNode = nil
 		c, err = cluster.Start(ctx, cfg)
 	}
 	if err != nil {
-		_ = os.RemoveAll(dir)
-		return fail(err)
+		_ = os.RemoveAll(s.dir)
+		return nil, st, err
 	}
-	stopCluster := func() {
-		start := time.Now()
-		logf("stopping the local cluster")
-		c.Stop()
-		if err := os.RemoveAll(dir); err != nil {
-			logf("removing %s: %v", dir, err)
-		}
-		_ = os.Remove(filepath.Join(o.dir, pidName))
-		logf("stopped in %s", time.Since(start).Round(100*time.Millisecond))
-	}
+	return c, st, nil
+}
+
+// prepare records the real nodes in st or, on simulated nodes, starts berth-scheduler and
+// three untainted nodes; then the autoscaler, if asked for.
+func (s *supervisor) prepare(ctx context.Context, c *cluster.Cluster, st *Status) error {
 	if rn := c.RealNode(); rn != nil {
 		st.RealNode, st.CgroupName, st.NetNSInode = rn.NodeName, rn.CgroupName, rn.NetNSInode
 		for _, n := range c.RealNodes() {
@@ -428,35 +483,31 @@ func supervise(o localOpts) error {
 	} else {
 		// Simulated nodes run nothing: berth-scheduler runs as a process so pods still get placed.
 		if _, err := c.StartBerthScheduler(ctx, cluster.BerthSchedulerOptions{}); err != nil {
-			stopCluster()
-			return fail(err)
+			return err
 		}
 		// No real node beside them: the README's workloads are meant for these nodes, untainted.
 		if err := c.AddNodes(ctx,
 			cluster.NodeSpec{Name: "node-1", CPU: "8", Memory: "32Gi", WithoutSimulatedTaint: true},
 			cluster.NodeSpec{Name: "node-2", CPU: "8", Memory: "32Gi", WithoutSimulatedTaint: true},
 			cluster.NodeSpec{Name: "node-3", CPU: "8", Memory: "32Gi", WithoutSimulatedTaint: true}); err != nil {
-			stopCluster()
-			return fail(err)
+			return err
 		}
 	}
-	if st.NodePools, err = startAutoscaler(ctx, c, o.autoscaler); err != nil {
-		stopCluster()
-		return fail(err)
+	var err error
+	st.NodePools, err = startAutoscaler(ctx, c, s.o.autoscaler)
+	return err
+}
+
+// stopCluster stops the cluster and removes its directory and the pid file.
+func (s *supervisor) stopCluster(c *cluster.Cluster) {
+	start := time.Now()
+	s.logf("stopping the local cluster")
+	c.Stop()
+	if err := os.RemoveAll(s.dir); err != nil {
+		s.logf("removing %s: %v", s.dir, err)
 	}
-	st.Kubeconfig, st.Logs, st.BinDir = c.Kubeconfig, filepath.Join(dir, "logs"), c.BinDir
-	st.StartSeconds = time.Since(start).Seconds()
-	st.Footprint = c.Footprint(os.Getpid()).String()
-	b, _ := json.Marshal(st)
-	logf("ready")
-	report("ready " + string(b))
-	if status != nil {
-		status.Close()
-		status = nil
-	}
-	<-ctx.Done()
-	stopCluster()
-	return nil
+	_ = os.Remove(filepath.Join(s.o.dir, pidName))
+	s.logf("stopped in %s", time.Since(start).Round(100*time.Millisecond))
 }
 
 // down stops the running supervisor (or cleans up after a killed one).
