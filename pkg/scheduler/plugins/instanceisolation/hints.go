@@ -7,6 +7,8 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/util"
+
+	"github.com/berth-sched/berth/pkg/isolation/classmarker"
 )
 
 // EventsToRegister lists what can turn this plugin's refusal into a fit: a new node (empty,
@@ -37,7 +39,31 @@ func (pl *InstanceIsolation) isSchedulableAfterNodeChange(logger klog.Logger, po
 		logger.V(5).Info("Node still conflicts with the pod's instance class", "pod", klog.KObj(pod), "node", klog.KObj(node), "reason", reason)
 		return fwk.QueueSkip, nil
 	}
+	// why: a node an autoscaler made for another class carries that class's marker, which the
+	// pod's marker terms refuse; retrying every waiting class on every class's new node costs
+	// one scheduling attempt per class per node (bench-autoscale).
+	if v, ok := node.Labels[classmarker.Key]; ok && hasMarkerTerms(pod) && v != classmarker.MarkerValue(pc.class()) {
+		logger.V(5).Info("Node is marked for another instance class", "pod", klog.KObj(pod), "node", klog.KObj(node), "marker", v)
+		return fwk.QueueSkip, nil
+	}
 	return fwk.Queue, nil
+}
+
+// hasMarkerTerms says whether pod's required node affinity names the autoscaler marker (the
+// webhook's terms).
+func hasMarkerTerms(pod *v1.Pod) bool {
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return false
+	}
+	for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, r := range t.MatchExpressions {
+			if r.Key == classmarker.Key {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // blocks says whether an assigned pod, by itself, would make this plugin refuse pc on its

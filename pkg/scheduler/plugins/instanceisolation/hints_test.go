@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/berth-sched/berth/pkg/isolation/classmarker"
 )
 
 func TestEventsToRegister(t *testing.T) {
@@ -39,6 +41,21 @@ func TestQueueingHints(t *testing.T) {
 		return c
 	}
 	podA := newPod("t1").class("a").pod()
+	marked := func(name, value string) *v1.Node {
+		n := node(name)
+		n.Labels = map[string]string{classmarker.Key: value}
+		return n
+	}
+	// podA as the webhook writes it with the autoscaler marker on: its class's value, or none.
+	// why "a": the test plugin lists no InstanceClass (classes_test.go), so a is read in its
+	// shared form "a (shared)", whose marker value is "a".
+	own := classmarker.MarkerValue(classmarker.SharedClass("a"))
+	podAMarker := podA.DeepCopy()
+	podAMarker.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{
+		NodeSelectorTerms: []v1.NodeSelectorTerm{
+			{MatchExpressions: []v1.NodeSelectorRequirement{{Key: classmarker.Key, Operator: v1.NodeSelectorOpIn, Values: []string{own}}}},
+			{MatchExpressions: []v1.NodeSelectorRequirement{{Key: classmarker.Key, Operator: v1.NodeSelectorOpDoesNotExist}}},
+		}}}}
 	podB := newPod("t2").class("b").on("busy").pod()
 	plain := newPod("t2").on("busy").pod()
 	sts := newPod("t1").class("a").owned("StatefulSet", "db").on("busy").pod()
@@ -54,6 +71,11 @@ func TestQueueingHints(t *testing.T) {
 		{name: "node added, unclassed pod not strict", hint: "node", pod: newPod("t1").pod(), new: node("fresh"), want: fwk.QueueSkip},
 		{name: "node added, unclassed pod strict", args: &Args{Strict: boolp(true)}, hint: "node", pod: newPod("t1").pod(), new: node("fresh"), want: fwk.Queue},
 		{name: "node added, exempt pod", hint: "node", pod: newPod("t1").class("a").mirror().pod(), new: node("fresh"), want: fwk.QueueSkip},
+		{name: "node added for another class, marker terms", hint: "node", pod: podAMarker, new: marked("fresh", "t2_b"), want: fwk.QueueSkip},
+		{name: "node added for the pod's class, marker terms", hint: "node", pod: podAMarker, new: marked("fresh", own), want: fwk.Queue},
+		{name: "unmarked node added, marker terms", hint: "node", pod: podAMarker, new: node("fresh"), want: fwk.Queue},
+		{name: "free node marked for another class, marker terms", hint: "node", pod: podAMarker, old: node("free"), new: marked("free", "t2_b"), want: fwk.QueueSkip},
+		{name: "node marked for another class, pod without marker terms", hint: "node", pod: podA, new: marked("fresh", "t2_b"), want: fwk.Queue},
 		{name: "busy node relabelled", hint: "node", pod: podA, old: node("busy"), new: node("busy"), want: fwk.QueueSkip},
 		{name: "free node relabelled", hint: "node", pod: podA, old: node("free"), new: node("free"), want: fwk.Queue},
 		{name: "other class deleted", hint: "assigned", pod: podA, old: podB, want: fwk.Queue},
