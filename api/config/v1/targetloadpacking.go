@@ -30,6 +30,7 @@ type TargetLoadPackingArgs struct {
 	// load swings keeps that much headroom under the target and a steady one packs up to it: a
 	// decimal in a string, at most 10 (default "0": upstream's score).
 	// +kubebuilder:validation:Pattern=`^([0-9](\.[0-9]+)?|10(\.0+)?)$`
+	// +kubebuilder:validation:XValidation:rule="double(self) <= 10.0",message="varianceMargin must be at most 10"
 	// +optional
 	VarianceMargin *Decimal `json:"varianceMargin,omitempty"`
 }
