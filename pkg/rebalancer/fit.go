@@ -19,28 +19,41 @@ import (
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
+	"github.com/berth-sched/berth/pkg/isolation/classrule"
 )
 
 // Fitter runs the scheduler's own Filter verdicts for one pod on one node, in process: the
-// upstream NodeUnschedulable, TaintToleration, NodeAffinity and NodeResourcesFit plugins and
-// Berth's InstanceIsolation with the args of the pod's profile, each PreFilter then Filter,
-// exactly as a scheduling cycle calls them. Why in process rather than asking the scheduler: a round checks many pod×node pairs,
-// and the verdict must not depend on the scheduler being reachable.
+// upstream NodeUnschedulable, TaintToleration, NodeAffinity and NodeResourcesFit plugins, each
+// PreFilter then Filter, exactly as a scheduling cycle calls them, then InstanceIsolation's
+// rule (pkg/isolation/classrule) with the args of the pod's profile. Why in process rather
+// than asking the scheduler: a round checks many pod×node pairs, and the verdict must not
+// depend on the scheduler being reachable. Why the rule and not Berth's plugin: the operator
+// links no scheduler plugin (issue 36); the rule is the plugin's own Filter fallback.
 type Fitter struct {
 	plugins []fwk.FilterPlugin
-	// isolation is InstanceIsolation with its default args, for pods of a profile whose
+	// isolation is InstanceIsolation's rule with its default args, for pods of a profile whose
 	// configuration was not read; byProfile holds each read profile's own (nil: the profile
 	// runs no InstanceIsolation).
-	isolation fwk.FilterPlugin
-	byProfile map[string]fwk.FilterPlugin
+	isolation *isolationRule
+	byProfile map[string]*isolationRule
 	// grants are the InstanceClasses (WatchGrants feeds them), so a moved pod's class is the
 	// scheduler's effective class: its namespace's, or shared by an InstanceClass.
-	grants *instanceisolation.Grants
+	grants *classrule.Grants
+}
+
+// isolationRule is InstanceIsolation as one profile configures it.
+type isolationRule struct {
+	cls            *classrule.Classifier
+	strict, spread bool
+}
+
+// newIsolationRule reads args as the plugin's New does (args from parseIsolationArgs).
+func newIsolationRule(args *classrule.Args, grants *classrule.Grants) *isolationRule {
+	return &isolationRule{cls: classrule.NewClassifier(args, grants), strict: *args.Strict, spread: *args.SpreadReplicas}
 }
 
 // Grants is what the Fitter's InstanceIsolation knows of the InstanceClasses.
-func (f *Fitter) Grants() *instanceisolation.Grants { return f.grants }
+func (f *Fitter) Grants() *classrule.Grants { return f.grants }
 
 // WatchGrants feeds the Fitter's grants from the manager's InstanceClass informer. Until it
 // has synced every class is its pods' namespace's, which only refuses more moves.
@@ -74,10 +87,10 @@ func (f *Fitter) WatchGrants(mgr ctrl.Manager) error {
 	return err
 }
 
-// NewFitter builds the upstream plugins with their default arguments and InstanceIsolation
-// with its defaults (WithProfiles gives each profile its own). InstanceIsolation gets an
-// empty index, so its Filter counts the classes of the pods given for the node (its own
-// fallback).
+// NewFitter builds the upstream plugins with their default arguments and InstanceIsolation's
+// rule with its defaults (WithProfiles gives each profile its own). The rule counts the
+// classes of the pods given for the node, as the plugin's Filter does when its index does not
+// know the node.
 func NewFitter(ctx context.Context) (*Fitter, error) {
 	fts := feature.Features{}
 	var out []fwk.FilterPlugin
@@ -96,7 +109,7 @@ func NewFitter(ctx context.Context) (*Fitter, error) {
 		Type:      config.LeastAllocated,
 		Resources: []config.ResourceSpec{{Name: "cpu", Weight: 1}, {Name: "memory", Weight: 1}},
 	}}
-	iiArgs, err := instanceisolation.ParseArgs(nil)
+	iiArgs, err := parseIsolationArgs(nil)
 	if err != nil {
 		return nil, err
 	}
@@ -110,36 +123,33 @@ func NewFitter(ctx context.Context) (*Fitter, error) {
 			return nil, fmt.Errorf("building the Filter plugins: %w", err)
 		}
 	}
-	grants := instanceisolation.NewGrants()
-	return &Fitter{plugins: out, grants: grants, isolation: instanceisolation.NewWithIndex(ctx, iiArgs, instanceisolation.NewIndex(), grants)}, nil
+	grants := classrule.NewGrants()
+	return &Fitter{plugins: out, grants: grants, isolation: newIsolationRule(iiArgs, grants)}, nil
 }
 
 // WithProfiles returns a Fitter that gives pods of the named profiles their profile's
 // InstanceIsolation verdict (or none where the profile does not run it); other pods keep
 // the defaults.
-func (f *Fitter) WithProfiles(ctx context.Context, profiles map[string]Isolation) *Fitter {
+func (f *Fitter) WithProfiles(_ context.Context, profiles map[string]Isolation) *Fitter {
 	g := *f
-	g.byProfile = make(map[string]fwk.FilterPlugin, len(profiles))
+	g.byProfile = make(map[string]*isolationRule, len(profiles))
 	for name, iso := range profiles {
 		if iso.Off {
 			g.byProfile[name] = nil
 			continue
 		}
-		g.byProfile[name] = instanceisolation.NewWithIndex(ctx, iso.Args, instanceisolation.NewIndex(), f.grants)
+		g.byProfile[name] = newIsolationRule(iso.Args, f.grants)
 	}
 	return &g
 }
 
-// pluginsFor is the Filter chain pod's profile runs.
-func (f *Fitter) pluginsFor(pod *corev1.Pod) []fwk.FilterPlugin {
+// isolationFor is the InstanceIsolation pod's profile runs (nil: none).
+func (f *Fitter) isolationFor(pod *corev1.Pod) *isolationRule {
 	iso, read := f.byProfile[pod.Spec.SchedulerName]
 	if !read {
 		iso = f.isolation
 	}
-	if iso == nil {
-		return f.plugins
-	}
-	return append(f.plugins[:len(f.plugins):len(f.plugins)], iso)
+	return iso
 }
 
 // Fits says whether pod passes every Filter on node holding pods; reason names the first plugin
@@ -151,7 +161,7 @@ func (f *Fitter) Fits(ctx context.Context, pod *corev1.Pod, node *corev1.Node, p
 	ni := framework.NewNodeInfo(pods...)
 	ni.SetNode(node)
 	nodes := []fwk.NodeInfo{ni}
-	for _, pl := range f.pluginsFor(pod) {
+	for _, pl := range f.plugins {
 		state := framework.NewCycleState()
 		if pf, ok := pl.(fwk.PreFilterPlugin); ok {
 			res, st := pf.PreFilter(ctx, state, p, nodes)
@@ -167,6 +177,13 @@ func (f *Fitter) Fits(ctx context.Context, pod *corev1.Pod, node *corev1.Node, p
 		}
 		if st := pl.Filter(ctx, state, p, ni); !st.IsSuccess() {
 			return false, fmt.Sprintf("%s: %s", pl.Name(), st.Message())
+		}
+	}
+	// why: last, as the scheduler's chain runs it after the upstream plugins, so the reason
+	// names the same first refusal.
+	if iso := f.isolationFor(pod); iso != nil {
+		if reason, refuse := iso.cls.Verdict(p, pods, iso.strict, iso.spread); refuse {
+			return false, fmt.Sprintf("%s: %s", classrule.PluginName, reason)
 		}
 	}
 	return true, ""

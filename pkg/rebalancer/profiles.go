@@ -12,8 +12,9 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
+	"github.com/berth-sched/berth/pkg/isolation/classrule"
 	"github.com/berth-sched/berth/pkg/operator"
-	"github.com/berth-sched/berth/pkg/scheduler/plugins/instanceisolation"
+	berthconfig "github.com/berth-sched/berth/pkg/scheduler/apis/config"
 	"github.com/berth-sched/berth/pkg/scheduler/schedconfig"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -22,7 +23,7 @@ import (
 // not run its Filter, else the profile's own args (class labels, strict, spread, exemptions).
 type Isolation struct {
 	Off  bool
-	Args *instanceisolation.Args
+	Args *classrule.Args
 }
 
 // ProfileIsolation reads, for every profile of a scheduler configuration, whether it runs
@@ -32,17 +33,24 @@ func ProfileIsolation(cfg *config.KubeSchedulerConfiguration) (map[string]Isolat
 	out := map[string]Isolation{}
 	for i := range cfg.Profiles {
 		prof := &cfg.Profiles[i]
-		if !filterEnabled(prof.Plugins, instanceisolation.Name) {
+		if !filterEnabled(prof.Plugins, classrule.PluginName) {
 			out[prof.SchedulerName] = Isolation{Off: true}
 			continue
 		}
-		args, err := instanceisolation.ParseArgs(configArgs(prof, instanceisolation.Name))
+		args, err := parseIsolationArgs(configArgs(prof, classrule.PluginName))
 		if err != nil {
-			return nil, fmt.Errorf("profile %s: %s args: %w", prof.SchedulerName, instanceisolation.Name, err)
+			return nil, fmt.Errorf("profile %s: %s args: %w", prof.SchedulerName, classrule.PluginName, err)
 		}
 		out[prof.SchedulerName] = Isolation{Args: args}
 	}
 	return out, nil
+}
+
+// parseIsolationArgs decodes, defaults and validates InstanceIsolation's args exactly as the
+// plugin's factory does (obj nil: the defaults), through the plugin table's package, which
+// imports no plugin.
+func parseIsolationArgs(obj runtime.Object) (*classrule.Args, error) {
+	return berthconfig.Parse(obj, classrule.PluginName, berthconfig.ValidateInstanceIsolationArgs)
 }
 
 // filterEnabled follows the scheduler's own merge: a plugin runs at Filter when MultiPoint or

@@ -187,3 +187,41 @@ func TestReadProfiles(t *testing.T) {
 		t.Fatalf("problems %q, want one naming berth-system/b", problems)
 	}
 }
+
+// TestFitterIsolationReasons: the refusal names InstanceIsolation and says what the plugin's
+// Filter (or, for conflicting labels, its PreFilter) says; the Fitter's grants make a shared
+// class one class across the namespaces it lists.
+func TestFitterIsolationReasons(t *testing.T) {
+	ctx := context.Background()
+	fit, err := NewFitter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := node("n", "10", "100Gi")
+	resident := pod("app", "resident", "n", "1", "1Gi", label("ipp-class", "a"))
+	labels := func(kv map[string]string) podOpt { return func(p *corev1.Pod) { p.Labels = kv } }
+	for _, tc := range []struct {
+		name   string
+		grant  []string // namespaces sharing class a
+		mover  *corev1.Pod
+		reason string // "" fits
+	}{
+		{name: "same namespace, same class", mover: pod("app", "m", "x", "1", "1Gi", label("ipp-class", "a"))},
+		{name: "another class", mover: pod("app", "m", "x", "1", "1Gi", label("ipp-class", "b")),
+			reason: "InstanceIsolation: node holds instance class app/a"},
+		{name: "another namespace's class of the same value", mover: pod("other", "m", "x", "1", "1Gi", label("ipp-class", "a")),
+			reason: "InstanceIsolation: node holds instance class app/a"},
+		{name: "conflicting class labels", mover: pod("app", "m", "x", "1", "1Gi", labels(map[string]string{"ipp-class": "a", "berth.dev/instance-class": "b"})),
+			reason: "InstanceIsolation: pod carries conflicting instance classes: ipp-class=a, berth.dev/instance-class=b"},
+		{name: "class shared by an InstanceClass", grant: []string{"app", "other"}, mover: pod("other", "m", "x", "1", "1Gi", label("ipp-class", "a"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fit.Grants().Set("a", tc.grant)
+			defer fit.Grants().Set("a", nil)
+			ok, why := fit.Fits(ctx, tc.mover, n, []*corev1.Pod{resident})
+			if ok != (tc.reason == "") || why != tc.reason {
+				t.Fatalf("fits = %v (%q), want reason %q", ok, why, tc.reason)
+			}
+		})
+	}
+}

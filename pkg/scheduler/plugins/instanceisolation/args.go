@@ -1,8 +1,6 @@
 package instanceisolation
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	configv1 "github.com/berth-sched/berth/api/config/v1"
@@ -22,18 +20,4 @@ var DefaultClassLabels = configv1.DefaultClassLabels
 // an *Args. The result has every pointer set and ClassLabels non-empty.
 func ParseArgs(obj runtime.Object) (*Args, error) {
 	return config.Parse(obj, Name, config.ValidateInstanceIsolationArgs)
-}
-
-// exemptSelector is the compiled ExemptSelector of validated args; nil when unset. An empty
-// selector ({}) matches every pod, as everywhere in Kubernetes.
-func exemptSelector(a *Args) labels.Selector {
-	if a.ExemptSelector == nil {
-		return nil
-	}
-	s, err := metav1.LabelSelectorAsSelector(a.ExemptSelector)
-	if err != nil {
-		// validation already compiled it.
-		return labels.Nothing()
-	}
-	return s
 }

@@ -3,7 +3,6 @@ package instanceisolation
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,7 +14,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
-	"github.com/berth-sched/berth/pkg/isolation/classmarker"
+	"github.com/berth-sched/berth/pkg/isolation/classrule"
 	"github.com/berth-sched/berth/pkg/scheduler/dynamicapi"
 )
 
@@ -23,90 +22,18 @@ import (
 // list of namespaces (README.md, "Classes belong to namespaces").
 var ClassGVR = berthv1alpha1.GroupVersion.WithResource("instanceclasses")
 
-// Grants is what the plugin knows of the InstanceClasses: per class value, the namespaces
-// sharing it. Without a grant a class value belongs to the namespace of each pod carrying it,
-// so a pod's effective class is "<namespace>/<value>" (two namespaces using one value are two
-// classes); a pod of a namespace an InstanceClass lists has the shared class "<value>
-// (shared)". Both forms are what refusals and decision records show. A namespace cannot
-// contain "/" and a label value neither "/" nor " ", so the forms never collide.
-//
-// Grants never weakens isolation while it is incomplete (before its informer has synced, or
-// with the CRD missing): every class is then its namespace's, which only keeps more pods apart.
-type Grants struct {
-	mu   sync.RWMutex
-	m    map[string]*grant
-	subs []func(value string)
-	// synced reports whether the informer feeding the grants has listed them (nil: none runs).
-	synced func() bool
-}
-
-// hasSynced is false while an informer feeding g has not listed the InstanceClasses yet.
-func (g *Grants) hasSynced() bool {
-	if g == nil {
-		return true
-	}
-	g.mu.RLock()
-	f := g.synced
-	g.mu.RUnlock()
-	return f == nil || f()
-}
-
-type grant struct {
-	ns  map[string]struct{}
-	key string
-}
+// Grants is what the plugin knows of the InstanceClasses (pkg/isolation/classrule, where the
+// rule lives for the operator's rebalancer too).
+type Grants = classrule.Grants
 
 // NewGrants returns an empty set of grants.
-func NewGrants() *Grants { return &Grants{m: map[string]*grant{}} }
+func NewGrants() *Grants { return classrule.NewGrants() }
 
-// Set records that class value is shared by namespaces (none: the InstanceClass is gone) and
-// tells subscribers, which re-key the pods carrying that value.
-func (g *Grants) Set(value string, namespaces []string) {
-	g.mu.Lock()
-	if len(namespaces) == 0 {
-		delete(g.m, value)
-	} else {
-		gr := &grant{ns: make(map[string]struct{}, len(namespaces)), key: SharedClass(value)}
-		for _, n := range namespaces {
-			gr.ns[n] = struct{}{}
-		}
-		g.m[value] = gr
-	}
-	subs := append([]func(string){}, g.subs...)
-	g.mu.Unlock()
-	for _, f := range subs {
-		f(value)
-	}
-}
-
-// subscribe calls f with the class value of every later change.
-func (g *Grants) subscribe(f func(value string)) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.subs = append(g.subs, f)
-}
-
-// Effective is the effective class of value carried by a pod of namespace ns.
-func (g *Grants) Effective(ns, value string) string {
-	if g != nil {
-		g.mu.RLock()
-		gr := g.m[value]
-		g.mu.RUnlock()
-		if gr != nil {
-			if _, ok := gr.ns[ns]; ok {
-				return gr.key
-			}
-		}
-	}
-	return NamespaceClass(ns, value)
-}
-
-// NamespaceClass is the effective class of value owned by namespace ns alone (the contract
-// package's rule, which the webhook and the marker's writer share).
-func NamespaceClass(ns, value string) string { return classmarker.NamespaceClass(ns, value) }
+// NamespaceClass is the effective class of value owned by namespace ns alone.
+func NamespaceClass(ns, value string) string { return classrule.NamespaceClass(ns, value) }
 
 // SharedClass is the effective class of value shared through an InstanceClass.
-func SharedClass(value string) string { return classmarker.SharedClass(value) }
+func SharedClass(value string) string { return classrule.SharedClass(value) }
 
 // watchClasses feeds g from an InstanceClass informer on h's kubeconfig, started once the API
 // serves the resource (the plugin must not keep the scheduler from starting when the CRD
@@ -162,9 +89,7 @@ func watchClasses(ctx context.Context, h fwk.Handle, g *Grants, logger klog.Logg
 			}
 			cache.DefaultWatchErrorHandler(ctx, r, err)
 		})
-		g.mu.Lock()
-		g.synced = func() bool { return refused.Load() || inf.HasSynced() }
-		g.mu.Unlock()
+		g.SetSynced(func() bool { return refused.Load() || inf.HasSynced() })
 		f.Start(ctx.Done())
 		return true
 	})

@@ -9,6 +9,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/berth-sched/berth/pkg/isolation/classmarker"
+	"github.com/berth-sched/berth/pkg/isolation/classrule"
 )
 
 // EventsToRegister lists what can turn this plugin's refusal into a fit: a new node (empty,
@@ -31,8 +32,8 @@ func (pl *InstanceIsolation) isSchedulableAfterNodeChange(logger klog.Logger, po
 	if err != nil {
 		return fwk.Queue, err
 	}
-	pc := pl.cls.classify(pod)
-	if pc.conflict != "" || !pl.participates(&pc) {
+	pc := pl.cls.Classify(pod)
+	if pc.Conflict != "" || !pl.participates(&pc) {
 		return fwk.QueueSkip, nil
 	}
 	if reason := pl.index.verdict(node.Name, nil, &pc, pl.strict, pl.spread); reason != "" {
@@ -42,7 +43,7 @@ func (pl *InstanceIsolation) isSchedulableAfterNodeChange(logger klog.Logger, po
 	// why: a node an autoscaler made for another class carries that class's marker, which the
 	// pod's marker terms refuse; retrying every waiting class on every class's new node costs
 	// one scheduling attempt per class per node (bench-autoscale).
-	if v, ok := node.Labels[classmarker.Key]; ok && hasMarkerTerms(pod) && v != classmarker.MarkerValue(pc.class()) {
+	if v, ok := node.Labels[classmarker.Key]; ok && hasMarkerTerms(pod) && v != classmarker.MarkerValue(pc.Class()) {
 		logger.V(5).Info("Node is marked for another instance class", "pod", klog.KObj(pod), "node", klog.KObj(node), "marker", v)
 		return fwk.QueueSkip, nil
 	}
@@ -68,17 +69,17 @@ func hasMarkerTerms(pod *v1.Pod) bool {
 
 // blocks says whether an assigned pod, by itself, would make this plugin refuse pc on its
 // node.
-func (pl *InstanceIsolation) blocks(pc *podClass, other *v1.Pod) bool {
+func (pl *InstanceIsolation) blocks(pc *classrule.PodClass, other *v1.Pod) bool {
 	if other == nil {
 		return false
 	}
-	opc := pl.cls.classify(other)
-	if opc.exempt {
+	opc := pl.cls.Classify(other)
+	if opc.Exempt {
 		return false
 	}
-	var c counts
-	c.add(opc.classes, opc.owner, 1)
-	return verdict(view{base: &c}, pc, pl.strict, pl.spread) != ""
+	var c classrule.Counts
+	c.Add(opc.Classes, opc.Owner, 1)
+	return classrule.Verdict(classrule.View{Base: &c}, pc, pl.strict, pl.spread) != ""
 }
 
 // isSchedulableAfterAssignedPodChange queues the pod when a pod that conflicted with it left
@@ -89,8 +90,8 @@ func (pl *InstanceIsolation) isSchedulableAfterAssignedPodChange(logger klog.Log
 	if err != nil {
 		return fwk.Queue, err
 	}
-	pc := pl.cls.classify(pod)
-	if pc.conflict != "" || !pl.participates(&pc) {
+	pc := pl.cls.Classify(pod)
+	if pc.Conflict != "" || !pl.participates(&pc) {
 		return fwk.QueueSkip, nil
 	}
 	if pl.blocks(&pc, oldPod) && !pl.blocks(&pc, newPod) {
@@ -106,8 +107,8 @@ func (pl *InstanceIsolation) isSchedulableAfterTargetPodChange(_ klog.Logger, _ 
 	if err != nil {
 		return fwk.Queue, err
 	}
-	o, n := pl.cls.classify(oldPod), pl.cls.classify(newPod)
-	if o.exempt == n.exempt && o.conflict == n.conflict && equalStrings(o.classes, n.classes) {
+	o, n := pl.cls.Classify(oldPod), pl.cls.Classify(newPod)
+	if o.Exempt == n.Exempt && o.Conflict == n.Conflict && equalStrings(o.Classes, n.Classes) {
 		return fwk.QueueSkip, nil
 	}
 	return fwk.Queue, nil

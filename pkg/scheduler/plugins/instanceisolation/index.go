@@ -1,318 +1,24 @@
 package instanceisolation
 
 import (
-	"fmt"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/berth-sched/berth/pkg/isolation/classrule"
 )
 
 // MirrorPodAnnotation marks a static pod's mirror (kubelet's kubetypes.ConfigMirrorAnnotationKey).
-const MirrorPodAnnotation = "kubernetes.io/config.mirror"
-
-// podClass is what the plugin needs to know about a pod.
-type podClass struct {
-	// exempt pods neither count on a node nor are filtered.
-	exempt bool
-	// classes are the effective classes (Grants.Effective: "<namespace>/<value>" or "<value>
-	// (shared)") of the distinct non-empty values of the pod's class labels, sorted. Empty:
-	// the pod has no class. More than one: conflict says why the pod is refused; placed
-	// elsewhere (by another scheduler) it counts under each of them, which keeps every other
-	// class off its node. Computed once per pod, so Filter compares keys only.
-	classes  []string
-	conflict string
-	// ns and values (the raw label values, in classes' order before sorting) let the index
-	// re-key the pod when an InstanceClass changes.
-	ns     string
-	values []string
-	// owner is the UID of the controller owner reference (spreadReplicas), ownerRef its
-	// Kind/name for messages.
-	owner    types.UID
-	ownerRef string
-}
-
-func (pc *podClass) class() string {
-	if len(pc.classes) == 0 {
-		return ""
-	}
-	return pc.classes[0]
-}
-
-// classifier turns pods into podClass under one profile's args.
-type classifier struct {
-	keys     []string
-	exemptNS map[string]bool
-	exemptLS labels.Selector
-	grants   *Grants
-}
-
-func newClassifier(a *Args, g *Grants) *classifier {
-	c := &classifier{keys: a.ClassLabels, exemptNS: map[string]bool{}, exemptLS: exemptSelector(a), grants: g}
-	for _, ns := range a.ExemptNamespaces {
-		c.exemptNS[ns] = true
-	}
-	return c
-}
-
-func (c *classifier) isExempt(pod *v1.Pod) bool {
-	if _, ok := pod.Annotations[MirrorPodAnnotation]; ok {
-		return true
-	}
-	for _, o := range pod.OwnerReferences {
-		// why: any DaemonSet reference, controller or not, as IPP does: node daemons run on
-		// every node whatever its class.
-		if o.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	if c.exemptNS[pod.Namespace] {
-		return true
-	}
-	return c.exemptLS != nil && c.exemptLS.Matches(labels.Set(pod.Labels))
-}
-
-func (c *classifier) classify(pod *v1.Pod) podClass {
-	if c.isExempt(pod) {
-		return podClass{exempt: true}
-	}
-	var pc podClass
-	var found []string
-	for _, k := range c.keys {
-		v, ok := pod.Labels[k]
-		// why: IPP leaves a pod with an empty ipp-class alone; an empty value is no class.
-		if !ok || v == "" {
-			continue
-		}
-		found = append(found, k+"="+v)
-		dup := false
-		for _, have := range pc.values {
-			dup = dup || have == v
-		}
-		if !dup {
-			pc.values = append(pc.values, v)
-		}
-	}
-	if len(pc.values) > 0 {
-		pc.ns = pod.Namespace
-		pc.classes = c.effective(pod.Namespace, pc.values)
-	}
-	if len(pc.classes) > 1 {
-		pc.conflict = "pod carries conflicting instance classes: " + strings.Join(found, ", ")
-		sort.Strings(pc.classes)
-	}
-	if ref := metav1.GetControllerOf(pod); ref != nil {
-		pc.owner = ref.UID
-		pc.ownerRef = ref.Kind + "/" + ref.Name
-	}
-	return pc
-}
-
-// effective maps raw class values of a pod of namespace ns to their effective classes.
-func (c *classifier) effective(ns string, values []string) []string {
-	out := make([]string, len(values))
-	for i, v := range values {
-		out[i] = c.grants.Effective(ns, v)
-	}
-	if len(out) > 1 {
-		sort.Strings(out)
-	}
-	return out
-}
-
-// counts is what one node holds (or, in a cycle's delta, what nominated or preemption-removed
-// pods add or take away): non-exempt pods by class, unclassed pods, classed pods by
-// controller, and every pod including exempt ones (pods; the guard against the snapshot).
-type counts struct {
-	classes   map[string]int
-	unclassed int
-	owners    map[types.UID]int
-	pods      int
-	// sole is the class when the node holds exactly one, soleMsg the refusal naming it; both
-	// are rewritten only when the set of classes changes, so the common refusal (a node of one
-	// other class) ranges no map and builds no string.
-	sole, soleMsg string
-}
-
-// addPod counts one pod (n = 1) or discounts it (n = -1).
-func (c *counts) addPod(pc *podClass, n int) {
-	c.pods += n
-	if !pc.exempt {
-		c.add(pc.classes, pc.owner, n)
-	}
-}
-
-func (c *counts) add(classes []string, owner types.UID, n int) {
-	if len(classes) == 0 {
-		c.unclassed += n
-		return
-	}
-	if c.classes == nil {
-		c.classes = map[string]int{}
-	}
-	keys := len(c.classes)
-	changed := false
-	for _, cl := range classes {
-		before := c.classes[cl]
-		c.classes[cl] += n
-		if c.classes[cl] == 0 {
-			delete(c.classes, cl)
-		}
-		changed = changed || (before == 0) != (c.classes[cl] == 0)
-	}
-	if changed || keys != len(c.classes) {
-		c.sole, c.soleMsg = "", ""
-		if len(c.classes) == 1 {
-			for cl := range c.classes {
-				c.sole, c.soleMsg = cl, refusalMsg(cl)
-			}
-		}
-	}
-	if owner != "" {
-		if c.owners == nil {
-			c.owners = map[types.UID]int{}
-		}
-		c.owners[owner] += n
-		if c.owners[owner] == 0 {
-			delete(c.owners, owner)
-		}
-	}
-}
-
-func (c *counts) empty() bool {
-	return c.pods == 0 && c.unclassed == 0 && len(c.classes) == 0 && len(c.owners) == 0
-}
-
-func (c *counts) clone() *counts {
-	if c == nil {
-		return nil
-	}
-	out := &counts{unclassed: c.unclassed, pods: c.pods, sole: c.sole, soleMsg: c.soleMsg}
-	if c.classes != nil {
-		out.classes = make(map[string]int, len(c.classes))
-		for k, v := range c.classes {
-			out.classes[k] = v
-		}
-	}
-	if c.owners != nil {
-		out.owners = make(map[types.UID]int, len(c.owners))
-		for k, v := range c.owners {
-			out.owners[k] = v
-		}
-	}
-	return out
-}
-
-// view is a node's counts plus a cycle's delta; both may be nil.
-type view struct{ base, delta *counts }
-
-func (v view) class(cl string) int {
-	n := 0
-	if v.base != nil {
-		n += v.base.classes[cl]
-	}
-	if v.delta != nil {
-		n += v.delta.classes[cl]
-	}
-	return n
-}
-
-func (v view) unclassed() int {
-	n := 0
-	if v.base != nil {
-		n += v.base.unclassed
-	}
-	if v.delta != nil {
-		n += v.delta.unclassed
-	}
-	return n
-}
-
-func (v view) owner(uid types.UID) int {
-	n := 0
-	if v.base != nil {
-		n += v.base.owners[uid]
-	}
-	if v.delta != nil {
-		n += v.delta.owners[uid]
-	}
-	return n
-}
-
-// otherClass is the smallest class present other than mine ("": none). The loop is over the
-// classes on the node (one, while isolation holds), never over its pods.
-func (v view) otherClass(mine string) string {
-	if v.delta == nil {
-		// why: nearly every Filter sees a node without a cycle delta and with at most one
-		// class; ranging over a map costs more than the rest of the verdict.
-		if v.base == nil || len(v.base.classes) == 0 {
-			return ""
-		}
-		if len(v.base.classes) == 1 {
-			if v.base.sole == mine {
-				return ""
-			}
-			return v.base.sole
-		}
-	}
-	best := ""
-	consider := func(m map[string]int) {
-		for cl := range m {
-			if cl != mine && v.class(cl) > 0 && (best == "" || cl < best) {
-				best = cl
-			}
-		}
-	}
-	if v.base != nil {
-		consider(v.base.classes)
-	}
-	if v.delta != nil {
-		consider(v.delta.classes)
-	}
-	return best
-}
-
-// verdict is "" when pc may run on a node with view v, else the reason it may not.
-func verdict(v view, pc *podClass, strict, spread bool) string {
-	mine := pc.class()
-	if mine == "" {
-		if strict {
-			if other := v.otherClass(""); other != "" {
-				return fmt.Sprintf("node holds instance class %s (strict: pods without a class stay off classed nodes)", other)
-			}
-		}
-		return ""
-	}
-	if other := v.otherClass(mine); other != "" {
-		if v.delta == nil && other == v.base.sole {
-			return v.base.soleMsg
-		}
-		return refusalMsg(other)
-	}
-	if strict {
-		if n := v.unclassed(); n > 0 {
-			return fmt.Sprintf("node holds %d pod(s) without an instance class (strict)", n)
-		}
-	}
-	if spread && pc.owner != "" && v.owner(pc.owner) > 0 {
-		return fmt.Sprintf("node already holds a replica of %s (spreadReplicas)", pc.ownerRef)
-	}
-	return ""
-}
-
-func refusalMsg(other string) string { return "node holds instance class " + other }
+const MirrorPodAnnotation = classrule.MirrorPodAnnotation
 
 type podEntry struct {
 	node string
-	pc   podClass
+	pc   classrule.PodClass
 	// assumed: placed by this scheduler (Reserve) and not yet seen bound by the informer.
 	assumed bool
 }
@@ -325,7 +31,7 @@ type podEntry struct {
 type Index struct {
 	mu    sync.RWMutex
 	pods  map[types.UID]*podEntry
-	nodes map[string]*counts
+	nodes map[string]*classrule.Counts
 	// classNodes is, per class, the set of nodes holding at least one of its pods. A set is
 	// never modified once stored (a change stores a copy), so a cycle can keep the one it read
 	// and Score checks it without the lock.
@@ -338,12 +44,12 @@ type Index struct {
 
 // NewIndex returns an empty index.
 func NewIndex() *Index {
-	return &Index{pods: map[types.UID]*podEntry{}, nodes: map[string]*counts{}, classNodes: map[string]map[string]struct{}{}, soleNodes: map[string]int{}}
+	return &Index{pods: map[types.UID]*podEntry{}, nodes: map[string]*classrule.Counts{}, classNodes: map[string]map[string]struct{}{}, soleNodes: map[string]int{}}
 }
 
 // set records pod uid with class pc on node. Exempt pods are recorded too: they count only in
 // the node's pod total, which Filter compares with the snapshot.
-func (ix *Index) set(uid types.UID, node string, pc *podClass, assumed bool) {
+func (ix *Index) set(uid types.UID, node string, pc *classrule.PodClass, assumed bool) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if node == "" {
@@ -351,7 +57,7 @@ func (ix *Index) set(uid types.UID, node string, pc *podClass, assumed bool) {
 		return
 	}
 	if pe := ix.pods[uid]; pe != nil {
-		if pe.node == node && pe.pc.exempt == pc.exempt && pe.pc.owner == pc.owner && equalStrings(pe.pc.classes, pc.classes) {
+		if pe.node == node && pe.pc.Exempt == pc.Exempt && pe.pc.Owner == pc.Owner && equalStrings(pe.pc.Classes, pc.Classes) {
 			// why: a Reserve after the informer saw the binding (or a resync) must not turn a
 			// confirmed pod back into one Unreserve could remove.
 			pe.assumed = pe.assumed && assumed
@@ -359,42 +65,42 @@ func (ix *Index) set(uid types.UID, node string, pc *podClass, assumed bool) {
 		}
 		ix.removeLocked(uid)
 	}
-	pe := &podEntry{node: node, pc: podClass{exempt: pc.exempt, classes: pc.classes, owner: pc.owner, ownerRef: pc.ownerRef, ns: pc.ns, values: pc.values}, assumed: assumed}
+	pe := &podEntry{node: node, pc: classrule.PodClass{Exempt: pc.Exempt, Classes: pc.Classes, Owner: pc.Owner, OwnerRef: pc.OwnerRef, NS: pc.NS, Values: pc.Values}, assumed: assumed}
 	ix.pods[uid] = pe
 	c := ix.nodes[node]
 	if c == nil {
-		c = &counts{}
+		c = &classrule.Counts{}
 		ix.nodes[node] = c
 	}
 	ix.addLocked(node, c, &pe.pc, 1)
 }
 
 // addLocked counts pc on node's counts c (n = ±1) and keeps classNodes in step.
-func (ix *Index) addLocked(node string, c *counts, pc *podClass, n int) {
-	wasClassed, wasSole := len(c.classes) > 0, c.sole
-	c.addPod(pc, n)
-	if pc.exempt {
+func (ix *Index) addLocked(node string, c *classrule.Counts, pc *classrule.PodClass, n int) {
+	wasClassed, wasSole := c.Classed(), c.Sole()
+	c.AddPod(pc, n)
+	if pc.Exempt {
 		return
 	}
-	if isClassed := len(c.classes) > 0; isClassed != wasClassed {
+	if isClassed := c.Classed(); isClassed != wasClassed {
 		if isClassed {
 			ix.classed++
 		} else {
 			ix.classed--
 		}
 	}
-	if c.sole != wasSole {
+	if sole := c.Sole(); sole != wasSole {
 		if wasSole != "" {
 			if ix.soleNodes[wasSole]--; ix.soleNodes[wasSole] == 0 {
 				delete(ix.soleNodes, wasSole)
 			}
 		}
-		if c.sole != "" {
-			ix.soleNodes[c.sole]++
+		if sole != "" {
+			ix.soleNodes[sole]++
 		}
 	}
-	for _, cl := range pc.classes {
-		holds := c.classes[cl] > 0
+	for _, cl := range pc.Classes {
+		holds := c.Class(cl) > 0
 		set := ix.classNodes[cl]
 		if _, had := set[node]; had == holds {
 			continue
@@ -419,20 +125,20 @@ func (ix *Index) addLocked(node string, c *counts, pc *podClass, n int) {
 // rekey recomputes the effective classes of the pods carrying class value after its
 // InstanceClass changed (created, its namespaces edited, deleted). O(pods in the index), on
 // an administrator's rare change, never in a scheduling cycle.
-func (ix *Index) rekey(cls *classifier, value string) {
+func (ix *Index) rekey(cls *classrule.Classifier, value string) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for _, pe := range ix.pods {
-		if pe.pc.exempt || !slices.Contains(pe.pc.values, value) {
+		if pe.pc.Exempt || !slices.Contains(pe.pc.Values, value) {
 			continue
 		}
-		next := cls.effective(pe.pc.ns, pe.pc.values)
-		if equalStrings(next, pe.pc.classes) {
+		next := cls.Effective(pe.pc.NS, pe.pc.Values)
+		if equalStrings(next, pe.pc.Classes) {
 			continue
 		}
 		c := ix.nodes[pe.node]
 		ix.addLocked(pe.node, c, &pe.pc, -1)
-		pe.pc.classes = next
+		pe.pc.Classes = next
 		ix.addLocked(pe.node, c, &pe.pc, 1)
 	}
 }
@@ -467,36 +173,36 @@ func (ix *Index) removeLocked(uid types.UID) {
 	delete(ix.pods, uid)
 	if c := ix.nodes[pe.node]; c != nil {
 		ix.addLocked(pe.node, c, &pe.pc, -1)
-		if c.empty() {
+		if c.Empty() {
 			delete(ix.nodes, pe.node)
 		}
 	}
 }
 
 // verdict is "" when pc may run on node (with a cycle's delta), else the reason.
-func (ix *Index) verdict(node string, delta *counts, pc *podClass, strict, spread bool) string {
+func (ix *Index) verdict(node string, delta *classrule.Counts, pc *classrule.PodClass, strict, spread bool) string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return verdict(view{base: ix.nodes[node], delta: delta}, pc, strict, spread)
+	return classrule.Verdict(classrule.View{Base: ix.nodes[node], Delta: delta}, pc, strict, spread)
 }
 
 // verdictIfPods is verdict when the index (plus delta) holds exactly wantPods pods on node;
 // ok is false otherwise, and the caller must decide from the snapshot's pods.
-func (ix *Index) verdictIfPods(node string, delta *counts, wantPods int, pc *podClass, strict, spread bool) (reason string, ok bool) {
+func (ix *Index) verdictIfPods(node string, delta *classrule.Counts, wantPods int, pc *classrule.PodClass, strict, spread bool) (reason string, ok bool) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	base := ix.nodes[node]
 	have := 0
 	if base != nil {
-		have += base.pods
+		have += base.Pods()
 	}
 	if delta != nil {
-		have += delta.pods
+		have += delta.Pods()
 	}
 	if have != wantPods {
 		return "", false
 	}
-	return verdict(view{base: base, delta: delta}, pc, strict, spread), true
+	return classrule.Verdict(classrule.View{Base: base, Delta: delta}, pc, strict, spread), true
 }
 
 // maxNodeSet is the largest PreFilterResult allowedNodes returns: the scheduler's
@@ -516,14 +222,14 @@ const maxNodeSet = 100
 // affinity: the pod cannot be placed, and without the set its failure names, node by node,
 // the class in the way rather than "didn't satisfy plugin InstanceIsolation" for every node
 // outside the set. The decision is the same either way.
-func (ix *Index) allowedNodes(nodes []fwk.NodeInfo, pod *v1.Pod, pc *podClass, strict, spread bool) sets.Set[string] {
+func (ix *Index) allowedNodes(nodes []fwk.NodeInfo, pod *v1.Pod, pc *classrule.PodClass, strict, spread bool) sets.Set[string] {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	// why: an O(1) estimate first, so a cycle with many usable nodes (the common case) does
 	// not range over every node. Refused by the index are at least the nodes holding a class
 	// other than the pod's (for a pod without a class, strict: any class).
 	refused := ix.classed
-	if cl := pc.class(); cl != "" {
+	if cl := pc.Class(); cl != "" {
 		refused -= ix.soleNodes[cl]
 	}
 	if len(nodes)-refused >= maxNodeSet {
@@ -538,7 +244,7 @@ func (ix *Index) allowedNodes(nodes []fwk.NodeInfo, pod *v1.Pod, pc *podClass, s
 			continue
 		}
 		if np := len(ni.GetPods()); np > 0 {
-			if c := ix.nodes[node.Name]; c != nil && c.pods == np && verdict(view{base: c}, pc, strict, spread) != "" {
+			if c := ix.nodes[node.Name]; c != nil && c.Pods() == np && classrule.Verdict(classrule.View{Base: c}, pc, strict, spread) != "" {
 				continue
 			}
 		}
@@ -563,11 +269,11 @@ func (ix *Index) allowedNodes(nodes []fwk.NodeInfo, pod *v1.Pod, pc *podClass, s
 
 // noRoomFor is noRoom under the index's lock, ranging over nodes only when the O(1) estimate
 // says fewer than maxNodeSet nodes are left for the class (as allowedNodes).
-func (ix *Index) noRoomFor(nodes []fwk.NodeInfo, pod *v1.Pod, pc *podClass, strict, spread bool) string {
+func (ix *Index) noRoomFor(nodes []fwk.NodeInfo, pod *v1.Pod, pc *classrule.PodClass, strict, spread bool) string {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	refused := ix.classed
-	if cl := pc.class(); cl != "" {
+	if cl := pc.Class(); cl != "" {
 		refused -= ix.soleNodes[cl]
 	}
 	if len(nodes)-refused >= maxNodeSet {
@@ -582,19 +288,14 @@ func (ix *Index) holds(node, cl string) bool {
 	defer ix.mu.RUnlock()
 	c := ix.nodes[node]
 	if cl == "" {
-		return c == nil || len(c.classes) == 0
+		return c == nil || !c.Classed()
 	}
-	return c != nil && c.classes[cl] > 0
+	return c != nil && c.Class(cl) > 0
 }
 
 // NodeSummary is a node's counts, for tests and diagnostics. Pods counts every pod,
 // exempt ones included.
-type NodeSummary struct {
-	Classes   map[string]int
-	Unclassed int
-	Owners    map[types.UID]int
-	Pods      int
-}
+type NodeSummary = classrule.Summary
 
 // Summary copies the whole index (tests, debugging; O(nodes)).
 func (ix *Index) Summary() map[string]NodeSummary {
@@ -602,8 +303,7 @@ func (ix *Index) Summary() map[string]NodeSummary {
 	defer ix.mu.RUnlock()
 	out := make(map[string]NodeSummary, len(ix.nodes))
 	for n, c := range ix.nodes {
-		cc := c.clone()
-		out[n] = NodeSummary{Classes: cc.classes, Unclassed: cc.unclassed, Owners: cc.owners, Pods: cc.pods}
+		out[n] = c.Summary()
 	}
 	return out
 }
@@ -614,7 +314,7 @@ func (ix *Index) Assumed() int {
 	defer ix.mu.RUnlock()
 	n := 0
 	for _, pe := range ix.pods {
-		if pe.assumed && !pe.pc.exempt {
+		if pe.assumed && !pe.pc.Exempt {
 			n++
 		}
 	}

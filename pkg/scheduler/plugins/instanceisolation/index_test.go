@@ -14,6 +14,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
+
+	"github.com/berth-sched/berth/pkg/isolation/classrule"
 )
 
 // summaryOf is the per-node summary the index should hold, computed the slow way from the
@@ -26,13 +28,13 @@ func summaryOf(t *testing.T, pl *InstanceIsolation, snap *cache.Snapshot) map[st
 	}
 	out := map[string]NodeSummary{}
 	for _, ni := range nis {
-		c := &counts{}
+		c := &classrule.Counts{}
 		for _, pi := range ni.GetPods() {
-			pc := pl.cls.classify(pi.GetPod())
-			c.addPod(&pc, 1)
+			pc := pl.cls.Classify(pi.GetPod())
+			c.AddPod(&pc, 1)
 		}
-		if !c.empty() {
-			out[ni.Node().Name] = NodeSummary{Classes: c.classes, Unclassed: c.unclassed, Owners: c.owners, Pods: c.pods}
+		if !c.Empty() {
+			out[ni.Node().Name] = c.Summary()
 		}
 	}
 	return normalize(out)
@@ -210,7 +212,7 @@ func TestIndexMatchesSchedulerSnapshot(t *testing.T) {
 func countNonExempt(pl *InstanceIsolation, m map[types.UID]*v1.Pod) int {
 	n := 0
 	for _, p := range m {
-		if pc := pl.cls.classify(p); !pc.exempt {
+		if pc := pl.cls.Classify(p); !pc.Exempt {
 			n++
 		}
 	}

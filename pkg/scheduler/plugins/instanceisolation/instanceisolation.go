@@ -19,10 +19,12 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	fwkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+
+	"github.com/berth-sched/berth/pkg/isolation/classrule"
 )
 
 // Name is the plugin name in KubeSchedulerConfiguration.
-const Name = "InstanceIsolation"
+const Name = classrule.PluginName
 
 const stateKey fwk.StateKey = Name
 
@@ -37,7 +39,7 @@ const syncTimeout = 30 * time.Second
 // InstanceIsolation is one scheduler profile's instance of the plugin.
 type InstanceIsolation struct {
 	args   *Args
-	cls    *classifier
+	cls    *classrule.Classifier
 	index  *Index
 	strict bool
 	spread bool
@@ -80,7 +82,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	pl := NewWithIndex(ctx, args, NewIndex(), NewGrants())
 	pl.FollowGrants()
-	if err := watchClasses(ctx, h, pl.cls.grants, pl.logger); err != nil {
+	if err := watchClasses(ctx, h, pl.cls.Grants(), pl.logger); err != nil {
 		return nil, err
 	}
 	if f := h.SharedInformerFactory(); f != nil {
@@ -94,11 +96,11 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 }
 
 // NewWithIndex builds the plugin on an index its caller feeds through PodHandler (tests,
-// benchmarks, the rebalancer) and on grants its caller feeds from the InstanceClasses (nil:
+// benchmarks) and on grants its caller feeds from the InstanceClasses (nil:
 // none, every class is its pods' namespace's). args must come from ParseArgs.
 func NewWithIndex(ctx context.Context, args *Args, ix *Index, grants *Grants) *InstanceIsolation {
 	pl := &InstanceIsolation{
-		args: args, cls: newClassifier(args, grants), index: ix,
+		args: args, cls: classrule.NewClassifier(args, grants), index: ix,
 		strict: *args.Strict, spread: *args.SpreadReplicas,
 		logger: klog.FromContext(ctx).WithName(Name),
 	}
@@ -107,10 +109,10 @@ func NewWithIndex(ctx context.Context, args *Args, ix *Index, grants *Grants) *I
 
 // FollowGrants re-keys the index's pods whenever an InstanceClass changes: a grant changes
 // which pods are one class, and the index must count them anew. Call it once, for a plugin
-// whose index is fed (New does; a plugin with an empty index, as the rebalancer's, needs not).
+// whose index is fed (New does; a plugin with an empty index needs not).
 func (pl *InstanceIsolation) FollowGrants() {
-	if g := pl.cls.grants; g != nil {
-		g.subscribe(func(value string) { pl.index.rekey(pl.cls, value) })
+	if g := pl.cls.Grants(); g != nil {
+		g.Subscribe(func(value string) { pl.index.rekey(pl.cls, value) })
 	}
 }
 
@@ -148,7 +150,7 @@ func (pl *InstanceIsolation) onPod(obj any) {
 		// an informer without that selector must not keep them counted either.
 		pl.index.remove(p.UID, "")
 	case p.Spec.NodeName != "":
-		pc := pl.cls.classify(p)
+		pc := pl.cls.Classify(p)
 		pl.index.set(p.UID, p.Spec.NodeName, &pc, false)
 	}
 	// Unbound pods are ignored: a Reserve-d pod stays counted until Unreserve or deletion.
@@ -157,8 +159,8 @@ func (pl *InstanceIsolation) onPod(obj any) {
 // cycleState is the incoming pod's class and what nominated pods (added) and preemption
 // victims (removed) change on each node during this cycle.
 type cycleState struct {
-	pc    podClass
-	delta map[string]*counts
+	pc    classrule.PodClass
+	delta map[string]*classrule.Counts
 	// classNodes (when scoreSet) is the index's set of nodes holding the pod's class, read
 	// once at PreScore: Score, run once per scored node, checks it without the index's lock.
 	classNodes map[string]struct{}
@@ -169,9 +171,9 @@ type cycleState struct {
 func (c *cycleState) Clone() fwk.StateData {
 	out := &cycleState{pc: c.pc, classNodes: c.classNodes, scoreSet: c.scoreSet}
 	if len(c.delta) > 0 {
-		out.delta = make(map[string]*counts, len(c.delta))
+		out.delta = make(map[string]*classrule.Counts, len(c.delta))
 		for k, v := range c.delta {
-			out.delta[k] = v.clone()
+			out.delta[k] = v.Clone()
 		}
 	}
 	return out
@@ -183,7 +185,7 @@ func (pl *InstanceIsolation) waitSynced(ctx context.Context) {
 	}
 	// why: before the InstanceClasses are listed every class is its namespace's, which would
 	// place a shared class's first pods apart for no reason (never together wrongly).
-	synced := func() bool { return pl.synced() && pl.cls.grants.hasSynced() }
+	synced := func() bool { return pl.synced() && pl.cls.Grants().HasSynced() }
 	if !synced() {
 		wctx, cancel := context.WithTimeout(ctx, syncTimeout)
 		defer cancel()
@@ -197,8 +199,8 @@ func (pl *InstanceIsolation) waitSynced(ctx context.Context) {
 }
 
 // participates says whether Filter has anything to check for pc.
-func (pl *InstanceIsolation) participates(pc *podClass) bool {
-	return !pc.exempt && (len(pc.classes) > 0 || pl.strict)
+func (pl *InstanceIsolation) participates(pc *classrule.PodClass) bool {
+	return pc.Participates(pl.strict)
 }
 
 // PreFilter classifies the pod once per cycle. A pod with conflicting class labels is refused
@@ -207,9 +209,9 @@ func (pl *InstanceIsolation) participates(pc *podClass) bool {
 // scores only those instead of refusing every other node one by one (see allowedNodes).
 func (pl *InstanceIsolation) PreFilter(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	pl.waitSynced(ctx)
-	pc := pl.cls.classify(pod)
-	if pc.conflict != "" {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, pc.conflict)
+	pc := pl.cls.Classify(pod)
+	if pc.Conflict != "" {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, pc.Conflict)
 	}
 	if !pl.participates(&pc) {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -239,16 +241,16 @@ func (pl *InstanceIsolation) adjust(cs fwk.CycleState, other *v1.Pod, nodeInfo f
 	if node == nil {
 		return fwk.NewStatus(fwk.Error, "node not found")
 	}
-	opc := pl.cls.classify(other)
+	opc := pl.cls.Classify(other)
 	if st.delta == nil {
-		st.delta = map[string]*counts{}
+		st.delta = map[string]*classrule.Counts{}
 	}
 	d := st.delta[node.Name]
 	if d == nil {
-		d = &counts{}
+		d = &classrule.Counts{}
 		st.delta[node.Name] = d
 	}
-	d.addPod(&opc, n)
+	d.AddPod(&opc, n)
 	return nil
 }
 
@@ -315,12 +317,12 @@ func (pl *InstanceIsolation) Filter(_ context.Context, cs fwk.CycleState, _ *v1.
 		// the index has not seen. The NodeInfo, which already includes this cycle's nominated
 		// pods and excludes its victims, decides; this costs O(pods on the node) on such a
 		// node only.
-		var c counts
+		var c classrule.Counts
 		for _, pi := range pods {
-			pc := pl.cls.classify(pi.GetPod())
-			c.addPod(&pc, 1)
+			pc := pl.cls.Classify(pi.GetPod())
+			c.AddPod(&pc, 1)
 		}
-		reason = verdict(view{base: &c}, &st.pc, pl.strict, pl.spread)
+		reason = classrule.Verdict(classrule.View{Base: &c}, &st.pc, pl.strict, pl.spread)
 	}
 	if reason != "" {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
@@ -332,15 +334,15 @@ func (pl *InstanceIsolation) Filter(_ context.Context, cs fwk.CycleState, _ *v1.
 // class.
 func (pl *InstanceIsolation) PreScore(_ context.Context, cs fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
 	st, err := readState(cs)
-	if err != nil || st.pc.exempt {
-		pc := pl.cls.classify(pod)
-		if pc.exempt || pc.conflict != "" {
+	if err != nil || st.pc.Exempt {
+		pc := pl.cls.Classify(pod)
+		if pc.Exempt || pc.Conflict != "" {
 			return fwk.NewStatus(fwk.Skip)
 		}
 		st = &cycleState{pc: pc}
 		pl.writeState(cs, st)
 	}
-	if cl := st.pc.class(); cl != "" {
+	if cl := st.pc.Class(); cl != "" {
 		st.classNodes, st.scoreSet = pl.index.nodesOf(cl), true
 	}
 	return nil
@@ -364,7 +366,7 @@ func (pl *InstanceIsolation) Score(_ context.Context, cs fwk.CycleState, _ *v1.P
 		}
 		return 0, nil
 	}
-	if pl.index.holds(node.Name, st.pc.class()) {
+	if pl.index.holds(node.Name, st.pc.Class()) {
 		return fwk.MaxNodeScore, nil
 	}
 	return 0, nil
@@ -375,7 +377,7 @@ func (pl *InstanceIsolation) ScoreExtensions() fwk.ScoreExtensions { return nil 
 
 // Reserve counts the pod on its node at once, so the next cycle sees it before the binding.
 func (pl *InstanceIsolation) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	pc := pl.cls.classify(pod)
+	pc := pl.cls.Classify(pod)
 	pl.index.set(pod.UID, nodeName, &pc, true)
 	return nil
 }
@@ -396,10 +398,10 @@ type signature struct {
 // SignPod returns the pod's exemption, classes and (spreading) controller, so pods that
 // filter and score alike share a signature.
 func (pl *InstanceIsolation) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
-	pc := pl.cls.classify(pod)
-	s := signature{Exempt: pc.exempt, Classes: pc.classes}
+	pc := pl.cls.Classify(pod)
+	s := signature{Exempt: pc.Exempt, Classes: pc.Classes}
 	if pl.spread {
-		s.Owner = string(pc.owner)
+		s.Owner = string(pc.Owner)
 	}
 	return []fwk.SignFragment{{Key: SignerName, Value: s}}, nil
 }

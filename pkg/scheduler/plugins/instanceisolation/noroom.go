@@ -9,6 +9,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/berth-sched/berth/pkg/isolation/classmarker"
+	"github.com/berth-sched/berth/pkg/isolation/classrule"
 )
 
 // withoutMarker is pod's required node affinity with every requirement on the autoscaler
@@ -46,8 +47,8 @@ func withoutMarker(pod *v1.Pod) (nodeaffinity.RequiredNodeAffinity, bool) {
 // when the pool has no room left for the class, the event must say so and name the class. The
 // decision is the same: each node named here is refused by NodeAffinity or by Filter.
 // Called with ix.mu held for reading.
-func (ix *Index) noRoom(nodes []fwk.NodeInfo, pod *v1.Pod, pc *podClass, strict, spread bool) string {
-	mine := pc.class()
+func (ix *Index) noRoom(nodes []fwk.NodeInfo, pod *v1.Pod, pc *classrule.PodClass, strict, spread bool) string {
+	mine := pc.Class()
 	if mine == "" {
 		return ""
 	}
@@ -68,8 +69,8 @@ func (ix *Index) noRoom(nodes []fwk.NodeInfo, pod *v1.Pod, pc *podClass, strict,
 		}
 		why := ""
 		if np := len(ni.GetPods()); np > 0 {
-			if c := ix.nodes[node.Name]; c != nil && c.pods == np && verdict(view{base: c}, pc, strict, spread) != "" {
-				if why = (view{base: c}).otherClass(mine); why == "" {
+			if c := ix.nodes[node.Name]; c != nil && c.Pods() == np && classrule.Verdict(classrule.View{Base: c}, pc, strict, spread) != "" {
+				if why = (classrule.View{Base: c}).OtherClass(mine); why == "" {
 					// why: refused for another reason (strict, spreadReplicas): not held by a class.
 					return ""
 				}
