@@ -70,6 +70,27 @@ func TestPluginArgsPassThrough(t *testing.T) {
 	}
 }
 
+// TestSharedArgFromTheTypes: an arg every load-aware plugin shares, which the chart's
+// scheduler.loadAware never mentions by hand (workloadProfiles), is accepted there by the
+// generated schema and reaches each enabled load-aware plugin's args.
+func TestSharedArgFromTheTypes(t *testing.T) {
+	r := mustRender(t, `scheduler:
+  loadAware: {mode: balance, workloadProfiles: {enabled: false, minSiblings: 5}}`)
+	ss := secondaryScheduler(t, r)
+	for name, wp := range map[string]any{
+		"targetLoadPacking":          ss.Spec.Plugins.TargetLoadPacking.Args.WorkloadProfiles,
+		"loadVariationRiskBalancing": ss.Spec.Plugins.LoadVariationRiskBalancing.Args.WorkloadProfiles,
+	} {
+		b, _ := yaml.Marshal(wp)
+		if got := string(b); !strings.Contains(got, "enabled: false") || !strings.Contains(got, "minSiblings: 5") {
+			t.Errorf("%s args' workloadProfiles = %s", name, got)
+		}
+	}
+	if _, yml := operatorConfig(t, ss); !strings.Contains(string(yml), "minSiblings: 5") {
+		t.Errorf("the operator's configuration lost workloadProfiles:\n%s", yml)
+	}
+}
+
 // TestPluginArgsBadValues: an unknown arg, a wrong type or a value out of bounds fails at the
 // schema, naming the key, before anything is created; an arg at its old place (beside
 // enabled) fails naming where it moved.
@@ -80,6 +101,8 @@ func TestPluginArgsBadValues(t *testing.T) {
 		{"wrong type", `scheduler: {plugins: {nodeImageLocality: {args: {useNodeStatus: "yes"}}}}`, "/scheduler/plugins/nodeImageLocality/args/useNodeStatus"},
 		{"out of bounds", `scheduler: {plugins: {targetLoadPacking: {args: {neutralScore: 101}}}}`, "/scheduler/plugins/targetLoadPacking/args/neutralScore"},
 		{"enum", `scheduler: {plugins: {sySched: {enabled: true, args: {daemonSetPods: Some}}}}`, "/scheduler/plugins/sySched/args/daemonSetPods"},
+		{"shared arg out of bounds", `scheduler: {loadAware: {workloadProfiles: {percentile: 0}}}`, "/scheduler/loadAware/workloadProfiles/percentile"},
+		{"shared arg unknown field", `scheduler: {loadAware: {workloadProfiles: {minSibling: 3}}}`, "minSibling"},
 		{"decision record bounds", `scheduler: {plugins: {decisionRecord: {records: 0}}}`, "/scheduler/plugins/decisionRecord/records"},
 		{"old place of an arg", `scheduler: {plugins: {targetLoadPacking: {targetUtilization: 50}}}`,
 			"scheduler.plugins.targetLoadPacking.targetUtilization: moved to scheduler.plugins.targetLoadPacking.args.targetUtilization"},

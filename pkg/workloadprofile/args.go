@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 )
 
 // Args say when siblings are enough to estimate a pod from, and bound what is kept.
@@ -64,4 +66,34 @@ func (a Args) Validate() error {
 		bad("maxAge", a.MaxAge, "positive")
 	}
 	return errors.Join(errs...)
+}
+
+// FromConfig is the learner's Args from a profile's defaulted and validated configuration
+// (api/config/v1), and whether profiles are on. nil: the defaults, on.
+func FromConfig(c *configv1.WorkloadProfileArgs) (a Args, enabled bool) {
+	a = DefaultArgs()
+	if c == nil {
+		return a, true
+	}
+	set := func(dst *int, v *int32) {
+		if v != nil {
+			*dst = int(*v)
+		}
+	}
+	set(&a.MinSiblings, c.MinSiblings)
+	set(&a.MaxWorkloads, c.MaxWorkloads)
+	set(&a.MaxSamples, c.MaxSamples)
+	if c.Percentile != nil {
+		a.Percentile = float64(*c.Percentile)
+	}
+	if c.MaxSpreadPercent != nil {
+		a.MaxSpread = float64(*c.MaxSpreadPercent) / 100
+	}
+	if c.MarginPercent != nil {
+		a.Margin = float64(*c.MarginPercent) / 100
+	}
+	if c.MaxAgeSeconds != nil {
+		a.MaxAge = time.Duration(*c.MaxAgeSeconds) * time.Second
+	}
+	return a, c.Enabled == nil || *c.Enabled
 }

@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -220,6 +222,32 @@ func TestRamp(t *testing.T) {
 			}
 			if got := l.Profiles(t0.Add(10 * time.Minute))[k].Ramp; got != tc.want {
 				t.Errorf("ramp %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFromConfig: the configuration's integer units become the learner's, nil is the
+// defaults, and Enabled says whether profiles run.
+func TestFromConfig(t *testing.T) {
+	i32 := func(v int32) *int32 { return &v }
+	off := false
+	for _, tc := range []struct {
+		name   string
+		in     *configv1.WorkloadProfileArgs
+		want   Args
+		wantOn bool
+	}{
+		{"nil", nil, DefaultArgs(), true},
+		{"units", &configv1.WorkloadProfileArgs{MinSiblings: i32(5), Percentile: i32(95), MaxSpreadPercent: i32(25),
+			MarginPercent: i32(150), MaxWorkloads: i32(7), MaxSamples: i32(8), MaxAgeSeconds: func() *int64 { v := int64(60); return &v }()},
+			Args{MinSiblings: 5, Percentile: 95, MaxSpread: 0.25, Margin: 1.5, MaxWorkloads: 7, MaxSamples: 8, MaxAge: time.Minute}, true},
+		{"off", &configv1.WorkloadProfileArgs{Enabled: &off}, DefaultArgs(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, on := FromConfig(tc.in)
+			if got != tc.want || on != tc.wantOn {
+				t.Fatalf("FromConfig = %+v, %v; want %+v, %v", got, on, tc.want, tc.wantOn)
 			}
 		})
 	}

@@ -35,4 +35,6 @@ func SetDefaults_LoadAwareArgs(obj *LoadAwareArgs) {
 	if obj.ExpiredMetricsAction == "" {
 		obj.ExpiredMetricsAction = ExpiredMetricsNeutral
 	}
+	setDefault(&obj.WorkloadProfiles, WorkloadProfileArgs{})
+	SetDefaults_WorkloadProfileArgs(obj.WorkloadProfiles)
 }

@@ -102,6 +102,10 @@ type LoadAwareArgs struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] >= 1 && self[k] <= 100)",message="values must be percentages between 1 and 100"
 	// +optional
 	UsageThresholds map[corev1.ResourceName]int64 `json:"usageThresholds,omitempty"`
+	// WorkloadProfiles: a new replica counts at what its measured siblings use (Berth's; see
+	// WorkloadProfileArgs). On by default.
+	// +optional
+	WorkloadProfiles *WorkloadProfileArgs `json:"workloadProfiles,omitempty"`
 }
 
 // EstimateSecondsAnnotation is the pod annotation choosing that pod's estimateSeconds (a

@@ -6,15 +6,15 @@ load-aware args (scheduler.loadAware), whether its args sit inline, and its args
 - field: targetLoadPacking
   loadAware: true
   inline: false
-  args: [assumedPodExpirySeconds, defaultRequests, defaultRequestsMultiplier, estimateSeconds, expiredMetricsAction, metricProvider, metricsExpirySeconds, neutralScore, podEstimateSecondsLimit, refreshIntervalSeconds, targetUtilization, usageThresholds, varianceMargin, watcherAddress, watcherTimeoutSeconds]
+  args: [assumedPodExpirySeconds, defaultRequests, defaultRequestsMultiplier, estimateSeconds, expiredMetricsAction, metricProvider, metricsExpirySeconds, neutralScore, podEstimateSecondsLimit, refreshIntervalSeconds, targetUtilization, usageThresholds, varianceMargin, watcherAddress, watcherTimeoutSeconds, workloadProfiles]
 - field: loadVariationRiskBalancing
   loadAware: true
   inline: false
-  args: [assumedPodExpirySeconds, estimateSeconds, expiredMetricsAction, metricProvider, metricsExpirySeconds, neutralScore, podEstimateSecondsLimit, refreshIntervalSeconds, safeVarianceMargin, safeVarianceSensitivity, usageThresholds, watcherAddress, watcherTimeoutSeconds]
+  args: [assumedPodExpirySeconds, estimateSeconds, expiredMetricsAction, metricProvider, metricsExpirySeconds, neutralScore, podEstimateSecondsLimit, refreshIntervalSeconds, safeVarianceMargin, safeVarianceSensitivity, usageThresholds, watcherAddress, watcherTimeoutSeconds, workloadProfiles]
 - field: lowRiskOverCommitment
   loadAware: true
   inline: false
-  args: [assumedPodExpirySeconds, estimateSeconds, expiredMetricsAction, metricProvider, metricsExpirySeconds, neutralScore, podEstimateSecondsLimit, refreshIntervalSeconds, riskLimitWeights, smoothingWindowSize, usageThresholds, watcherAddress, watcherTimeoutSeconds]
+  args: [assumedPodExpirySeconds, estimateSeconds, expiredMetricsAction, metricProvider, metricsExpirySeconds, neutralScore, podEstimateSecondsLimit, refreshIntervalSeconds, riskLimitWeights, smoothingWindowSize, usageThresholds, watcherAddress, watcherTimeoutSeconds, workloadProfiles]
 - field: sySched
   loadAware: false
   inline: false

@@ -57,7 +57,83 @@ func Generate(schema, crdYAML []byte) (newSchema, tpl []byte, err error) {
 		return nil, nil, err
 	}
 	out := append(append(append([]byte{}, schema[:start]...), body...), schema[end:]...)
+	if out, err = withSharedArgs(out, crdPlugins, rows); err != nil {
+		return nil, nil, err
+	}
 	return out, template(rows), nil
+}
+
+// loadAwarePath is where scheduler.loadAware sits in values.schema.json.
+var loadAwarePath = []string{"properties", "scheduler", "properties", "loadAware"}
+
+// withSharedArgs gives scheduler.loadAware the CRD's schema of every arg all load-aware
+// plugins share (LoadAwareArgs) that the chart does not describe itself: a shared arg added to
+// the types reaches the chart's shared block without a hand edit, while the chart's own
+// entries (watcherAddress's "" for the chart's default, mode) stay as written.
+func withSharedArgs(schema []byte, crd *object, rows []row) ([]byte, error) {
+	doc, err := decode(schema)
+	if err != nil {
+		return nil, err
+	}
+	la := lookup(doc.(*object), loadAwarePath...)
+	if la == nil || la.obj("properties") == nil {
+		return nil, fmt.Errorf("%s: no %s.properties", SchemaFile, strings.Join(loadAwarePath, "."))
+	}
+	props := la.obj("properties")
+	shared := sharedArgs(rows)
+	first := ""
+	for _, r := range rows {
+		if r.LoadAware {
+			first = r.Field
+			break
+		}
+	}
+	added := false
+	for _, k := range shared {
+		if _, ok := props.get(k); ok {
+			continue
+		}
+		props.set(k, convert(lookup(crd, first, "properties", "args", "properties", k)))
+		added = true
+	}
+	if !added {
+		return schema, nil
+	}
+	start, end, err := span(schema, loadAwarePath...)
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.MarshalIndent(la, strings.Repeat(" ", 8), "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(append(append([]byte{}, schema[:start]...), body...), schema[end:]...), nil
+}
+
+// sharedArgs are the args every load-aware row has, in the first one's order.
+func sharedArgs(rows []row) []string {
+	count := map[string]int{}
+	n := 0
+	var order []string
+	for _, r := range rows {
+		if !r.LoadAware {
+			continue
+		}
+		n++
+		for _, a := range r.Args {
+			if count[a] == 0 && n == 1 {
+				order = append(order, a)
+			}
+			count[a]++
+		}
+	}
+	var out []string
+	for _, a := range order {
+		if count[a] == n {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func lookup(o *object, path ...string) *object {

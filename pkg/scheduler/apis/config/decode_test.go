@@ -114,3 +114,47 @@ func TestDecimal(t *testing.T) {
 		t.Error("a boolean decoded as a decimal")
 	}
 }
+
+// TestWorkloadProfileArgs: the shared workloadProfiles block defaults when absent and names
+// each bad field at the caller's path, maxSamples against minSiblings too.
+func TestWorkloadProfileArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name, raw string
+		wantErr   []string
+		check     func(*configv1.WorkloadProfileArgs) bool
+	}{
+		{"absent: defaults, on", `{"watcherAddress":"http://w:1"}`, nil, func(a *configv1.WorkloadProfileArgs) bool {
+			return *a.Enabled && *a.MinSiblings == 3 && *a.Percentile == 90 && *a.MaxSpreadPercent == 50 &&
+				*a.MarginPercent == 100 && *a.MaxWorkloads == 10000 && *a.MaxSamples == 64 && *a.MaxAgeSeconds == 3600
+		}},
+		{"off", `{"watcherAddress":"http://w:1","workloadProfiles":{"enabled":false}}`, nil, func(a *configv1.WorkloadProfileArgs) bool {
+			return !*a.Enabled && *a.MinSiblings == 3
+		}},
+		{"set", `{"watcherAddress":"http://w:1","workloadProfiles":{"minSiblings":5,"percentile":95,"maxSamples":5}}`, nil, func(a *configv1.WorkloadProfileArgs) bool {
+			return *a.MinSiblings == 5 && *a.Percentile == 95 && *a.MaxSamples == 5
+		}},
+		{"out of range", `{"watcherAddress":"http://w:1","workloadProfiles":{"minSiblings":0,"percentile":101,"maxSpreadPercent":-1,"marginPercent":1001,"maxWorkloads":0,"maxAgeSeconds":0}}`,
+			[]string{"workloadProfiles.minSiblings: Invalid value: 0", "workloadProfiles.percentile: Invalid value: 101",
+				"workloadProfiles.maxSpreadPercent: Invalid value: -1", "workloadProfiles.marginPercent: Invalid value: 1001",
+				"workloadProfiles.maxWorkloads: Invalid value: 0", "workloadProfiles.maxAgeSeconds: Invalid value: 0"}, nil},
+		{"fewer samples than siblings", `{"watcherAddress":"http://w:1","workloadProfiles":{"minSiblings":10,"maxSamples":9}}`,
+			[]string{"workloadProfiles.maxSamples: Invalid value: 9: must be between 10 and 10000"}, nil},
+		{"unknown field", `{"watcherAddress":"http://w:1","workloadProfiles":{"minSibling":3}}`,
+			[]string{`workloadProfiles.minSibling: Unsupported value`}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse(&runtime.Unknown{Raw: []byte(tc.raw), ContentType: runtime.ContentTypeJSON}, "LoadVariationRiskBalancing", ValidateLoadVariationRiskBalancingArgs)
+			if len(tc.wantErr) > 0 {
+				for _, w := range tc.wantErr {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Errorf("err = %v, want it to say %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil || !tc.check(got.WorkloadProfiles) {
+				t.Fatalf("err = %v, workloadProfiles %+v", err, got.WorkloadProfiles)
+			}
+		})
+	}
+}

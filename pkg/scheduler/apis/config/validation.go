@@ -93,6 +93,30 @@ func ValidateLoadAwareArgs(root *field.Path, a *configv1.LoadAwareArgs) field.Er
 			errs = append(errs, field.Invalid(rp, v, "must be a percentage between 1 and 100"))
 		}
 	}
+	return append(errs, validateWorkloadProfiles(root.Child("workloadProfiles"), a.WorkloadProfiles)...)
+}
+
+// validateWorkloadProfiles checks defaulted workload profile args (nil: not defaulted, as
+// upstream configurations decode before defaulting; nothing to check).
+func validateWorkloadProfiles(root *field.Path, a *configv1.WorkloadProfileArgs) field.ErrorList {
+	if a == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	between := func(name string, v, lo, hi int64) {
+		if v < lo || v > hi {
+			errs = append(errs, field.Invalid(root.Child(name), v, fmt.Sprintf("must be between %d and %d", lo, hi)))
+		}
+	}
+	between("minSiblings", int64(*a.MinSiblings), 1, 1000)
+	between("percentile", int64(*a.Percentile), 1, 100)
+	between("maxSpreadPercent", int64(*a.MaxSpreadPercent), 0, 1000)
+	between("marginPercent", int64(*a.MarginPercent), 0, 1000)
+	between("maxWorkloads", int64(*a.MaxWorkloads), 1, 1_000_000)
+	between("maxAgeSeconds", *a.MaxAgeSeconds, 1, 7*86400)
+	// why minSiblings: a workload that may keep fewer samples than a profile needs would
+	// never get one, silently.
+	between("maxSamples", int64(*a.MaxSamples), int64(*a.MinSiblings), 10_000)
 	return errs
 }
 

@@ -67,7 +67,7 @@ type Options struct {
 	// GetResourceData's); Berth's typed form needs none. It decides CPU for this engine's
 	// Filter too, so a plugin reads one CPU number per node.
 	UpstreamCPU UpstreamCPU
-	// Profiles replaces workloadprofile.DefaultArgs (validated by NewEngine).
+	// Profiles replaces the args' workload profile settings (tests; validated by NewEngine).
 	Profiles *workloadprofile.Args
 }
 
@@ -86,14 +86,18 @@ func NewEngine(ctx context.Context, plugin string, args CommonArgs, handle fwk.H
 		Tracker: NewTracker(time.Duration(*args.AssumedPodExpirySeconds)*time.Second, est, now),
 		now:     now,
 	}
-	pargs := workloadprofile.DefaultArgs()
+	pargs, profilesOn := workloadprofile.FromConfig(args.WorkloadProfiles)
 	if opts.Profiles != nil {
 		pargs = *opts.Profiles
 	}
 	if err := pargs.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", plugin, err)
 	}
-	e.Profiles = NewProfiles(pargs)
+	if profilesOn {
+		// why nil when off: Profiles' readers treat nil as "no profile", so every pod keeps
+		// its spec rule and nothing is learned or held.
+		e.Profiles = NewProfiles(pargs)
+	}
 	// Every placed pod's estimate (Reserve, pods bound by others, the usage Filter,
 	// /debug/berth/placed) goes through the profile first.
 	e.Tracker.estimate = func(pod *v1.Pod) Estimate { return e.Estimate(pod, est) }
@@ -116,8 +120,10 @@ func NewEngine(ctx context.Context, plugin string, args CommonArgs, handle fwk.H
 			if _, err := f.Core().V1().Pods().Informer().AddEventHandler(e.Tracker.EventHandler()); err != nil {
 				return nil, fmt.Errorf("%s: registering pod event handler: %w", plugin, err)
 			}
-			if _, err := f.Core().V1().Pods().Informer().AddEventHandler(e.Profiles.EventHandler()); err != nil {
-				return nil, fmt.Errorf("%s: registering profile pod event handler: %w", plugin, err)
+			if e.Profiles != nil {
+				if _, err := f.Core().V1().Pods().Informer().AddEventHandler(e.Profiles.EventHandler()); err != nil {
+					return nil, fmt.Errorf("%s: registering profile pod event handler: %w", plugin, err)
+				}
 			}
 			// The scheduler's own node informer: no new watch.
 			e.nodes = f.Core().V1().Nodes().Lister()

@@ -30,6 +30,7 @@ func (e *Engine) Detail(st NodeState) decisionapi.LoadDetail {
 const (
 	ReasonNoController = "no controlling owner"
 	ReasonNotMeasured  = "no measured sibling"
+	ReasonProfilesOff  = "workload profiles off"
 )
 
 // ExplainEstimate writes into d where pod's estimate came from: its workload's profile (key,
@@ -38,6 +39,8 @@ func (e *Engine) ExplainEstimate(pod *v1.Pod, d *decisionapi.LoadDetail) {
 	prof, key, hasKey, found := e.Profiles.Lookup(pod)
 	src := decisionapi.EstimateSource{Source: decisionapi.EstimateFromSpec}
 	switch {
+	case e.Profiles == nil:
+		src.Reason = ReasonProfilesOff
 	case !hasKey:
 		src.Reason = ReasonNoController
 	case !found:

@@ -66,9 +66,10 @@ func (p *Profiles) Estimate(pod *v1.Pod) (Estimate, bool) {
 
 // Learn feeds the learner every measured pod of snap bound to the node that reports it and
 // publishes the profiles. capacity gives a node's capacity (zero: unknown, its pods are not
-// learned: a share of an unknown capacity is no amount).
+// learned: a share of an unknown capacity is no amount). A nil Profiles (profiles off)
+// learns nothing.
 func (p *Profiles) Learn(snap *Snapshot, capacity func(node string) Capacity, now time.Time) {
-	if snap == nil {
+	if snap == nil || p == nil {
 		return
 	}
 	p.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	configv1 "github.com/berth-sched/berth/api/config/v1"
 	"github.com/berth-sched/berth/pkg/decisionapi"
 	"github.com/berth-sched/berth/pkg/loadapi"
 	"github.com/berth-sched/berth/pkg/workloadprofile"
@@ -125,6 +126,50 @@ func TestProfilesRebuildAfterRestart(t *testing.T) {
 	e.Profiles.Learn(measured(now, "n1", cpu), func(string) Capacity { return Capacity{MilliCPU: 10000, MemoryBytes: 1 << 30} }, now)
 	if got := e.Tracker.estimate(incoming).MilliCPU; got != 100 {
 		t.Errorf("after one document: %dm, want the profile's 100m", got)
+	}
+}
+
+// The args' workloadProfiles reach the engine: minSiblings 2 makes two measured replicas a
+// profile; enabled false keeps every pod on its spec rule, learns nothing, and the record
+// says why.
+func TestProfileArgsFromConfig(t *testing.T) {
+	now := time.Now()
+	two := map[types.UID]float64{"a-p1": 2, "a-p2": 2}
+	caps := func(string) Capacity { return Capacity{MilliCPU: 10000, MemoryBytes: 10 << 30} }
+	for _, tc := range []struct {
+		name   string
+		wp     configv1.WorkloadProfileArgs
+		want   int64
+		reason string
+	}{
+		{"minSiblings 2", configv1.WorkloadProfileArgs{MinSiblings: new(int32(2))}, 200, ""},
+		{"off", configv1.WorkloadProfileArgs{Enabled: new(false), MinSiblings: new(int32(2))}, 1000, ReasonProfilesOff},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := defaulted("http://unused", func(a *CommonArgs) { a.WorkloadProfiles = &tc.wp })
+			e, err := NewEngine(t.Context(), "Test", args, nil, cpuEstimate(1000), Options{Now: func() time.Time { return now }, NoLoop: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Profiles != nil {
+				h := e.Profiles.EventHandler()
+				h.OnAdd(replica("a", "web", "p1", "n1", now.Add(-time.Hour)), false)
+				h.OnAdd(replica("a", "web", "p2", "n1", now.Add(-time.Hour)), false)
+			}
+			// why through the watcher's hook: that is how documents reach the learner, and it
+			// must not fail with profiles off.
+			e.Watcher.onSnapshot(measured(now, "n1", two))
+			e.Profiles.Learn(measured(now, "n1", two), caps, now)
+			incoming := replica("a", "web", "p4", "", time.Time{})
+			if got := e.Tracker.estimate(incoming).MilliCPU; got != tc.want {
+				t.Errorf("new replica counts %dm, want %dm", got, tc.want)
+			}
+			var d decisionapi.LoadDetail
+			e.ExplainEstimate(incoming, &d)
+			if d.PodEstimate.Reason != tc.reason {
+				t.Errorf("record reason %q, want %q", d.PodEstimate.Reason, tc.reason)
+			}
+		})
 	}
 }
 

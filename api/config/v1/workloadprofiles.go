@@ -1,0 +1,78 @@
+package v1
+
+// WorkloadProfileArgs (Berth's; no peer has them) say how the load-aware plugins learn each
+// workload's per-pod use from its measured replicas and count a new replica at it. A workload
+// is the pod's controlling owner (a ReplicaSet counts as its Deployment) with its template's
+// hash, in the pod's namespace.
+type WorkloadProfileArgs struct {
+	// Enabled turns the profiles on (default true). Off: every pod counts at the spec rule.
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+	// MinSiblings is the fewest measured pods of a workload that make a usable profile
+	// (default 3).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MinSiblings *int32 `json:"minSiblings,omitempty"`
+	// Percentile of the siblings' window averages the profile takes, 1..100 (default 90):
+	// high, so a new replica is not placed on the use of the workload's quietest pods.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	Percentile *int32 `json:"percentile,omitempty"`
+	// MaxSpreadPercent is the largest coefficient of variation (standard deviation / mean, in
+	// percent) of the siblings' averages, CPU or memory, for which they count as alike
+	// (default 50). Above it the workload's pods differ too much to stand for each other, and
+	// its new pods count at the spec rule.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MaxSpreadPercent *int32 `json:"maxSpreadPercent,omitempty"`
+	// MarginPercent scales the spread into the estimate: profile × (1 + margin × spread), in
+	// percent of the spread (default 100).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MarginPercent *int32 `json:"marginPercent,omitempty"`
+	// MaxWorkloads bounds the memory: workloads kept, least recently measured out first
+	// (default 10000).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	MaxWorkloads *int32 `json:"maxWorkloads,omitempty"`
+	// MaxSamples bounds the measured pods kept per workload, least recently measured out first
+	// (default 64; at least minSiblings).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	MaxSamples *int32 `json:"maxSamples,omitempty"`
+	// MaxAgeSeconds drops a pod's sample not measured again for this long (a deleted pod, an
+	// old template), so a profile says what the workload uses now (default 3600).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=604800
+	// +optional
+	MaxAgeSeconds *int64 `json:"maxAgeSeconds,omitempty"`
+}
+
+// Workload profiles' defaults.
+const (
+	DefaultProfileMinSiblings      int32 = 3
+	DefaultProfilePercentile       int32 = 90
+	DefaultProfileMaxSpreadPercent int32 = 50
+	DefaultProfileMarginPercent    int32 = 100
+	DefaultProfileMaxWorkloads     int32 = 10000
+	DefaultProfileMaxSamples       int32 = 64
+	DefaultProfileMaxAgeSeconds    int64 = 3600
+)
+
+// SetDefaults_WorkloadProfileArgs fills unset fields.
+func SetDefaults_WorkloadProfileArgs(obj *WorkloadProfileArgs) {
+	setDefault(&obj.Enabled, true)
+	setDefault(&obj.MinSiblings, DefaultProfileMinSiblings)
+	setDefault(&obj.Percentile, DefaultProfilePercentile)
+	setDefault(&obj.MaxSpreadPercent, DefaultProfileMaxSpreadPercent)
+	setDefault(&obj.MarginPercent, DefaultProfileMarginPercent)
+	setDefault(&obj.MaxWorkloads, DefaultProfileMaxWorkloads)
+	setDefault(&obj.MaxSamples, DefaultProfileMaxSamples)
+	setDefault(&obj.MaxAgeSeconds, DefaultProfileMaxAgeSeconds)
+}
