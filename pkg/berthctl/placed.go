@@ -20,6 +20,9 @@ type PlacedLoad struct {
 	Plugin      string `json:"plugin"`
 	MilliCPU    int64  `json:"milliCPU"`
 	MemoryBytes int64  `json:"memoryBytes"`
+	// Pods placed pods make the load, FromProfile of them at their workload's profile.
+	Pods        int `json:"pods,omitempty"`
+	FromProfile int `json:"fromProfile,omitempty"`
 }
 
 // ReadPlaced asks the scheduler at base (with hc) for placedload.Path.
@@ -62,7 +65,8 @@ func AddPlaced(view *NodesView, ans *placedload.Answer, who string, err error) {
 		n.Placed = nil
 		for _, p := range ans.Profiles {
 			if l, ok := p.Nodes[n.Name]; ok {
-				n.Placed = append(n.Placed, PlacedLoad{Profile: p.Profile, Plugin: p.Plugin, MilliCPU: l.MilliCPU, MemoryBytes: l.MemoryBytes})
+				n.Placed = append(n.Placed, PlacedLoad{Profile: p.Profile, Plugin: p.Plugin, MilliCPU: l.MilliCPU, MemoryBytes: l.MemoryBytes,
+					Pods: l.Pods, FromProfile: l.FromProfile})
 			}
 		}
 		sort.Slice(n.Placed, func(a, b int) bool {
@@ -75,18 +79,22 @@ func AddPlaced(view *NodesView, ans *placedload.Answer, who string, err error) {
 }
 
 // placedCell is the wide table's cell: the largest CPU any plugin adds (the plugins estimate
-// the same pods each by its own rule).
+// the same pods each by its own rule), and when the scheduler said so, how many pods that is
+// and how many of them count at their workload's profile ("+450m 3p/2wl").
 func placedCell(ps []PlacedLoad) string {
 	if len(ps) == 0 {
 		return "-"
 	}
-	max := ps[0].MilliCPU
+	top := ps[0]
 	for _, p := range ps[1:] {
-		if p.MilliCPU > max {
-			max = p.MilliCPU
+		if p.MilliCPU > top.MilliCPU {
+			top = p
 		}
 	}
-	return fmt.Sprintf("+%dm", max)
+	if top.Pods == 0 {
+		return fmt.Sprintf("+%dm", top.MilliCPU)
+	}
+	return fmt.Sprintf("+%dm %dp/%dwl", top.MilliCPU, top.Pods, top.FromProfile)
 }
 
 // readPlaced reaches the leader scheduler as explain does and reads its placed load.

@@ -20,8 +20,13 @@ type Profile struct {
 	Nodes map[string]Load `json:"nodes"`
 }
 
-// Load is the estimated load of placed pods.
+// Load is the estimated load of placed pods: millicores and bytes, each ≥ 0.
 type Load struct {
 	MilliCPU    int64 `json:"milliCPU"`
 	MemoryBytes int64 `json:"memoryBytes"`
+	// Pods is how many placed pods the load is (≥ 0), FromProfile how many of them count at
+	// their workload's learned profile rather than their spec (0..Pods). Absent from older
+	// schedulers' answers: 0.
+	Pods        int `json:"pods,omitempty"`
+	FromProfile int `json:"fromProfile,omitempty"`
 }

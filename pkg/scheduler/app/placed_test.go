@@ -56,6 +56,10 @@ func TestPlacedServesUnreportedLoad(t *testing.T) {
 		len(ans.Profiles[0].Nodes) != 1 || ans.Profiles[0].Nodes["node-1"].MilliCPU != want.MilliCPU || want.MilliCPU == 0 {
 		t.Fatalf("answer %+v, want berth-scheduler/TargetLoadPacking with node-1 at %d millicores only", ans, want.MilliCPU)
 	}
+	// why: a bare pod has no workload profile; the answer says how many pods the load is.
+	if l := ans.Profiles[0].Nodes["node-1"]; l.Pods != 1 || l.FromProfile != 0 {
+		t.Fatalf("node-1 says %d pods, %d from a profile; want 1, 0", l.Pods, l.FromProfile)
+	}
 	rec = httptest.NewRecorder()
 	r.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, placedload.Path, nil))
 	if rec.Code != http.StatusMethodNotAllowed {

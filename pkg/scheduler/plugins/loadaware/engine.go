@@ -102,6 +102,7 @@ func NewEngine(ctx context.Context, plugin string, args CommonArgs, handle fwk.H
 	// /debug/berth/placed) goes through the profile first.
 	e.Tracker.estimate = func(pod *v1.Pod) Estimate { return e.Estimate(pod, est) }
 	e.Tracker.estimateFor = EstimateWindow(args)
+	e.Tracker.profiled = func(pod *v1.Pod) bool { _, ok := e.Profiles.Estimate(pod); return ok }
 	// why a closure: the counter is registered with the watcher below, and a child taken
 	// before that would count nowhere.
 	e.Tracker.ignored = func() { annotationsIgnored.WithLabelValues(plugin).Inc() }
@@ -327,21 +328,37 @@ func RoundScore(x float64) int64 {
 // unreportedOf is Score's reading of the node: with its capacity (from the scheduler's node
 // informer), measured per-pod use counts; by name alone only the time rule could apply, which
 // overstates every pod the agent has measured.
-func (e *Engine) unreportedOf(name string) Estimate {
+func (e *Engine) unreportedOf(name string) NodeUnreported {
+	c := Capacity{}
 	if e.nodes != nil {
 		if node, err := e.nodes.Get(name); err == nil {
-			return e.NodeOf(node).Unreported
+			c = CapacityOf(node)
 		}
 	}
-	return e.Node(name).Unreported
+	st := e.nodeState(name, c)
+	u := NodeUnreported{Estimate: st.Unreported}
+	e.Tracker.mu.Lock()
+	b := e.Tracker.byNode[name]
+	e.Tracker.mu.Unlock()
+	if b != nil {
+		u.Pods, u.FromProfile = e.Tracker.countPods(b.load(), st.NodeView, c, e.now())
+	}
+	return u
 }
 
-// Unreported is what Score adds to each node for placed pods its report does not include yet,
-// for the nodes where that is not nothing (read for `kubectl berth nodes`, not in a cycle).
-func (e *Engine) Unreported() map[string]Estimate {
-	out := map[string]Estimate{}
+// NodeUnreported is what Score adds to a node for placed pods its report does not include yet,
+// and how many pods that is, of which how many count at their workload's profile.
+type NodeUnreported struct {
+	Estimate
+	Pods, FromProfile int
+}
+
+// Unreported is NodeUnreported for the nodes where it is not nothing (read for `kubectl berth
+// nodes`, not in a cycle).
+func (e *Engine) Unreported() map[string]NodeUnreported {
+	out := map[string]NodeUnreported{}
 	for _, n := range e.Tracker.Nodes() {
-		if u := e.unreportedOf(n); u != (Estimate{}) {
+		if u := e.unreportedOf(n); u.Estimate != (Estimate{}) {
 			out[n] = u
 		}
 	}

@@ -173,6 +173,30 @@ func TestProfileArgsFromConfig(t *testing.T) {
 	}
 }
 
+// What the engine serves for `kubectl berth nodes` says how many placed pods a node's
+// unreported load is and how many of them count at their workload's profile.
+func TestUnreportedCountsProfiledPods(t *testing.T) {
+	now := time.Now()
+	e, err := NewEngine(t.Context(), "Test", defaulted("http://unused", nil), nil, cpuEstimate(1000), Options{Now: func() time.Time { return now }, NoLoop: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := e.Profiles.EventHandler()
+	cpu := map[types.UID]float64{}
+	for i := range 3 {
+		p := replica("a", "web", fmt.Sprint("p", i), "n1", now.Add(-time.Hour))
+		h.OnAdd(p, false)
+		cpu[p.UID] = 1
+	}
+	e.Profiles.Learn(measured(now, "n1", cpu), func(string) Capacity { return Capacity{MilliCPU: 10000, MemoryBytes: 1 << 30} }, now)
+	e.Reserve(replica("a", "web", "p9", "", time.Time{}), "n2")
+	e.Reserve(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "bare", UID: "bare"}}, "n2")
+	got := e.Unreported()["n2"]
+	if got.Pods != 2 || got.FromProfile != 1 || got.MilliCPU != 1100 {
+		t.Fatalf("n2: %+v; want 2 pods, 1 from a profile, 100m + 1000m", got)
+	}
+}
+
 func TestInvalidProfileArgs(t *testing.T) {
 	bad := workloadprofile.DefaultArgs()
 	bad.Percentile = 0

@@ -34,6 +34,8 @@ type placed struct {
 	// estimateUntil: until then the pod counts at no less than est even once measured
 	// (estimateSeconds; zero: not at all).
 	estimateUntil time.Time
+	// fromProfile: est is its workload's profile, not the spec rule (for `kubectl berth nodes`).
+	fromProfile bool
 }
 
 // Tracker remembers pods placed on nodes (assumed in Reserve, or seen bound by the informer)
@@ -58,6 +60,8 @@ type Tracker struct {
 	estimateFor func(*v1.Pod) (time.Duration, bool)
 	// ignored counts a newly tracked pod whose annotation was ignored (nil: not counted).
 	ignored func()
+	// profiled says a pod's estimate came from its workload's profile (nil: never).
+	profiled func(*v1.Pod) bool
 	now     func() time.Time
 	// installed is the snapshot Install published last. Its entries point at their nodes'
 	// buckets, so those buckets are kept even when empty: a fresh bucket for the same node
@@ -99,6 +103,7 @@ func (t *Tracker) Add(pod *v1.Pod, node string, at time.Time) {
 		return
 	}
 	est := t.estimate(pod)
+	fromProfile := t.profiled != nil && t.profiled(pod)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if p := t.byUID[pod.UID]; p != nil {
@@ -107,7 +112,7 @@ func (t *Tracker) Add(pod *v1.Pod, node string, at time.Time) {
 		}
 		t.removeLocked(pod.UID)
 	}
-	p := &placed{uid: pod.UID, node: node, at: at, est: est}
+	p := &placed{uid: pod.UID, node: node, at: at, est: est, fromProfile: fromProfile}
 	d, malformed := t.estimateWindow(pod)
 	if d > 0 {
 		p.estimateUntil = at.Add(d)
@@ -319,6 +324,20 @@ func (t *Tracker) sumPods(pods []placed, v NodeView, c Capacity, now time.Time) 
 		}
 	}
 	return sum, held, until
+}
+
+// countPods is how many of pods still count something against the node, and how many of
+// those count at their workload's profile. Read for `kubectl berth nodes`, never in a cycle.
+func (t *Tracker) countPods(pods []placed, v NodeView, c Capacity, now time.Time) (counted, fromProfile int) {
+	for i := range pods {
+		if r, _, _ := t.remaining(&pods[i], v, c, now); r != (Estimate{}) {
+			counted++
+			if pods[i].fromProfile {
+				fromProfile++
+			}
+		}
+	}
+	return counted, fromProfile
 }
 
 // Install publishes snap (publish stores it where readers find it) after pointing each of its
