@@ -62,7 +62,7 @@ type Tracker struct {
 	ignored func()
 	// profiled says a pod's estimate came from its workload's profile (nil: never).
 	profiled func(*v1.Pod) bool
-	now     func() time.Time
+	now      func() time.Time
 	// installed is the snapshot Install published last. Its entries point at their nodes'
 	// buckets, so those buckets are kept even when empty: a fresh bucket for the same node
 	// would be invisible to that snapshot's readers.
