@@ -115,15 +115,9 @@ func TestProfilesRebuildAfterRestart(t *testing.T) {
 	if got := e.Tracker.estimate(incoming).MilliCPU; got != 1000 {
 		t.Fatalf("before any document: %dm, want the spec rule", got)
 	}
-	h := e.Profiles.EventHandler()
-	cpu := map[types.UID]float64{}
-	for i := range 3 {
-		p := replica("a", "web", fmt.Sprint("p", i), "n1", now.Add(-time.Hour))
-		h.OnAdd(p, false)
-		cpu[p.UID] = 1
-		defer h.OnDelete(p)
+	for _, p := range learnThree(e, now) {
+		defer e.Profiles.EventHandler().OnDelete(p)
 	}
-	e.Profiles.Learn(measured(now, "n1", cpu), func(string) Capacity { return Capacity{MilliCPU: 10000, MemoryBytes: 1 << 30} }, now)
 	if got := e.Tracker.estimate(incoming).MilliCPU; got != 100 {
 		t.Errorf("after one document: %dm, want the profile's 100m", got)
 	}
@@ -181,20 +175,29 @@ func TestUnreportedCountsProfiledPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := e.Profiles.EventHandler()
-	cpu := map[types.UID]float64{}
-	for i := range 3 {
-		p := replica("a", "web", fmt.Sprint("p", i), "n1", now.Add(-time.Hour))
-		h.OnAdd(p, false)
-		cpu[p.UID] = 1
-	}
-	e.Profiles.Learn(measured(now, "n1", cpu), func(string) Capacity { return Capacity{MilliCPU: 10000, MemoryBytes: 1 << 30} }, now)
+	learnThree(e, now)
 	e.Reserve(replica("a", "web", "p9", "", time.Time{}), "n2")
 	e.Reserve(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "bare", UID: "bare"}}, "n2")
 	got := e.Unreported()["n2"]
 	if got.Pods != 2 || got.FromProfile != 1 || got.MilliCPU != 1100 {
 		t.Fatalf("n2: %+v; want 2 pods, 1 from a profile, 100m + 1000m", got)
 	}
+}
+
+// learnThree binds three replicas of a/web on n1 an hour ago, each measured at 1 % of a
+// 10-CPU node (100m), and learns them: their workload's profile is then 100m.
+func learnThree(e *Engine, now time.Time) []*v1.Pod {
+	h := e.Profiles.EventHandler()
+	cpu := map[types.UID]float64{}
+	var pods []*v1.Pod
+	for i := range 3 {
+		p := replica("a", "web", fmt.Sprint("p", i), "n1", now.Add(-time.Hour))
+		h.OnAdd(p, false)
+		cpu[p.UID] = 1
+		pods = append(pods, p)
+	}
+	e.Profiles.Learn(measured(now, "n1", cpu), func(string) Capacity { return Capacity{MilliCPU: 10000, MemoryBytes: 1 << 30} }, now)
+	return pods
 }
 
 func TestInvalidProfileArgs(t *testing.T) {
