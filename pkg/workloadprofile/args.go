@@ -26,6 +26,9 @@ type Args struct {
 	// first) and measured pods kept per workload (least recently measured out first).
 	MaxWorkloads int
 	MaxSamples   int
+	// MinAge is how long a pod must have been bound before it is learned (default 1m): a
+	// starting pod is not yet what it will use.
+	MinAge time.Duration
 	// MaxAge drops a pod's sample that has not been measured again for this long (a deleted
 	// pod, an old template), so a profile says what the workload uses now (default 1h).
 	MaxAge time.Duration
@@ -34,7 +37,7 @@ type Args struct {
 // DefaultArgs are the defaults named on Args.
 func DefaultArgs() Args {
 	return Args{MinSiblings: 3, Percentile: 90, MaxSpread: 0.5, Margin: 1,
-		MaxWorkloads: 10000, MaxSamples: 64, MaxAge: time.Hour}
+		MaxWorkloads: 10000, MaxSamples: 64, MinAge: time.Minute, MaxAge: time.Hour}
 }
 
 // Validate says what is wrong with a, all at once.
@@ -65,6 +68,9 @@ func (a Args) Validate() error {
 	if a.MaxAge <= 0 {
 		bad("maxAge", a.MaxAge, "positive")
 	}
+	if a.MinAge < 0 || a.MinAge > time.Hour {
+		bad("minAge", a.MinAge, "between 0 and 1h")
+	}
 	return errors.Join(errs...)
 }
 
@@ -94,6 +100,9 @@ func FromConfig(c *configv1.WorkloadProfileArgs) (a Args, enabled bool) {
 	}
 	if c.MaxAgeSeconds != nil {
 		a.MaxAge = time.Duration(*c.MaxAgeSeconds) * time.Second
+	}
+	if c.MinAgeSeconds != nil {
+		a.MinAge = time.Duration(*c.MinAgeSeconds) * time.Second
 	}
 	return a, c.Enabled == nil || *c.Enabled
 }

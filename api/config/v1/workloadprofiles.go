@@ -46,6 +46,12 @@ type WorkloadProfileArgs struct {
 	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	MaxSamples *int32 `json:"maxSamples,omitempty"`
+	// MinAgeSeconds is how long a pod must have been bound before its use is learned: a
+	// starting pod is not yet what it will use (default 60).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	MinAgeSeconds *int64 `json:"minAgeSeconds,omitempty"`
 	// MaxAgeSeconds drops a pod's sample not measured again for this long (a deleted pod, an
 	// old template), so a profile says what the workload uses now (default 3600).
 	// +kubebuilder:validation:Minimum=1
@@ -63,6 +69,7 @@ const (
 	DefaultProfileMaxWorkloads     int32 = 10000
 	DefaultProfileMaxSamples       int32 = 64
 	DefaultProfileMaxAgeSeconds    int64 = 3600
+	DefaultProfileMinAgeSeconds    int64 = 60
 )
 
 // SetDefaults_WorkloadProfileArgs fills unset fields.
@@ -75,4 +82,5 @@ func SetDefaults_WorkloadProfileArgs(obj *WorkloadProfileArgs) {
 	setDefault(&obj.MaxWorkloads, DefaultProfileMaxWorkloads)
 	setDefault(&obj.MaxSamples, DefaultProfileMaxSamples)
 	setDefault(&obj.MaxAgeSeconds, DefaultProfileMaxAgeSeconds)
+	setDefault(&obj.MinAgeSeconds, DefaultProfileMinAgeSeconds)
 }

@@ -438,6 +438,11 @@ func (in *WorkloadProfileArgs) DeepCopyInto(out *WorkloadProfileArgs) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.MinAgeSeconds != nil {
+		in, out := &in.MinAgeSeconds, &out.MinAgeSeconds
+		*out = new(int64)
+		**out = **in
+	}
 	if in.MaxAgeSeconds != nil {
 		in, out := &in.MaxAgeSeconds, &out.MaxAgeSeconds
 		*out = new(int64)

@@ -114,6 +114,7 @@ func validateWorkloadProfiles(root *field.Path, a *configv1.WorkloadProfileArgs)
 	between("marginPercent", int64(*a.MarginPercent), 0, 1000)
 	between("maxWorkloads", int64(*a.MaxWorkloads), 1, 1_000_000)
 	between("maxAgeSeconds", *a.MaxAgeSeconds, 1, 7*86400)
+	between("minAgeSeconds", *a.MinAgeSeconds, 1, 3600)
 	// why minSiblings: a workload that may keep fewer samples than a profile needs would
 	// never get one, silently.
 	between("maxSamples", int64(*a.MaxSamples), int64(*a.MinSiblings), 10_000)

@@ -12,9 +12,6 @@ import (
 	"github.com/berth-sched/berth/pkg/workloadprofile"
 )
 
-// minProfileAge is how long a pod must have been bound to its node before it is learned.
-const minProfileAge = time.Minute
-
 // Profiles learns workload profiles from the per-pod usage of every document the engine takes
 // (its refresh loop, never a scheduling cycle) and publishes them as one immutable map that
 // estimates read with a single lookup. It knows pods from the scheduler's pod informer:
@@ -87,7 +84,7 @@ func (p *Profiles) Learn(snap *Snapshot, capacity func(node string) Capacity, no
 			if !ok || ref.node != name {
 				continue
 			}
-			if s, ok := sampleOf(share, c, e.updated.Sub(ref.bound), snap.Window); ok {
+			if s, ok := sampleOf(share, c, e.updated.Sub(ref.bound), snap.Window, p.args.MinAge); ok {
 				p.learner.Observe(ref.key, uid, s, e.updated, ref.bound)
 			}
 		}
@@ -100,9 +97,10 @@ func (p *Profiles) Learn(snap *Snapshot, capacity func(node string) Capacity, no
 // whole window counts its window average. A younger one counts its latest share: its window
 // average counts 0 for the samples before it ran, and how many those are depends on how long
 // the agent has sampled, which the document does not say, so no scaling could undo it. One
-// younger than minProfileAge is not learned (a starting pod is not yet what it will use).
-func sampleOf(share PodShare, c Capacity, age, window time.Duration) (workloadprofile.Sample, bool) {
-	if age < minProfileAge {
+// younger than minAge (workloadProfiles.minAgeSeconds) is not learned (a starting pod is not
+// yet what it will use).
+func sampleOf(share PodShare, c Capacity, age, window, minAge time.Duration) (workloadprofile.Sample, bool) {
+	if age < minAge {
 		return workloadprofile.Sample{}, false
 	}
 	cpu, mem := share.CPU, share.Memory

@@ -2,6 +2,7 @@ package loadaware
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,6 +139,9 @@ func TestProfileArgsFromConfig(t *testing.T) {
 	}{
 		{"minSiblings 2", configv1.WorkloadProfileArgs{MinSiblings: new(int32(2))}, 200, ""},
 		{"off", configv1.WorkloadProfileArgs{Enabled: new(false), MinSiblings: new(int32(2))}, 1000, ReasonProfilesOff},
+		// bound 30 s ago: too young at the default minute, learned at minAgeSeconds 10.
+		{"young, default minAge", configv1.WorkloadProfileArgs{MinSiblings: new(int32(2))}, 1000, ReasonNotMeasured},
+		{"young, minAgeSeconds 10", configv1.WorkloadProfileArgs{MinSiblings: new(int32(2)), MinAgeSeconds: new(int64(10))}, 600, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := defaulted("http://unused", func(a *CommonArgs) { a.WorkloadProfiles = &tc.wp })
@@ -145,10 +149,14 @@ func TestProfileArgsFromConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			bound := now.Add(-time.Hour)
+			if strings.HasPrefix(tc.name, "young") {
+				bound = now.Add(-30 * time.Second)
+			}
 			if e.Profiles != nil {
 				h := e.Profiles.EventHandler()
-				h.OnAdd(replica("a", "web", "p1", "n1", now.Add(-time.Hour)), false)
-				h.OnAdd(replica("a", "web", "p2", "n1", now.Add(-time.Hour)), false)
+				h.OnAdd(replica("a", "web", "p1", "n1", bound), false)
+				h.OnAdd(replica("a", "web", "p2", "n1", bound), false)
 			}
 			// why through the watcher's hook: that is how documents reach the learner, and it
 			// must not fail with profiles off.
