@@ -31,6 +31,9 @@ type RunConfig struct {
 	OracleSigmas float64
 	// OraclePack is the packing oracle's target (0: the balancing oracle).
 	OraclePack float64
+	// noProfiles turns the load-aware plugins' workload profiles off (workloadProfiles.enabled
+	// false): the same preset estimating every pod from its spec, for a same-run comparison.
+	noProfiles bool
 }
 
 // oracleFor is the key of the oracle a run is compared with in the table's gap column: the
@@ -113,6 +116,8 @@ var catalog = []RunConfig{
 	// The chart's presets (scheduler.loadAware.mode) at the chart's targetUtilization
 	// (DefaultTarget): what values.yaml renders for each.
 	{Key: "pack", Name: fmt.Sprintf("pack: TLP %d noDefScore", DefaultTarget), Plugins: tlp(DefaultTarget, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
+	// pack without workload profiles: every pod at its spec estimate (pack before issue 38).
+	{Key: "pack-noprof", Name: "pack, no workload profiles", Plugins: tlp(DefaultTarget, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", noProfiles: true},
 	// pack with containers without a CPU limit predicted at 1× and 0.5× their request until
 	// measured (upstream's 1.5× predicts several times what most pods use).
 	{Key: "pack-r1", Name: "pack, multiplier 1", Plugins: tlpm(DefaultTarget, 1, "1") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
@@ -199,6 +204,9 @@ func Runs(keys []string) ([]RunConfig, error) {
 // Timing are the knobs of the compressed timeline that go into the load-aware arguments.
 type Timing struct {
 	RefreshSeconds int
+	// ProfileMinAgeSeconds is workloadProfiles.minAgeSeconds (0: the plugins' default): on a
+	// compressed time scale a pod has run "a minute" sooner.
+	ProfileMinAgeSeconds int
 }
 
 // SchedulerName is the profile the berth runs' pods name.
@@ -216,6 +224,16 @@ func (r RunConfig) render(watcherURL string, t Timing) (string, error) {
 			kv = append(kv, fmt.Sprintf("%s: %d", k, r.thresholds[k]))
 		}
 		thresholds = "\n    usageThresholds: {" + strings.Join(kv, ", ") + "}"
+	}
+	var profiles []string
+	if r.noProfiles {
+		profiles = append(profiles, "enabled: false")
+	}
+	if t.ProfileMinAgeSeconds > 0 {
+		profiles = append(profiles, fmt.Sprintf("minAgeSeconds: %d", t.ProfileMinAgeSeconds))
+	}
+	if len(profiles) > 0 {
+		thresholds += "\n    workloadProfiles: {" + strings.Join(profiles, ", ") + "}"
 	}
 	common := fmt.Sprintf("watcherAddress: %s\n    refreshIntervalSeconds: %d\n    watcherTimeoutSeconds: 2%s",
 		watcherURL, t.RefreshSeconds, thresholds)

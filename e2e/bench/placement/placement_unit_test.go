@@ -194,12 +194,20 @@ func TestRender(t *testing.T) {
 			continue
 		}
 		t.Run(rc.Key, func(t *testing.T) {
-			y, err := rc.render("http://127.0.0.1:2020", Timing{RefreshSeconds: 1})
+			y, err := rc.render("http://127.0.0.1:2020", Timing{RefreshSeconds: 1, ProfileMinAgeSeconds: 4})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if _, err := schedconfig.Validate([]byte(y)); err != nil {
 				t.Fatalf("%v\n%s", err, y)
+			}
+			// why: the workload profiles learn on the bench's time scale, and the no-profile
+			// arm is the same preset with them off.
+			if !strings.Contains(y, "minAgeSeconds: 4") {
+				t.Errorf("workloadProfiles.minAgeSeconds not rendered:\n%s", y)
+			}
+			if got, want := strings.Contains(y, "enabled: false"), rc.noProfiles; got != want {
+				t.Errorf("profiles off %v, want %v:\n%s", got, want, y)
 			}
 			for _, want := range []string{"leaderElect: false", "refreshIntervalSeconds: 1", "schedulerName: " + SchedulerName, rc.WaitPlugin} {
 				if !strings.Contains(y, want) {

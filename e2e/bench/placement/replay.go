@@ -89,7 +89,7 @@ func (x *replay) startScheduler(ctx context.Context) (stop func(), err error) {
 	if !x.rc.Berth() {
 		return func() {}, nil
 	}
-	cfg, err := x.rc.render(x.l.watcher.URL, Timing{RefreshSeconds: x.o.RefreshSeconds})
+	cfg, err := x.rc.render(x.l.watcher.URL, Timing{RefreshSeconds: x.o.RefreshSeconds, ProfileMinAgeSeconds: x.o.profileMinAge()})
 	if err != nil {
 		return nil, err
 	}

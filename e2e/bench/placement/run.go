@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -80,6 +81,15 @@ func (o *Options) Defaults() {
 	if o.Target == 0 {
 		o.Target = DefaultTarget
 	}
+}
+
+// profileMinAge is the workload profiles' minAgeSeconds on the run's time scale (a real
+// minute × TimeScale, at least 1 s); 0 at scale 1, the plugins' own default.
+func (o *Options) profileMinAge() int {
+	if o.TimeScale == 1 {
+		return 0
+	}
+	return max(1, int(math.Round(60*o.TimeScale)))
 }
 
 // windows are the agents' scaled window lengths (nil at scale 1: the agent's own).
