@@ -26,6 +26,8 @@ type prediction struct {
 	at        time.Time
 	predicted float64
 	workload  bool
+	// profiled: the record says the pod was estimated from its workload's profile.
+	profiled bool
 }
 
 // PredStat is the median error over a kind of pods (NaN with none): absolute and signed
@@ -137,7 +139,9 @@ func (ps *predictions) placed(pod *corev1.Pod, workload bool) {
 					continue
 				}
 				if pred, ok := predicted(n); ok {
-					ps.add(prediction{pod: name, node: n.Node, at: rec.Started, predicted: pred, workload: workload})
+					d, _ := n.Load("TargetLoadPacking")
+					ps.add(prediction{pod: name, node: n.Node, at: rec.Started, predicted: pred, workload: workload,
+						profiled: d.PodEstimate.Source == decisionapi.EstimateFromProfile})
 					return
 				}
 			}
@@ -179,7 +183,7 @@ func (ps *predictions) finish(r *RunResult, poll *poller, acct *Accounting, wind
 	list := append([]prediction(nil), ps.list...)
 	r.PredMissing = ps.missing
 	ps.mu.Unlock()
-	var wl, bare []float64
+	var wl, bare, prof []float64
 	for _, p := range list {
 		measured, at, ok := poll.measuredAt(p.node, p.at.Add(window))
 		if !ok {
@@ -187,13 +191,16 @@ func (ps *predictions) finish(r *RunResult, poll *poller, acct *Accounting, wind
 			continue
 		}
 		err := p.predicted - (measured - acct.Drift(p.node, p.pod, p.at, at))
+		if p.profiled {
+			prof = append(prof, err)
+		}
 		if p.workload {
 			wl = append(wl, err)
 		} else {
 			bare = append(bare, err)
 		}
 	}
-	r.PredWorkload, r.PredBare, r.PredWindow = predStat(wl), predStat(bare), window
+	r.PredWorkload, r.PredBare, r.PredProfiled, r.PredWindow = predStat(wl), predStat(bare), predStat(prof), window
 }
 
 func predStat(errs []float64) PredStat {

@@ -57,8 +57,11 @@ type RunResult struct {
 	// PredMissing the placed pods without a usable prediction (no record, or no
 	// TargetLoadPacking in it).
 	PredWorkload, PredBare PredStat
-	PredWindow             time.Duration
-	PredMissing            int
+	// PredProfiled is the error of the pods (of either kind) whose decision record says they
+	// were estimated from their workload's profile, not their spec.
+	PredProfiled PredStat
+	PredWindow   time.Duration
+	PredMissing  int
 	// Level and Seed say which table cell the run belongs to ("" and the seed in Execute).
 	Level    string
 	Seed     uint64

@@ -249,7 +249,7 @@ func (t *Table) PrintTable(w io.Writer) {
 	fmt.Fprintf(w, "Figures are the mean over seeds [min–max]. ref = max(target %.0f %%, the nodes' mean CPU); overshoot = hottest node − ref, "+
 		"largest over the run (\"max over\") and at the end (\"end over\"); \"node-min >ref+20\" in real-cluster minutes; "+
 		"freed = nodes with no benchmark pod; pred err = median |predicted − measured| node CPU of the chosen node, %s after placement "+
-		"(pods of workloads / bare pods); gap = max over / freed / ±10 share minus its oracle's, same seed (pack runs: the packing oracle; others: the balancing one).\n\n",
+		"(pods of workloads / bare pods / pods the record says were estimated from their workload's profile); gap = max over / freed / ±10 share minus its oracle's, same seed (pack runs: the packing oracle; others: the balancing one).\n\n",
 		o.Target, o.predictionWindow())
 	t.printRows(w)
 	t.printScenarios(w)
@@ -259,7 +259,7 @@ func (t *Table) PrintTable(w io.Writer) {
 func (t *Table) printRows(w io.Writer) {
 	o := t.Options
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "level\trun\t±10 of %.0f%%\tfreed\tmax over\tend over\tnode-min >ref+20\t>%d%% nodes\tutil mean\tutil std\tunplaced\tpred err wl / bare\tgap to oracle\t\n", o.Target, HotPercent)
+	fmt.Fprintf(tw, "level\trun\t±10 of %.0f%%\tfreed\tmax over\tend over\tnode-min >ref+20\t>%d%% nodes\tutil mean\tutil std\tunplaced\tpred err wl / bare / prof\tgap to oracle\t\n", o.Target, HotPercent)
 	for _, row := range t.Rows() {
 		n := o.Nodes
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", row.Level, row.Name,
@@ -290,7 +290,8 @@ func (row Row) predErr() string {
 		}
 		return fmt.Sprintf("%.1f", spreadOf(vals).mean)
 	}
-	return f(func(r *RunResult) PredStat { return r.PredWorkload }) + " / " + f(func(r *RunResult) PredStat { return r.PredBare })
+	return f(func(r *RunResult) PredStat { return r.PredWorkload }) + " / " + f(func(r *RunResult) PredStat { return r.PredBare }) +
+		" / " + f(func(r *RunResult) PredStat { return r.PredProfiled })
 }
 
 // gap is the row's distance to its oracle (oracleFor) in the same level and seed: max over,
@@ -367,7 +368,7 @@ func predNote(r *RunResult) string {
 	for _, k := range []struct {
 		name string
 		st   PredStat
-	}{{"workload pods", r.PredWorkload}, {"bare pods", r.PredBare}} {
+	}{{"workload pods", r.PredWorkload}, {"bare pods", r.PredBare}, {"pods estimated from a profile", r.PredProfiled}} {
 		if k.st.N > 0 {
 			parts = append(parts, fmt.Sprintf("%s %+.1f (%d pods)", k.name, k.st.MedianBias, k.st.N))
 		}
