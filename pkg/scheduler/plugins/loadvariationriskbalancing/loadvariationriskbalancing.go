@@ -27,6 +27,9 @@ type LoadVariationRiskBalancing struct {
 	margin      float64
 	sensitivity float64
 	engine      *loadaware.Engine
+	// Hooks are PreFilter, Filter, Reserve and Unreserve: the engine's, as in every
+	// load-aware plugin.
+	loadaware.Hooks
 }
 
 var (
@@ -57,6 +60,7 @@ func NewWithOptions(ctx context.Context, obj runtime.Object, h fwk.Handle, opts 
 	if err != nil {
 		return nil, err
 	}
+	pl.Hooks = loadaware.HooksFor(pl.engine)
 	return pl, nil
 }
 
@@ -236,29 +240,3 @@ func (pl *LoadVariationRiskBalancing) score(st loadaware.NodeState, nodeInfo fwk
 
 // ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].
 func (pl *LoadVariationRiskBalancing) ScoreExtensions() fwk.ScoreExtensions { return nil }
-
-// PreFilter implements fwk.PreFilterPlugin: Skip (so the framework calls no Filter this cycle)
-// when Filter has nothing to check, as with default args.
-func (pl *LoadVariationRiskBalancing) PreFilter(_ context.Context, _ fwk.CycleState, _ *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	return nil, pl.engine.PreFilter()
-}
-
-// PreFilterExtensions implements fwk.PreFilterPlugin: Filter reads no per-cycle state.
-func (pl *LoadVariationRiskBalancing) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
-
-// Filter implements fwk.FilterPlugin: the expired-metrics policy and usage thresholds; a
-// no-op with default args.
-func (pl *LoadVariationRiskBalancing) Filter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
-	return pl.engine.Filter(ctx, pod, nodeInfo.Node())
-}
-
-// Reserve implements fwk.ReservePlugin: the pod counts on its node until reported.
-func (pl *LoadVariationRiskBalancing) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	pl.engine.Reserve(pod, nodeName)
-	return nil
-}
-
-// Unreserve implements fwk.ReservePlugin.
-func (pl *LoadVariationRiskBalancing) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
-	pl.engine.Unreserve(pod)
-}

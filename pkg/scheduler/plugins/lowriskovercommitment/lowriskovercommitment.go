@@ -30,6 +30,9 @@ type LowRiskOverCommitment struct {
 	sqrtWindow float64
 	weights    [2]float64
 	engine     *loadaware.Engine
+	// Hooks are PreFilter, Filter, Reserve and Unreserve: the engine's, as in every
+	// load-aware plugin.
+	loadaware.Hooks
 	// totals holds each node's pods' requests and limits by node name, computed once per
 	// NodeInfo generation (Score runs for every node of every cycle; the pods change less).
 	totals sync.Map
@@ -64,6 +67,7 @@ func NewWithOptions(ctx context.Context, obj runtime.Object, h fwk.Handle, opts 
 	if err != nil {
 		return nil, err
 	}
+	pl.Hooks = loadaware.HooksFor(pl.engine)
 	return pl, nil
 }
 
@@ -383,28 +387,3 @@ func clamp01(x float64) float64 { return math.Max(0, math.Min(1, x)) }
 
 // ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].
 func (pl *LowRiskOverCommitment) ScoreExtensions() fwk.ScoreExtensions { return nil }
-
-// PreFilter implements fwk.PreFilterPlugin: Skip when Filter has nothing to check.
-func (pl *LowRiskOverCommitment) PreFilter(_ context.Context, _ fwk.CycleState, _ *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	return nil, pl.engine.PreFilter()
-}
-
-// PreFilterExtensions implements fwk.PreFilterPlugin: Filter reads no per-cycle state.
-func (pl *LowRiskOverCommitment) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
-
-// Filter implements fwk.FilterPlugin: the engine's expired-metrics policy and usage
-// thresholds; a no-op with default args.
-func (pl *LowRiskOverCommitment) Filter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
-	return pl.engine.Filter(ctx, pod, nodeInfo.Node())
-}
-
-// Reserve implements fwk.ReservePlugin: the pod counts on its node until reported.
-func (pl *LowRiskOverCommitment) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	pl.engine.Reserve(pod, nodeName)
-	return nil
-}
-
-// Unreserve implements fwk.ReservePlugin.
-func (pl *LowRiskOverCommitment) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
-	pl.engine.Unreserve(pod)
-}

@@ -30,6 +30,9 @@ type TargetLoadPacking struct {
 	margin     float64
 	defaultCPU int64
 	engine     *loadaware.Engine
+	// Hooks are PreFilter, Filter, Reserve and Unreserve: the engine's, as in every
+	// load-aware plugin.
+	loadaware.Hooks
 }
 
 var (
@@ -71,6 +74,7 @@ func NewWithOptions(ctx context.Context, obj runtime.Object, h fwk.Handle, opts 
 	if err != nil {
 		return nil, err
 	}
+	pl.Hooks = loadaware.HooksFor(pl.engine)
 	return pl, nil
 }
 
@@ -248,21 +252,6 @@ func ScoreForUtilization(target, u float64) float64 {
 // ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].
 func (pl *TargetLoadPacking) ScoreExtensions() fwk.ScoreExtensions { return nil }
 
-// PreFilter implements fwk.PreFilterPlugin: Skip (so the framework calls no Filter this cycle)
-// when Filter has nothing to check, as with default args.
-func (pl *TargetLoadPacking) PreFilter(_ context.Context, _ fwk.CycleState, _ *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	return nil, pl.engine.PreFilter()
-}
-
-// PreFilterExtensions implements fwk.PreFilterPlugin: Filter reads no per-cycle state.
-func (pl *TargetLoadPacking) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
-
-// Filter implements fwk.FilterPlugin: the expired-metrics policy and usage thresholds; a
-// no-op with default args.
-func (pl *TargetLoadPacking) Filter(ctx context.Context, _ fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
-	return pl.engine.Filter(ctx, pod, nodeInfo.Node())
-}
-
 // SignerName keys TargetLoadPacking's part of a pod's batching signature.
 const SignerName = "berth.dev/" + Name + ".PredictedMilliCPU()"
 
@@ -273,17 +262,6 @@ const SignerName = "berth.dev/" + Name + ".PredictedMilliCPU()"
 // refreshes in between is at most the framework's batch age (500 ms) older than the cycle.
 func (pl *TargetLoadPacking) SignPod(_ context.Context, pod *v1.Pod) ([]fwk.SignFragment, *fwk.Status) {
 	return []fwk.SignFragment{{Key: SignerName, Value: pl.podMilliCPU(pod)}}, nil
-}
-
-// Reserve implements fwk.ReservePlugin: the pod counts on its node until reported.
-func (pl *TargetLoadPacking) Reserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	pl.engine.Reserve(pod, nodeName)
-	return nil
-}
-
-// Unreserve implements fwk.ReservePlugin.
-func (pl *TargetLoadPacking) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.Pod, _ string) {
-	pl.engine.Unreserve(pod)
 }
 
 // String helps logs and test failures.
