@@ -234,22 +234,29 @@ func (e *env) waitAllRunning(ctx context.Context, t testing.TB) *placement {
 	return p
 }
 
-// checkIsolated: one NodeClaim and one node per class, no node with two classes, every node
-// Karpenter's in the isolation pool.
-func (e *env) checkIsolated(ctx context.Context, t testing.TB, p *placement) {
+// checkIsolated: no node with two classes, every classed pod's node Karpenter's in the
+// isolation pool, the classes on exactly one node each; and with exact, one NodeClaim and one
+// node per class. Why exact only with the marker: a node Karpenter makes for a class carries
+// that class's marker from its NodeClaim on, so no other class can take it; without the marker
+// (mode both) nothing ties a new node to the class it was made for, and Karpenter may make more
+// than one node per class (seen once on a loaded machine: 21 NodeClaims for 20 classes, every
+// class still on its own node).
+func (e *env) checkIsolated(ctx context.Context, t testing.TB, p *placement, exact bool) {
 	t.Helper()
 	claims, err := framework.NodeClaims(ctx, e.dyn, nodePool)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(claims) != classes {
+	if len(claims) < classes || (exact && len(claims) != classes) {
 		t.Errorf("%d NodeClaims for %d classes: %v", len(claims), classes, claims)
+	} else if len(claims) != classes {
+		t.Logf("%d NodeClaims for %d classes (without the marker a class may take a node made for another)", len(claims), classes)
 	}
 	nodes, err := e.c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: cluster.KarpenterNodePoolLabel + "=" + nodePool})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(nodes.Items) != classes {
+	if len(nodes.Items) < classes || (exact && len(nodes.Items) != classes) {
 		t.Errorf("%d nodes of NodePool %s for %d classes", len(nodes.Items), nodePool, classes)
 	}
 	if len(p.classes) != classes {
@@ -270,15 +277,15 @@ func (e *env) checkIsolated(ctx context.Context, t testing.TB, p *placement) {
 }
 
 // TestAutoscaleBothMode: mode both without the marker, the path Karpenter already simulated
-// before issue 37 (IPP's anti-affinity term): classes pods at once on an empty pool get one
-// NodeClaim and node each.
+// before issue 37 (IPP's anti-affinity term): classes pods at once on an empty pool get at
+// least one NodeClaim and node each, every class on a node of its own.
 func TestAutoscaleBothMode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	e := start(ctx, t, "both", false)
 	e.createClasses(ctx, t)
 	p := e.waitAllRunning(ctx, t)
-	e.checkIsolated(ctx, t, p)
+	e.checkIsolated(ctx, t, p, false)
 	for _, pod := range p.pods {
 		if pod.Spec.Affinity == nil || pod.Spec.Affinity.PodAntiAffinity == nil {
 			t.Errorf("pod %s has no anti-affinity term in mode both", pod.Name)
@@ -343,7 +350,7 @@ func TestAutoscaleBerthModeMarker(t *testing.T) {
 	e := start(ctx, t, "berth", true)
 	e.createClasses(ctx, t)
 	p := e.waitAllRunning(ctx, t)
-	e.checkIsolated(ctx, t, p)
+	e.checkIsolated(ctx, t, p, true)
 	for _, pod := range p.pods {
 		if a := pod.Spec.Affinity; a != nil && (a.PodAntiAffinity != nil || a.PodAffinity != nil) {
 			t.Errorf("pod %s carries a pod (anti-)affinity term in mode berth: %+v", pod.Name, a)
