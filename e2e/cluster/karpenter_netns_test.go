@@ -49,7 +49,13 @@ func TestKarpenterPlacement(t *testing.T) {
 // harness's loopback relays, which reach it; StopKarpenter leaves no mount, file or relay.
 func TestKarpenterListensOnlyInItsNamespace(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: without it Karpenter runs in the root namespace (see karpenter_netns.go)")
+		// why not a plain skip: make test runs as root (.ci/run does), and this is the only
+		// proof of where Karpenter listens; only the reduced run of hack/preflight.sh leaves it
+		// out, as framework.NeedRealNode does (framework imports this package, so not called).
+		if os.Getenv("BERTH_SKIP_REAL_NODE") == "1" {
+			t.Skip("SKIPPED: BERTH_SKIP_REAL_NODE=1 leaves out the tests that need root; unset it for the full run")
+		}
+		t.Fatal("needs root: without it Karpenter runs in the root namespace (see karpenter_netns.go); run as root, or set BERTH_SKIP_REAL_NODE=1 for the reduced run")
 	}
 	// The scanner must see a wildcard listener, or the assertions below could not fail.
 	probe, err := net.Listen("tcp", ":0")

@@ -47,7 +47,7 @@ func TestTableMatchesPluginSet(t *testing.T) {
 func TestRendererLinksNoPlugin(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
 	if err != nil {
-		t.Skipf("go list: %v\n%s", err, out)
+		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		if strings.Contains(dep, "berth/pkg/scheduler/plugins/") || strings.HasSuffix(dep, "berth/pkg/scheduler/registry") {
