@@ -101,8 +101,8 @@ func NewEngine(ctx context.Context, plugin string, args CommonArgs, handle fwk.H
 	// Every placed pod's estimate (Reserve, pods bound by others, the usage Filter,
 	// /debug/berth/placed) goes through the profile first.
 	e.Tracker.estimate = func(pod *v1.Pod) Estimate { return e.Estimate(pod, est) }
+	e.Tracker.sourced = func(pod *v1.Pod) (Estimate, bool) { return e.estimateSourced(pod, est) }
 	e.Tracker.estimateFor = EstimateWindow(args)
-	e.Tracker.profiled = func(pod *v1.Pod) bool { _, ok := e.Profiles.Estimate(pod); return ok }
 	// why a closure: the counter is registered with the watcher below, and a child taken
 	// before that would count nowhere.
 	e.Tracker.ignored = func() { annotationsIgnored.WithLabelValues(plugin).Inc() }
@@ -140,10 +140,16 @@ func NewEngine(ctx context.Context, plugin string, args CommonArgs, handle fwk.H
 // has a usable profile, else the plugin's spec rule est. The profile replaces the spec rule
 // whatever the pod's annotations say: none of them can lower it.
 func (e *Engine) Estimate(pod *v1.Pod, est Estimator) Estimate {
+	v, _ := e.estimateSourced(pod, est)
+	return v
+}
+
+// estimateSourced is Estimate and whether it is the profile's.
+func (e *Engine) estimateSourced(pod *v1.Pod, est Estimator) (Estimate, bool) {
 	if p, ok := e.Profiles.Estimate(pod); ok {
-		return p
+		return p, true
 	}
-	return est(pod)
+	return est(pod), false
 }
 
 // capacityOf is a node's capacity from the scheduler's node informer (zero without one).

@@ -60,9 +60,10 @@ type Tracker struct {
 	estimateFor func(*v1.Pod) (time.Duration, bool)
 	// ignored counts a newly tracked pod whose annotation was ignored (nil: not counted).
 	ignored func()
-	// profiled says a pod's estimate came from its workload's profile (nil: never).
-	profiled func(*v1.Pod) bool
-	now      func() time.Time
+	// sourced, when set, is estimate that also says whether the estimate came from the pod's
+	// workload profile (one profile lookup per tracked pod, not two).
+	sourced func(*v1.Pod) (Estimate, bool)
+	now     func() time.Time
 	// installed is the snapshot Install published last. Its entries point at their nodes'
 	// buckets, so those buckets are kept even when empty: a fresh bucket for the same node
 	// would be invisible to that snapshot's readers.
@@ -102,8 +103,13 @@ func (t *Tracker) Add(pod *v1.Pod, node string, at time.Time) {
 	if pod == nil || node == "" {
 		return
 	}
-	est := t.estimate(pod)
-	fromProfile := t.profiled != nil && t.profiled(pod)
+	var est Estimate
+	fromProfile := false
+	if t.sourced != nil {
+		est, fromProfile = t.sourced(pod)
+	} else {
+		est = t.estimate(pod)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if p := t.byUID[pod.UID]; p != nil {
