@@ -341,15 +341,9 @@ func (e *Engine) unreportedOf(name string) NodeUnreported {
 			c = CapacityOf(node)
 		}
 	}
-	st := e.nodeState(name, c)
-	u := NodeUnreported{Estimate: st.Unreported}
-	e.Tracker.mu.Lock()
-	b := e.Tracker.byNode[name]
-	e.Tracker.mu.Unlock()
-	if b != nil {
-		u.Pods, u.FromProfile = e.Tracker.countPods(b.load(), st.NodeView, c, e.now())
-	}
-	return u
+	now := e.now()
+	v, _ := e.Watcher.Snapshot().node(name, now, e.expiry)
+	return e.Tracker.unreportedCounted(name, v, c, now)
 }
 
 // NodeUnreported is what Score adds to a node for placed pods its report does not include yet,

@@ -332,18 +332,27 @@ func (t *Tracker) sumPods(pods []placed, v NodeView, c Capacity, now time.Time) 
 	return sum, held, until
 }
 
-// countPods is how many of pods still count something against the node, and how many of
-// those count at their workload's profile. Read for `kubectl berth nodes`, never in a cycle.
-func (t *Tracker) countPods(pods []placed, v NodeView, c Capacity, now time.Time) (counted, fromProfile int) {
+// unreportedCounted is what node's placed pods still add (as sum adds it up), how many pods
+// that is, and how many of those count at their workload's profile: one pass. Read for
+// `kubectl berth nodes`, never in a cycle.
+func (t *Tracker) unreportedCounted(node string, v NodeView, c Capacity, now time.Time) (u NodeUnreported) {
+	t.mu.Lock()
+	b := t.byNode[node]
+	t.mu.Unlock()
+	if b == nil {
+		return u
+	}
+	pods := b.load()
 	for i := range pods {
 		if r, _, _ := t.remaining(&pods[i], v, c, now); r != (Estimate{}) {
-			counted++
+			u.add(r)
+			u.Pods++
 			if pods[i].fromProfile {
-				fromProfile++
+				u.FromProfile++
 			}
 		}
 	}
-	return counted, fromProfile
+	return u
 }
 
 // Install publishes snap (publish stores it where readers find it) after pointing each of its
