@@ -212,31 +212,41 @@ type Timing struct {
 // SchedulerName is the profile the berth runs' pods name.
 const SchedulerName = "berth-scheduler"
 
+// thresholdsArg is the shared usageThresholds line, "" without thresholds.
+func (r RunConfig) thresholdsArg() string {
+	if len(r.thresholds) == 0 {
+		return ""
+	}
+	var kv []string
+	for _, k := range sortedKeys(r.thresholds) {
+		kv = append(kv, fmt.Sprintf("%s: %d", k, r.thresholds[k]))
+	}
+	return "\n    usageThresholds: {" + strings.Join(kv, ", ") + "}"
+}
+
+// profilesArg is the shared workloadProfiles line (off for noProfiles, minAgeSeconds on the
+// bench's clock), "" when neither applies.
+func (r RunConfig) profilesArg(t Timing) string {
+	var kv []string
+	if r.noProfiles {
+		kv = append(kv, "enabled: false")
+	}
+	if t.ProfileMinAgeSeconds > 0 {
+		kv = append(kv, fmt.Sprintf("minAgeSeconds: %d", t.ProfileMinAgeSeconds))
+	}
+	if len(kv) == 0 {
+		return ""
+	}
+	return "\n    workloadProfiles: {" + strings.Join(kv, ", ") + "}"
+}
+
 // render turns a run's plugins into the KubeSchedulerConfiguration the operator would
 // deploy for it (schedconfig.Render, the operator's own renderer and validator), with leader
 // election off so it runs beside the cluster's default scheduler.
 func (r RunConfig) render(watcherURL string, t Timing) (string, error) {
 	plugins := r.Plugins
-	thresholds := ""
-	if len(r.thresholds) > 0 {
-		var kv []string
-		for _, k := range sortedKeys(r.thresholds) {
-			kv = append(kv, fmt.Sprintf("%s: %d", k, r.thresholds[k]))
-		}
-		thresholds = "\n    usageThresholds: {" + strings.Join(kv, ", ") + "}"
-	}
-	var profiles []string
-	if r.noProfiles {
-		profiles = append(profiles, "enabled: false")
-	}
-	if t.ProfileMinAgeSeconds > 0 {
-		profiles = append(profiles, fmt.Sprintf("minAgeSeconds: %d", t.ProfileMinAgeSeconds))
-	}
-	if len(profiles) > 0 {
-		thresholds += "\n    workloadProfiles: {" + strings.Join(profiles, ", ") + "}"
-	}
-	common := fmt.Sprintf("watcherAddress: %s\n    refreshIntervalSeconds: %d\n    watcherTimeoutSeconds: 2%s",
-		watcherURL, t.RefreshSeconds, thresholds)
+	common := fmt.Sprintf("watcherAddress: %s\n    refreshIntervalSeconds: %d\n    watcherTimeoutSeconds: 2%s%s",
+		watcherURL, t.RefreshSeconds, r.thresholdsArg(), r.profilesArg(t))
 	spec := "apiVersion: berth.dev/v1alpha1\nkind: SecondaryScheduler\nmetadata: {name: placement, namespace: kube-system}\n" +
 		"spec:\n  schedulerName: " + SchedulerName + "\n  image: unused\n  plugins:" + indent(fmt.Sprintf(plugins, common), "    ") + "\n"
 	var ss berthv1alpha1.SecondaryScheduler
