@@ -56,7 +56,7 @@ func (g *Grants) Set(value string, namespaces []string) {
 	if len(namespaces) == 0 {
 		delete(g.m, value)
 	} else {
-		gr := &grant{ns: make(map[string]struct{}, len(namespaces)), key: SharedClass(value)}
+		gr := &grant{ns: make(map[string]struct{}, len(namespaces)), key: classmarker.SharedClass(value)}
 		for _, n := range namespaces {
 			gr.ns[n] = struct{}{}
 		}
@@ -88,12 +88,5 @@ func (g *Grants) Effective(ns, value string) string {
 			}
 		}
 	}
-	return NamespaceClass(ns, value)
+	return classmarker.NamespaceClass(ns, value)
 }
-
-// NamespaceClass is the effective class of value owned by namespace ns alone (the contract
-// package's rule, which the webhook and the marker's writer share).
-func NamespaceClass(ns, value string) string { return classmarker.NamespaceClass(ns, value) }
-
-// SharedClass is the effective class of value shared through an InstanceClass.
-func SharedClass(value string) string { return classmarker.SharedClass(value) }

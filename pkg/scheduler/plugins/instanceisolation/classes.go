@@ -29,12 +29,6 @@ type Grants = classrule.Grants
 // NewGrants returns an empty set of grants.
 func NewGrants() *Grants { return classrule.NewGrants() }
 
-// NamespaceClass is the effective class of value owned by namespace ns alone.
-func NamespaceClass(ns, value string) string { return classrule.NamespaceClass(ns, value) }
-
-// SharedClass is the effective class of value shared through an InstanceClass.
-func SharedClass(value string) string { return classrule.SharedClass(value) }
-
 // watchClasses feeds g from an InstanceClass informer on h's kubeconfig, started once the API
 // serves the resource (the plugin must not keep the scheduler from starting when the CRD
 // arrives later). Without a kubeconfig (tests) g stays empty.

@@ -8,6 +8,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/berth-sched/berth/pkg/isolation/classmarker"
 )
 
 // checkDerived compares what the index keeps beside its counts (per-class node sets, each
@@ -146,7 +148,7 @@ func TestClassNodesFollowCounts(t *testing.T) {
 					}
 				}
 				cl := classes[r.Intn(len(classes))]
-				set := pl.index.nodesOf(SharedClass(cl))
+				set := pl.index.nodesOf(classmarker.SharedClass(cl))
 				cp := map[string]bool{}
 				for n := range set {
 					cp[n] = true
@@ -164,7 +166,7 @@ func TestClassNodesFollowCounts(t *testing.T) {
 				for _, n := range append(nodes, "unknown") {
 					got, s := pl.Score(context.Background(), cs, pod, nodeInfo(n))
 					want := int64(0)
-					if pl.index.holds(n, SharedClass(cl)) {
+					if pl.index.holds(n, classmarker.SharedClass(cl)) {
 						want = 100
 					}
 					if !s.IsSuccess() || got != want {

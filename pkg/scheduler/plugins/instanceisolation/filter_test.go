@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/berth-sched/berth/pkg/isolation/classmarker"
 )
 
 type reservation struct {
@@ -201,7 +203,7 @@ func TestNominatedAndVictims(t *testing.T) {
 	if s := pl.Filter(ctx, withVictimGone, pod, niGone); !s.IsSuccess() {
 		t.Fatalf("the parent state changed through a clone: %v", s)
 	}
-	if got := pl.Index().Summary()["n1"].Classes[SharedClass("b")]; got != 1 {
+	if got := pl.Index().Summary()["n1"].Classes[classmarker.SharedClass("b")]; got != 1 {
 		t.Fatalf("cycle deltas leaked into the index: class b count %d", got)
 	}
 	// The clones' deltas are theirs: the cycle's own state still sees the victim.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
 
+	"github.com/berth-sched/berth/pkg/isolation/classmarker"
 	"github.com/berth-sched/berth/pkg/isolation/classrule"
 )
 
@@ -243,7 +244,7 @@ func TestIndexUnreserveAfterBinding(t *testing.T) {
 	_ = pl.Reserve(ctx, framework.NewCycleState(), p, "n1")
 	pl.PodHandler().OnUpdate(p, p)
 	pl.Unreserve(ctx, framework.NewCycleState(), p, "n1")
-	if got := pl.Index().Summary()["n1"].Classes[SharedClass("a")]; got != 1 {
+	if got := pl.Index().Summary()["n1"].Classes[classmarker.SharedClass("a")]; got != 1 {
 		t.Fatalf("class a count %d after a late Unreserve, want 1", got)
 	}
 	// A relabel to an exempt shape removes the pod from the index.
