@@ -245,12 +245,14 @@ func apiServerBindings(ctx context.Context, t *testing.T, cs kubernetes.Interfac
 				_ = cs.CoreV1().Pods(ns).Delete(context.Background(), p.Name, *metav1.NewDeleteOptions(0))
 			})
 			b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: ns}, Target: corev1.ObjectReference{Kind: "Node", Name: tc.node}}
-			var err error
-			// why: a new binding of a policy takes effect a moment after it is created.
+			// why: a new binding of a policy takes effect a moment after it is created. The wait
+			// binds in dry-run: a real binding made before the policy took effect would leave
+			// the pod assigned, and every later try would fail as a conflict, not the refusal.
 			_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-				err = cs.CoreV1().Pods(ns).Bind(ctx, b, metav1.CreateOptions{})
+				err := cs.CoreV1().Pods(ns).Bind(ctx, b, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 				return (err != nil) == tc.refused, nil
 			})
+			err := cs.CoreV1().Pods(ns).Bind(ctx, b, metav1.CreateOptions{})
 			if !tc.refused {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
