@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p bin
 (cd tools/controller-gen && GOWORK=off CGO_ENABLED=0 go build -trimpath -o ../../bin/controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen)
+# The plugin table's three generated pieces (spec.plugins, the table's rows, the registry's
+# factories) from the +berth:plugin markers on the args types; controller-gen then reads them.
+(cd e2e && go run ./cmd/plugingen -root ..)
 cd api
 ../bin/controller-gen object paths=./...
 ../bin/controller-gen crd paths=./... output:crd:artifacts:config=crds

@@ -130,36 +130,9 @@ type ConfigMapKeyReference struct {
 	Key string `json:"key,omitempty"`
 }
 
-// PluginSet lists the Berth plugins the profile enables on top of the upstream defaults. At
-// least one must be set.
-// +kubebuilder:validation:MinProperties=1
-type PluginSet struct {
-	// +optional
-	TargetLoadPacking *TargetLoadPackingPlugin `json:"targetLoadPacking,omitempty"`
-	// +optional
-	LoadVariationRiskBalancing *LoadVariationRiskBalancingPlugin `json:"loadVariationRiskBalancing,omitempty"`
-	// LowRiskOverCommitment scores nodes by the risk that their pods' limits and measured
-	// load overrun allocatable.
-	// +optional
-	LowRiskOverCommitment *LowRiskOverCommitmentPlugin `json:"lowRiskOverCommitment,omitempty"`
-	// +optional
-	SySched *SySchedPlugin `json:"sySched,omitempty"`
-	// NodeImageLocality scores nodes by the images they already hold (NodeImages from the
-	// agents, else node.status.images). Enabling it disables the in-tree ImageLocality in the
-	// profile, so images are not counted twice.
-	// +optional
-	NodeImageLocality *NodeImageLocalityPlugin `json:"nodeImageLocality,omitempty"`
-	// InstanceIsolation gives each instance class (pod label ipp-class or
-	// berth.dev/instance-class) nodes of its own, across all namespaces.
-	// +optional
-	InstanceIsolation *InstanceIsolationPlugin `json:"instanceIsolation,omitempty"`
-	// DecisionRecord keeps, per pod, why the scheduler placed it where it did (Filter verdicts
-	// and Score plugins' scores per node), served on the scheduler's secure port at
-	// /debug/berth/explain and read with `kubectl berth explain pod NAME`. Recording is on in
-	// every profile rendered from this resource unless enabled is false; leaving the field out
-	// records with the plugin's defaults.
-	// +optional
-	DecisionRecord *DecisionRecordPlugin `json:"decisionRecord,omitempty"`
+// ProfileOptions are the settings of spec.plugins that are not a plugin (PluginSet, generated
+// from the plugin table's markers, embeds them).
+type ProfileOptions struct {
 	// DisableDefaultScore turns off the upstream score plugins that pull against load-aware
 	// packing (NodeResourcesBalancedAllocation, NodeResourcesFit scoring), as upstream's
 	// TargetLoadPacking example does.
@@ -174,40 +147,6 @@ type Weight struct {
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	Weight *int32 `json:"weight,omitempty"`
-}
-
-// TargetLoadPackingPlugin enables TargetLoadPacking. Its args are the plugin's own type
-// (api/config/v1): the operator validates them with the scheduler's validation, naming
-// spec.plugins.targetLoadPacking.args.<field>.
-type TargetLoadPackingPlugin struct {
-	Weight `json:",inline"`
-	Args   configv1.TargetLoadPackingArgs `json:"args"`
-}
-
-// LoadVariationRiskBalancingPlugin enables LoadVariationRiskBalancing.
-type LoadVariationRiskBalancingPlugin struct {
-	Weight `json:",inline"`
-	Args   configv1.LoadVariationRiskBalancingArgs `json:"args"`
-}
-
-// LowRiskOverCommitmentPlugin enables LowRiskOverCommitment.
-type LowRiskOverCommitmentPlugin struct {
-	Weight `json:",inline"`
-	Args   configv1.LowRiskOverCommitmentArgs `json:"args"`
-}
-
-// SySchedPlugin enables SySched.
-type SySchedPlugin struct {
-	Weight `json:",inline"`
-	// +optional
-	Args configv1.SySchedArgs `json:"args,omitempty"`
-}
-
-// NodeImageLocalityPlugin enables NodeImageLocality.
-type NodeImageLocalityPlugin struct {
-	Weight `json:",inline"`
-	// +optional
-	Args configv1.NodeImageLocalityArgs `json:"args,omitempty"`
 }
 
 // InstanceIsolationPlugin enables InstanceIsolation.

@@ -17,6 +17,12 @@ const (
 )
 
 // DecisionRecordArgs are DecisionRecord's arguments, per profile.
+// +berth:plugin:name=DecisionRecord,order=90,entry=DecisionRecordPlugin,inline,package=pkg/scheduler/decisionrecord
+// +berth:plugin:doc=DecisionRecord keeps, per pod, why the scheduler placed it where it did (Filter verdicts
+// +berth:plugin:doc=and Score plugins' scores per node), served on the scheduler's secure port at
+// +berth:plugin:doc=/debug/berth/explain and read with `kubectl berth explain pod NAME`. Recording is on in
+// +berth:plugin:doc=every profile rendered from this resource unless enabled is false; leaving the field out
+// +berth:plugin:doc=records with the plugin's defaults.
 // +kubebuilder:object:root=true
 type DecisionRecordArgs struct {
 	metav1.TypeMeta `json:",inline"`

@@ -6,6 +6,9 @@ import (
 
 // InstanceIsolationArgs are InstanceIsolation's arguments. The score weight lives in the
 // profile, not here.
+// +berth:plugin:name=InstanceIsolation,order=60,entry=InstanceIsolationPlugin
+// +berth:plugin:doc=InstanceIsolation gives each instance class (pod label ipp-class or
+// +berth:plugin:doc=berth.dev/instance-class) nodes of its own, across all namespaces.
 // +kubebuilder:object:root=true
 type InstanceIsolationArgs struct {
 	metav1.TypeMeta `json:",inline"`

@@ -6,6 +6,8 @@ import (
 
 // LoadVariationRiskBalancingArgs are LoadVariationRiskBalancing's arguments: upstream's names
 // plus LoadAwareArgs.
+// +berth:plugin:name=LoadVariationRiskBalancing,order=20
+// +berth:plugin:doc=LoadVariationRiskBalancing balances nodes by the mean and deviation of their measured load.
 // +kubebuilder:object:root=true
 type LoadVariationRiskBalancingArgs struct {
 	metav1.TypeMeta `json:",inline"`

@@ -6,6 +6,9 @@ import (
 
 // LowRiskOverCommitmentArgs are LowRiskOverCommitment's arguments: upstream's names plus
 // LoadAwareArgs.
+// +berth:plugin:name=LowRiskOverCommitment,order=30
+// +berth:plugin:doc=LowRiskOverCommitment scores nodes by the risk that their pods' limits and measured
+// +berth:plugin:doc=load overrun allocatable.
 // +kubebuilder:object:root=true
 type LowRiskOverCommitmentArgs struct {
 	metav1.TypeMeta `json:",inline"`

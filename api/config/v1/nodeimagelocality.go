@@ -8,6 +8,10 @@ import (
 
 // NodeImageLocalityArgs are NodeImageLocality's arguments. The score weight lives in the
 // profile, not here.
+// +berth:plugin:name=NodeImageLocality,order=50,argsOptional,package=pkg/scheduler/plugins/imagelocality
+// +berth:plugin:doc=NodeImageLocality scores nodes by the images they already hold (NodeImages from the
+// +berth:plugin:doc=agents, else node.status.images). Enabling it disables the in-tree ImageLocality in the
+// +berth:plugin:doc=profile, so images are not counted twice.
 // +kubebuilder:object:root=true
 type NodeImageLocalityArgs struct {
 	metav1.TypeMeta `json:",inline"`

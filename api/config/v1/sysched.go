@@ -20,6 +20,9 @@ const (
 
 // SySchedArgs are SySched's arguments. SyschedCRDNamespace and SyschedFullCRDName are the names
 // upstream's early README used; they are accepted so existing configurations keep working.
+// +berth:plugin:name=SySched,order=40,argsOptional
+// +berth:plugin:doc=SySched scores nodes by the system calls a pod's seccomp profile adds to those the
+// +berth:plugin:doc=node's pods already use (Security Profiles Operator objects).
 // +kubebuilder:object:root=true
 type SySchedArgs struct {
 	metav1.TypeMeta `json:",inline"`

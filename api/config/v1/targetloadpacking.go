@@ -8,6 +8,8 @@ import (
 
 // TargetLoadPackingArgs are TargetLoadPacking's arguments: upstream scheduler-plugins' names
 // and types (defaultRequestsMultiplier is a string there too) plus LoadAwareArgs.
+// +berth:plugin:name=TargetLoadPacking,order=10
+// +berth:plugin:doc=TargetLoadPacking packs nodes up to a target of measured CPU utilisation.
 // +kubebuilder:object:root=true
 type TargetLoadPackingArgs struct {
 	metav1.TypeMeta `json:",inline"`

@@ -190,8 +190,10 @@ func pluginsSchema(old, crd *object) (*object, []row, error) {
 	for _, p := range config.Plugins {
 		isRow[p.Field] = true
 	}
+	// why: scheduler.plugins mirrors spec.plugins; a key of neither the table nor the CRD is a
+	// plugin that left the table, and keeping its entry would accept values nothing renders.
 	for _, k := range oldProps.keys {
-		if !isRow[k] {
+		if !isRow[k] && crd.obj(k) != nil {
 			props.set(k, oldProps.vals[k])
 		}
 	}

@@ -47,7 +47,7 @@ func TestRenderDecisionRecord(t *testing.T) {
 			on: true, profiles: 1, records: 1000, topNodes: 10, summary: decisionrecord.SummaryNone},
 		{name: "nothing but recording off", ps: &berthv1alpha1.PluginSet{DecisionRecord: &berthv1alpha1.DecisionRecordPlugin{Enabled: ptr.To(false)}},
 			err: "spec.plugins: enable at least one plugin"},
-		{name: "only placement knobs: the implicit default does not make it a profile", ps: &berthv1alpha1.PluginSet{DisableDefaultScore: true},
+		{name: "only placement knobs: the implicit default does not make it a profile", ps: &berthv1alpha1.PluginSet{ProfileOptions: berthv1alpha1.ProfileOptions{DisableDefaultScore: true}},
 			err: "spec.plugins: enable at least one plugin"},
 		{name: "records 0", ps: withDR(&berthv1alpha1.DecisionRecordPlugin{DecisionRecordArgs: configv1.DecisionRecordArgs{Records: ptr.To[int32](0)}}, "iso"),
 			err: "spec.plugins.decisionRecord.records: Invalid value: 0"},

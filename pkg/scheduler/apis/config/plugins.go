@@ -28,17 +28,8 @@ type Plugin struct {
 	parse    func(runtime.Object) (field.ErrorList, error)
 }
 
-// Plugins is the table, in the order a rendered profile enables them (DecisionRecord last: it
-// records what the others decided).
-var Plugins = []Plugin{
-	row("TargetLoadPacking", "targetLoadPacking", configv1.SetDefaults_TargetLoadPackingArgs, ValidateTargetLoadPackingArgs),
-	row("LoadVariationRiskBalancing", "loadVariationRiskBalancing", configv1.SetDefaults_LoadVariationRiskBalancingArgs, ValidateLoadVariationRiskBalancingArgs),
-	row("LowRiskOverCommitment", "lowRiskOverCommitment", configv1.SetDefaults_LowRiskOverCommitmentArgs, ValidateLowRiskOverCommitmentArgs),
-	row("SySched", "sySched", configv1.SetDefaults_SySchedArgs, ValidateSySchedArgs),
-	row("NodeImageLocality", "nodeImageLocality", configv1.SetDefaults_NodeImageLocalityArgs, ValidateNodeImageLocalityArgs),
-	row("InstanceIsolation", "instanceIsolation", configv1.SetDefaults_InstanceIsolationArgs, ValidateInstanceIsolationArgs),
-	inline(row("DecisionRecord", "decisionRecord", configv1.SetDefaults_DecisionRecordArgs, ValidateDecisionRecordArgs)),
-}
+// The table itself (Plugins) is generated from the +berth:plugin markers on the args types
+// (zz_generated.plugins.go, e2e/plugingen).
 
 // row ties an args type to its defaulting and validation once, so the table's callers handle
 // every plugin alike through runtime.Object.
