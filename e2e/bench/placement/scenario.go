@@ -9,7 +9,9 @@ package placement
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
+	"strings"
 )
 
 // NodeSpec is a simulated node: its size and the load it carries without any pod.
@@ -46,8 +48,8 @@ type PodSpec struct {
 type Scenario struct {
 	Seed  uint64
 	Waves int
-	// Shape is ShapeBare or ShapeWorkloads; Workloads are the latter's controllers (Pods then
-	// holds its bare pods only).
+	// Shape is one of Shapes; Workloads are the controllers of ShapeWorkloads and ShapeGrowth
+	// (Pods then holds their bare pods only).
 	Shape     string
 	Nodes     []NodeSpec
 	Pods      []PodSpec
@@ -66,7 +68,7 @@ type ScenarioOptions struct {
 	PodScale float64
 	// BaseShift adds points to every node's base CPU load (the busy level's system load).
 	BaseShift float64
-	// Shape is ShapeBare (default) or ShapeWorkloads.
+	// Shape is one of Shapes (default ShapeBare).
 	Shape string
 	// Burst, when positive, replaces the pods by that many identical ones created at once
 	// (one wave, none leaving): the case where every pod of a cycle sees the same snapshot.
@@ -111,7 +113,7 @@ func Generate(o ScenarioOptions) (*Scenario, error) {
 			p.Name = fmt.Sprintf("pl-pod-%04d", i)
 			s.Pods = append(s.Pods, p)
 		}
-	case o.Shape == ShapeWorkloads:
+	case o.Shape == ShapeWorkloads || o.Shape == ShapeGrowth:
 		generateWorkloads(o, s, rng)
 	default:
 		for i := range o.Pods {
@@ -148,8 +150,8 @@ func (o *ScenarioOptions) check() error {
 	if o.Shape == "" {
 		o.Shape = ShapeBare
 	}
-	if o.Shape != ShapeBare && o.Shape != ShapeWorkloads {
-		return fmt.Errorf("scenario: unknown shape %q (%s or %s)", o.Shape, ShapeBare, ShapeWorkloads)
+	if !slices.Contains(Shapes, o.Shape) {
+		return fmt.Errorf("scenario: unknown shape %q (%s)", o.Shape, strings.Join(Shapes, ", "))
 	}
 	return nil
 }

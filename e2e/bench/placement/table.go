@@ -165,8 +165,11 @@ func (tr *tableRun) all(ctx context.Context) error {
 
 // LevelName is a table cell's level: the level and the scenario's shape.
 func LevelName(lv Level, shape string) string {
-	if shape == ShapeWorkloads {
+	switch shape {
+	case ShapeWorkloads:
 		return lv.Name + " wl"
+	case ShapeGrowth:
+		return lv.Name + " grow"
 	}
 	return lv.Name + " bare"
 }

@@ -11,11 +11,16 @@ import (
 )
 
 // Shapes of a scenario: "bare" is the first table's independent bare pods; "workloads" builds
-// most pods from Deployments and StatefulSets whose replicas share a use of their own.
+// most pods from Deployments and StatefulSets whose replicas share a use of their own; "growth"
+// is the same workloads already running when they scale up (grow).
 const (
 	ShapeBare      = "bare"
 	ShapeWorkloads = "workloads"
+	ShapeGrowth    = "growth"
 )
+
+// Shapes are every scenario shape.
+var Shapes = []string{ShapeWorkloads, ShapeGrowth, ShapeBare}
 
 // Kinds of simulated controllers.
 const (
@@ -114,6 +119,9 @@ func generateWorkloads(o ScenarioOptions, s *Scenario, rng *rand.Rand) {
 		}
 		n = min(n, max(want-end, 1))
 		w := drawWorkload(o, rng, len(s.Workloads), n)
+		if o.Shape == ShapeGrowth {
+			grow(o, rng, &w)
+		}
 		if w.Leave < 0 {
 			end += n
 		}
@@ -161,6 +169,18 @@ func drawWorkload(o ScenarioOptions, rng *rand.Rand, i, n int) WorkloadSpec {
 		}
 	}
 	return w
+}
+
+// grow makes w a workload that is already running when it scales: it arrives in the first
+// two waves with a third of its replicas (at least one) and scales to all of them at a wave
+// from the fourth on, once its first replicas have run for several measurement windows. That
+// is what workload profiles are for: a new replica of a service whose siblings are measured.
+// No rollout (a new template starts a new profile) and no deletion.
+func grow(o ScenarioOptions, rng *rand.Rand, w *WorkloadSpec) {
+	w.Arrive, w.Initial, w.ScaleAt, w.RolloutAt, w.Leave, w.RolloutFactor = rng.IntN(min(2, o.Waves)), w.Replicas, -1, -1, -1, 1
+	if w.Replicas > 1 && o.Waves > 3 {
+		w.Initial, w.ScaleAt = max(1, w.Replicas/3), 3+rng.IntN(o.Waves-3)
+	}
 }
 
 // book knows every pod's true use: the scenario's bare pods by name, and each workload pod from

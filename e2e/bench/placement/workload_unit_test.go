@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -263,5 +264,42 @@ func TestGapAndPlots(t *testing.T) {
 	}
 	if c := tb.Rows()[2].SortedCurve(4); fmt.Sprint(c) != "[75 45 0 0]" {
 		t.Fatalf("sorted curve %v, want hottest first", c)
+	}
+}
+
+// TestGenerateGrowth: the growth shape's workloads are the workload shape's draws already
+// running when they scale: each arrives in the first two waves with a third of its replicas
+// (at least one), scales to all of them from the fourth wave on, never rolls out or leaves, and
+// most workload pods come with those scale-ups (the pods a profile can be learned for).
+func TestGenerateGrowth(t *testing.T) {
+	o := ScenarioOptions{Seed: 3, Nodes: 50, Pods: 600, Waves: 8, Shape: ShapeGrowth}
+	s, err := Generate(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Workloads) == 0 || len(s.Pods) == 0 {
+		t.Fatalf("%d workloads, %d bare pods: want both", len(s.Workloads), len(s.Pods))
+	}
+	var initial, later int
+	for _, w := range s.Workloads {
+		if w.Arrive > 1 || w.RolloutAt >= 0 || w.Leave >= 0 {
+			t.Fatalf("%s arrives at %d, rolls out at %d, leaves at %d: want arrival in waves 0-1, no rollout, no deletion", w.Name, w.Arrive, w.RolloutAt, w.Leave)
+		}
+		switch {
+		case w.Replicas == 1:
+			if w.ScaleAt >= 0 || w.Initial != 1 {
+				t.Fatalf("%s: one replica, scales at %d from %d", w.Name, w.ScaleAt, w.Initial)
+			}
+		case w.ScaleAt < 3 || w.ScaleAt >= o.Waves || w.Initial != max(1, w.Replicas/3):
+			t.Fatalf("%s: %d of %d replicas, scales at %d: want a third, then all from wave 3 on", w.Name, w.Initial, w.Replicas, w.ScaleAt)
+		}
+		initial += w.Initial
+		later += w.Replicas - w.Initial
+	}
+	if later <= initial {
+		t.Fatalf("%d replicas come with scale-ups, %d at arrival: want most with scale-ups", later, initial)
+	}
+	if _, err := Generate(ScenarioOptions{Seed: 3, Nodes: 5, Pods: 10, Waves: 8, Shape: "grow"}); err == nil || !strings.Contains(err.Error(), `unknown shape "grow" (workloads, growth, bare)`) {
+		t.Fatalf("unknown shape: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -40,7 +41,8 @@ func parseFlags() *flags {
 	f.seeds = flag.String("seeds", "1,2,3", "table: comma-separated workload seeds")
 	f.levels = flag.String("levels", "", "table: comma-separated levels by name (25, 40, 60; default all)")
 	f.shapes = flag.String("shapes", placement.ShapeWorkloads+","+placement.ShapeBare, "table: scenario shapes, each at every level: "+
-		placement.ShapeWorkloads+" (Deployments and StatefulSets of 1-30 replicas, 20 % bare pods), "+placement.ShapeBare+" (independent bare pods)")
+		placement.ShapeWorkloads+" (Deployments and StatefulSets of 1-30 replicas, 20 % bare pods), "+
+		placement.ShapeGrowth+" (the same workloads, running with a third of their replicas before they scale up), "+placement.ShapeBare+" (independent bare pods)")
 	f.burst = flag.Int("burst", 200, "table: identical pods created at once after the levels (0: no burst)")
 	f.scale = flag.Float64("time-scale", 1.0/15, "table: agent windows and the wave interval scaled by this (1/15: 15-minute windows last 60 s)")
 	f.realWave = flag.Duration("real-wave", time.Minute, "table: the real-cluster interval between waves, scaled by -time-scale")
@@ -143,8 +145,8 @@ func tableOptions(f *flags, o placement.Options) placement.TableOptions {
 	}
 	for _, s := range strings.Split(*f.shapes, ",") {
 		s = strings.TrimSpace(s)
-		if s != placement.ShapeWorkloads && s != placement.ShapeBare {
-			fail(2, fmt.Sprintf("-shapes: unknown shape %q (%s, %s)", s, placement.ShapeWorkloads, placement.ShapeBare))
+		if !slices.Contains(placement.Shapes, s) {
+			fail(2, fmt.Sprintf("-shapes: unknown shape %q (%s)", s, strings.Join(placement.Shapes, ", ")))
 		}
 		to.Shapes = append(to.Shapes, s)
 	}
