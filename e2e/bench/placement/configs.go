@@ -34,6 +34,8 @@ type RunConfig struct {
 	// noProfiles turns the load-aware plugins' workload profiles off (workloadProfiles.enabled
 	// false): the same preset estimating every pod from its spec, for a same-run comparison.
 	noProfiles bool
+	// minSiblings is workloadProfiles.minSiblings (0: the plugins' default, 3).
+	minSiblings int
 }
 
 // oracleFor is the key of the oracle a run is compared with in the table's gap column: the
@@ -118,6 +120,9 @@ var catalog = []RunConfig{
 	{Key: "pack", Name: fmt.Sprintf("pack: TLP %d noDefScore", DefaultTarget), Plugins: tlp(DefaultTarget, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
 	// pack without workload profiles: every pod at its spec estimate (pack before issue 38).
 	{Key: "pack-noprof", Name: "pack, no workload profiles", Plugins: tlp(DefaultTarget, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", noProfiles: true},
+	// pack learning a workload from 2 measured replicas instead of 3: how much the siblings
+	// bound holds back (a workload that starts with two replicas is learned before it scales).
+	{Key: "pack-sib2", Name: "pack, profiles from 2 siblings", Plugins: tlp(DefaultTarget, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", minSiblings: 2},
 	// pack with containers without a CPU limit predicted at 1× and 0.5× their request until
 	// measured (upstream's 1.5× predicts several times what most pods use).
 	{Key: "pack-r1", Name: "pack, multiplier 1", Plugins: tlpm(DefaultTarget, 1, "1") + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking"},
@@ -224,12 +229,15 @@ func (r RunConfig) thresholdsArg() string {
 	return "\n    usageThresholds: {" + strings.Join(kv, ", ") + "}"
 }
 
-// profilesArg is the shared workloadProfiles line (off for noProfiles, minAgeSeconds on the
-// bench's clock), "" when neither applies.
+// profilesArg is the shared workloadProfiles line (off for noProfiles, minSiblings when set,
+// minAgeSeconds on the bench's clock), "" when none applies.
 func (r RunConfig) profilesArg(t Timing) string {
 	var kv []string
 	if r.noProfiles {
 		kv = append(kv, "enabled: false")
+	}
+	if r.minSiblings > 0 {
+		kv = append(kv, fmt.Sprintf("minSiblings: %d", r.minSiblings))
 	}
 	if t.ProfileMinAgeSeconds > 0 {
 		kv = append(kv, fmt.Sprintf("minAgeSeconds: %d", t.ProfileMinAgeSeconds))

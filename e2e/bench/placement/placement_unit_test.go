@@ -209,6 +209,9 @@ func TestRender(t *testing.T) {
 			if got, want := strings.Contains(y, "enabled: false"), rc.noProfiles; got != want {
 				t.Errorf("profiles off %v, want %v:\n%s", got, want, y)
 			}
+			if got, want := strings.Contains(y, "minSiblings: 2"), rc.minSiblings == 2; got != want {
+				t.Errorf("minSiblings 2 rendered %v, want %v:\n%s", got, want, y)
+			}
 			for _, want := range []string{"leaderElect: false", "refreshIntervalSeconds: 1", "schedulerName: " + SchedulerName, rc.WaitPlugin} {
 				if !strings.Contains(y, want) {
 					t.Errorf("missing %q in\n%s", want, y)
