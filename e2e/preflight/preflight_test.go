@@ -114,7 +114,8 @@ func TestPreflight(t *testing.T) {
 			if n := strings.Count(string(out), "apt-get install"); n > 1 {
 				t.Errorf("%d apt-get lines, want at most one:\n%s", n, out)
 			}
-			for _, s := range []string{"e2e/suites/realnode/realnode_test.go (its tests that need a real node)", "e2e/suites/helm/helm_test.go (its tests that need a real node)"} {
+			for _, s := range []string{"e2e/suites/realnode/realnode_test.go (its tests that need a real node)", "e2e/suites/helm/helm_test.go (its tests that need a real node)",
+				"e2e/cluster/karpenter_netns_test.go (its tests that need root)"} {
 				if got := strings.Contains(string(out), s); got != tc.wantSuites {
 					t.Errorf("names %s: %v, want %v:\n%s", s, got, tc.wantSuites, out)
 				}
