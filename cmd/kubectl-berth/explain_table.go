@@ -58,16 +58,7 @@ func writeHeader(w io.Writer, rec decisionapi.Record) {
 // sortedScorePlugins lists the Score plugins of rec in a stable order: heaviest weight first,
 // then by name.
 func sortedScorePlugins(rec decisionapi.Record) []string {
-	var plugins []string
-	seen := map[string]bool{}
-	for _, n := range rec.Nodes {
-		for _, s := range n.Scores {
-			if !seen[s.Plugin] {
-				seen[s.Plugin] = true
-				plugins = append(plugins, s.Plugin)
-			}
-		}
-	}
+	plugins := rec.ScorePlugins()
 	sort.Slice(plugins, func(i, j int) bool {
 		wi, wj := rec.Weights[plugins[i]], rec.Weights[plugins[j]]
 		if wi != wj {

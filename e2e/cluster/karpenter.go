@@ -307,3 +307,17 @@ func KWOKNodeClassObject(name string) *unstructured.Unstructured {
 	u.SetName(name)
 	return u
 }
+
+// NodeClaims lists the names of pool's NodeClaims, sorted.
+func NodeClaims(ctx context.Context, dyn dynamic.Interface, pool string) ([]string, error) {
+	l, err := dyn.Resource(NodeClaimGVR).List(ctx, metav1.ListOptions{LabelSelector: KarpenterNodePoolLabel + "=" + pool})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, it := range l.Items {
+		out = append(out, it.GetName())
+	}
+	sort.Strings(out)
+	return out, nil
+}

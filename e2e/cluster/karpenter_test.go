@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -76,20 +75,6 @@ func createPod(t *testing.T, c *Cluster, p *corev1.Pod) {
 	}
 }
 
-// nodeClaimNames lists the NodeClaims of pool.
-func nodeClaimNames(ctx context.Context, dyn dynamic.Interface, pool string) ([]string, error) {
-	l, err := dyn.Resource(NodeClaimGVR).List(ctx, metav1.ListOptions{LabelSelector: KarpenterNodePoolLabel + "=" + pool})
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, it := range l.Items {
-		out = append(out, it.GetName())
-	}
-	sort.Strings(out)
-	return out, nil
-}
-
 func nodeReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -148,7 +133,7 @@ func TestKarpenterScalesUpAndDown(t *testing.T) {
 	start := time.Now()
 	placed := waitPodsRunning(t, c, []string{pod.Name}, 2*time.Minute)
 	t.Logf("pod Running on %s after %s", placed[pod.Name], time.Since(start).Round(time.Second))
-	claims, err := nodeClaimNames(ctx, dyn, "autoscaled")
+	claims, err := NodeClaims(ctx, dyn, "autoscaled")
 	if err != nil || len(claims) != 1 {
 		t.Fatalf("want 1 NodeClaim of pool autoscaled, got %v (%v)", claims, err)
 	}
@@ -184,7 +169,7 @@ func TestKarpenterScalesUpAndDown(t *testing.T) {
 	if err := c.StopKarpenter(ctx); err != nil {
 		t.Fatalf("StopKarpenter: %v", err)
 	}
-	if left, _ := nodeClaimNames(ctx, dyn, "autoscaled"); len(left) != 0 {
+	if left, _ := NodeClaims(ctx, dyn, "autoscaled"); len(left) != 0 {
 		t.Errorf("NodeClaims left after StopKarpenter: %v", left)
 	}
 	nodes, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: KarpenterNodePoolLabel})
@@ -224,7 +209,7 @@ func TestKarpenterMarkerTermsMakeOneClaimPerClass(t *testing.T) {
 		names = append(names, p.Name)
 	}
 	placed := waitPodsRunning(t, c, names, 3*time.Minute)
-	claims, err := nodeClaimNames(ctx, dyn, "iso")
+	claims, err := NodeClaims(ctx, dyn, "iso")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func printDecision(ctx context.Context, env *Env, ec *framework.ExplainClient, n
 		return rec, err
 	}
 	if len(plugins) == 0 {
-		plugins = scorePlugins(rec)
+		plugins = rec.ScorePlugins()
 	}
 	verdict := rec.Outcome
 	if rec.Chosen != "" {
@@ -77,21 +77,6 @@ func printDecision(ctx context.Context, env *Env, ec *framework.ExplainClient, n
 		fmt.Fprintf(env.Out, "  (%d more feasible nodes not listed)\n", rec.OmittedFeasible)
 	}
 	return rec, nil
-}
-
-// scorePlugins lists the plugins that scored any node of rec, in the order they first appear.
-func scorePlugins(rec decisionapi.Record) []string {
-	var plugins []string
-	seen := map[string]bool{}
-	for _, n := range rec.Nodes {
-		for _, s := range n.Scores {
-			if !seen[s.Plugin] {
-				seen[s.Plugin] = true
-				plugins = append(plugins, s.Plugin)
-			}
-		}
-	}
-	return plugins
 }
 
 // printDecisionTable prints one row per node of rec: each of plugins' score, the total and

@@ -46,7 +46,7 @@ func StartChartIsolation(ctx context.Context, t testing.TB, c *cluster.Cluster, 
 	if ci.Operator == "" {
 		ci.Operator = "berth-operator"
 	}
-	applyChartAccess(ctx, t, c.Client, ci)
+	ApplyChartAccess(ctx, t, c.Client, ci)
 	port, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -96,10 +96,15 @@ func hasFlag(args []string, flag string) bool {
 	return false
 }
 
-// applyChartAccess creates the chart's roles, the operator's bindings (to ci.OperatorUser) and
-// the isolation policies.
-func applyChartAccess(ctx context.Context, t testing.TB, cs kubernetes.Interface, ci ChartIsolation) {
+// ApplyChartAccess creates what the chart would for the webhook and policies, minus the
+// webhook configuration and Secret (InstallChartWebhook points those at loopback): every
+// ClusterRole and Role, the operator's bindings re-pointed at ci.OperatorUser, and the isolation
+// ValidatingAdmissionPolicies and their bindings. All of it is deleted when t ends.
+func ApplyChartAccess(ctx context.Context, t testing.TB, cs kubernetes.Interface, ci ChartIsolation) {
 	t.Helper()
+	if ci.Operator == "" {
+		ci.Operator = "berth-operator"
+	}
 	bg := context.Background()
 	user := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: ci.OperatorUser}}
 	isOperator := func(subs []rbacv1.Subject) bool {

@@ -2,7 +2,6 @@ package framework
 
 import (
 	"context"
-	"sort"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,18 +27,4 @@ func StartKarpenter(ctx context.Context, t testing.TB, c *cluster.Cluster, pools
 		}
 	}
 	return dyn
-}
-
-// NodeClaims lists the names of pool's NodeClaims, sorted.
-func NodeClaims(ctx context.Context, dyn dynamic.Interface, pool string) ([]string, error) {
-	l, err := dyn.Resource(cluster.NodeClaimGVR).List(ctx, metav1.ListOptions{LabelSelector: cluster.KarpenterNodePoolLabel + "=" + pool})
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, it := range l.Items {
-		out = append(out, it.GetName())
-	}
-	sort.Strings(out)
-	return out, nil
 }

@@ -195,3 +195,25 @@ func TestTermsLines(t *testing.T) {
 		}
 	}
 }
+
+// TestScorePlugins: every plugin that scored a node, once, in the order first seen (refused
+// nodes carry no scores).
+func TestScorePlugins(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rec  Record
+		want []string
+	}{
+		{name: "no scores", rec: Record{Nodes: []NodeRecord{{Node: "a", Filter: &Verdict{Plugin: "F"}}}}},
+		{name: "first seen order, once each", rec: Record{Nodes: []NodeRecord{
+			{Node: "a", Scores: []PluginScore{{Plugin: "B"}, {Plugin: "A"}}},
+			{Node: "b", Scores: []PluginScore{{Plugin: "A"}, {Plugin: "C"}}},
+		}}, want: []string{"B", "A", "C"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.rec.ScorePlugins(); strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -60,6 +60,21 @@ type Record struct {
 	Error string `json:"error,omitempty"`
 }
 
+// ScorePlugins lists the plugins that scored any node of r, in the order they first appear.
+func (r Record) ScorePlugins() []string {
+	var plugins []string
+	seen := map[string]bool{}
+	for _, n := range r.Nodes {
+		for _, s := range n.Scores {
+			if !seen[s.Plugin] {
+				seen[s.Plugin] = true
+				plugins = append(plugins, s.Plugin)
+			}
+		}
+	}
+	return plugins
+}
+
 // Verdict is a Filter (or PreFilter) refusal.
 type Verdict struct {
 	Plugin  string   `json:"plugin"`

@@ -9,8 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
-	"github.com/berth-sched/berth/pkg/scheduler/schedconfig"
+	"github.com/berth-sched/berth/e2e/framework"
 )
 
 // RunConfig is one scheduler configuration under test.
@@ -249,29 +248,18 @@ func (r RunConfig) profilesArg(t Timing) string {
 }
 
 // render turns a run's plugins into the KubeSchedulerConfiguration the operator would
-// deploy for it (schedconfig.Render, the operator's own renderer and validator), with leader
-// election off so it runs beside the cluster's default scheduler.
+// deploy for it, with leader election off (framework.SchedulerConfigFromSpec).
 func (r RunConfig) render(watcherURL string, t Timing) (string, error) {
 	plugins := r.Plugins
 	common := fmt.Sprintf("watcherAddress: %s\n    refreshIntervalSeconds: %d\n    watcherTimeoutSeconds: 2%s%s",
 		watcherURL, t.RefreshSeconds, r.thresholdsArg(), r.profilesArg(t))
 	spec := "apiVersion: berth.dev/v1alpha1\nkind: SecondaryScheduler\nmetadata: {name: placement, namespace: kube-system}\n" +
 		"spec:\n  schedulerName: " + SchedulerName + "\n  image: unused\n  plugins:" + indent(fmt.Sprintf(plugins, common), "    ") + "\n"
-	var ss berthv1alpha1.SecondaryScheduler
-	if err := yaml.UnmarshalStrict([]byte(spec), &ss); err != nil {
-		return "", fmt.Errorf("%s: %w\n%s", r.Name, err, spec)
-	}
-	out, err := schedconfig.Render(&ss, nil)
+	cfg, err := framework.SchedulerConfigFromSpec(spec)
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", r.Name, err)
 	}
-	var doc map[string]any
-	if err := yaml.Unmarshal(out.YAML, &doc); err != nil {
-		return "", err
-	}
-	doc["leaderElection"] = map[string]any{"leaderElect": false}
-	b, err := yaml.Marshal(doc)
-	return string(b), err
+	return cfg, nil
 }
 
 func indent(s, pre string) string {

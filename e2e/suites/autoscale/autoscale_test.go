@@ -223,7 +223,7 @@ func (e *env) waitAllRunning(ctx context.Context, t testing.TB) *placement {
 				notRunning++
 			}
 		}
-		claims, _ := framework.NodeClaims(ctx, e.dyn, nodePool)
+		claims, _ := cluster.NodeClaims(ctx, e.dyn, nodePool)
 		last = fmt.Sprintf("%d of %d pods not Running, %d NodeClaims", notRunning, len(p.pods), len(claims))
 		return len(p.pods) == classes*podsPerClass && notRunning == 0, nil
 	})
@@ -243,7 +243,7 @@ func (e *env) waitAllRunning(ctx context.Context, t testing.TB) *placement {
 // class still on its own node).
 func (e *env) checkIsolated(ctx context.Context, t testing.TB, p *placement, exact bool) {
 	t.Helper()
-	claims, err := framework.NodeClaims(ctx, e.dyn, nodePool)
+	claims, err := cluster.NodeClaims(ctx, e.dyn, nodePool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +432,7 @@ func TestAutoscaleBerthModeMarker(t *testing.T) {
 			t.Errorf("node %s of live class %s is being deleted", node, class)
 		}
 	}
-	claims, err := framework.NodeClaims(ctx, e.dyn, nodePool)
+	claims, err := cluster.NodeClaims(ctx, e.dyn, nodePool)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +473,7 @@ func TestAutoscaleBerthModeWithoutMarkerStrandsClasses(t *testing.T) {
 			pending++
 		}
 	}
-	claims, err := framework.NodeClaims(ctx, e.dyn, nodePool)
+	claims, err := cluster.NodeClaims(ctx, e.dyn, nodePool)
 	if err != nil {
 		t.Fatal(err)
 	}

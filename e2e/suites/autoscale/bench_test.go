@@ -17,7 +17,6 @@ import (
 
 	"github.com/berth-sched/berth/e2e/bench"
 	"github.com/berth-sched/berth/e2e/cluster"
-	"github.com/berth-sched/berth/e2e/framework"
 )
 
 // `make bench-autoscale` (issue 37): classes × pods per class arrive at once on an empty
@@ -123,7 +122,7 @@ func runArm(b *testing.B, a benchArm) armResult {
 			r.violations++
 		}
 	}
-	claims, err := framework.NodeClaims(ctx, e.dyn, nodePool)
+	claims, err := cluster.NodeClaims(ctx, e.dyn, nodePool)
 	if err != nil {
 		b.Fatal(err)
 	}

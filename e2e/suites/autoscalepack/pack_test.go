@@ -15,14 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"sigs.k8s.io/yaml"
 
-	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
 	"github.com/berth-sched/berth/e2e/cluster"
 	"github.com/berth-sched/berth/e2e/framework"
 	"github.com/berth-sched/berth/e2e/simagents"
 	"github.com/berth-sched/berth/e2e/stack"
-	"github.com/berth-sched/berth/pkg/scheduler/schedconfig"
 )
 
 // The scenario (issue 37, "the packing check"): a pool an autoscaler grew for yesterday's peak
@@ -212,21 +209,7 @@ spec:
         defaultRequests: {cpu: "1"}
         defaultRequestsMultiplier: "1.5"
 `, watcherURL)
-	var ss berthv1alpha1.SecondaryScheduler
-	if err := yaml.UnmarshalStrict([]byte(spec), &ss); err != nil {
-		return "", err
-	}
-	out, err := schedconfig.Render(&ss, nil)
-	if err != nil {
-		return "", err
-	}
-	var doc map[string]any
-	if err := yaml.Unmarshal(out.YAML, &doc); err != nil {
-		return "", err
-	}
-	doc["leaderElection"] = map[string]any{"leaderElect": false}
-	b, err := yaml.Marshal(doc)
-	return string(b), err
+	return framework.SchedulerConfigFromSpec(spec)
 }
 
 func createPod(ctx context.Context, t *testing.T, c *cluster.Cluster, ns, name, role, scheduler, request, use string) {

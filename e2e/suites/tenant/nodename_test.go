@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -217,76 +216,11 @@ func TestTenantNodeNameDoor(t *testing.T) {
 	})
 }
 
-// nnApplyChart creates what the chart would for the webhook and policies, minus the webhook
-// configuration and Secret (framework.InstallChartWebhook points those at loopback): every
-// ClusterRole and Role, the operator's bindings re-pointed at the test's operator user, and
-// the ValidatingAdmissionPolicies and their bindings.
+// nnApplyChart creates the chart's roles, the operator's bindings (to nnOpUser) and the
+// isolation policies, as framework.ApplyChartAccess does for every suite.
 func nnApplyChart(ctx context.Context, t *testing.T, cs kubernetes.Interface, objs []*unstructured.Unstructured) {
 	t.Helper()
-	bg := context.Background()
-	user := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: nnOpUser}}
-	isOperator := func(subs []rbacv1.Subject) bool {
-		for _, s := range subs {
-			if s.Kind == rbacv1.ServiceAccountKind && s.Name == "berth-operator" && s.Namespace == nnRelNS {
-				return true
-			}
-		}
-		return false
-	}
-	adm := cs.AdmissionregistrationV1()
-	for _, o := range objs {
-		var err error
-		name := o.GetName()
-		switch o.GetKind() {
-		case "ClusterRole":
-			var r rbacv1.ClusterRole
-			nnTyped(t, o, &r)
-			_, err = cs.RbacV1().ClusterRoles().Create(ctx, &r, metav1.CreateOptions{})
-			t.Cleanup(func() { _ = cs.RbacV1().ClusterRoles().Delete(bg, name, metav1.DeleteOptions{}) })
-		case "Role":
-			var r rbacv1.Role
-			nnTyped(t, o, &r)
-			_, err = cs.RbacV1().Roles(r.Namespace).Create(ctx, &r, metav1.CreateOptions{})
-		case "ClusterRoleBinding":
-			var b rbacv1.ClusterRoleBinding
-			nnTyped(t, o, &b)
-			if !isOperator(b.Subjects) {
-				continue
-			}
-			b.Subjects = user
-			_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{})
-			t.Cleanup(func() { _ = cs.RbacV1().ClusterRoleBindings().Delete(bg, name, metav1.DeleteOptions{}) })
-		case "RoleBinding":
-			var b rbacv1.RoleBinding
-			nnTyped(t, o, &b)
-			if !isOperator(b.Subjects) {
-				continue
-			}
-			b.Subjects = user
-			_, err = cs.RbacV1().RoleBindings(b.Namespace).Create(ctx, &b, metav1.CreateOptions{})
-		case "ValidatingAdmissionPolicy":
-			if !strings.HasPrefix(name, "berth-instance-isolation") {
-				continue
-			}
-			var p admissionregistrationv1.ValidatingAdmissionPolicy
-			nnTyped(t, o, &p)
-			_, err = adm.ValidatingAdmissionPolicies().Create(ctx, &p, metav1.CreateOptions{})
-			t.Cleanup(func() { _ = adm.ValidatingAdmissionPolicies().Delete(bg, name, metav1.DeleteOptions{}) })
-		case "ValidatingAdmissionPolicyBinding":
-			if !strings.HasPrefix(name, "berth-instance-isolation") {
-				continue
-			}
-			var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
-			nnTyped(t, o, &b)
-			_, err = adm.ValidatingAdmissionPolicyBindings().Create(ctx, &b, metav1.CreateOptions{})
-			t.Cleanup(func() { _ = adm.ValidatingAdmissionPolicyBindings().Delete(bg, name, metav1.DeleteOptions{}) })
-		default:
-			continue
-		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("%s %s: %v", o.GetKind(), name, err)
-		}
-	}
+	framework.ApplyChartAccess(ctx, t, cs, framework.ChartIsolation{Objs: objs, ReleaseNamespace: nnRelNS, OperatorUser: nnOpUser})
 }
 
 // nnClient is a ServiceAccount name in the tenant namespace bound to role there, as a client.
