@@ -22,6 +22,12 @@ func TestInputLineNamesEstimateSource(t *testing.T) {
 		{"unlike siblings", EstimateSource{Source: EstimateFromSpec, Reason: "siblings not alike", Workload: "a/rs-uid@h1", Samples: 3, SpreadCPU: 1.4},
 			"; pod estimate from spec: siblings not alike (a/rs-uid@h1, 3 siblings, spread 1.40)"},
 		{"bare pod", EstimateSource{Source: EstimateFromSpec, Reason: "no controlling owner"}, "; pod estimate from spec: no controlling owner"},
+		{"bare pod from its namespace", EstimateSource{Source: EstimateFromNamespace, Reason: "no controlling owner",
+			Namespace: &NamespaceRatio{Mean: 0.2, SD: 0.1, Pods: 12, AgeSeconds: 3, RequestMilliCPU: 1000, EstimateMilliCPU: 300}},
+			"; pod estimate from namespace: no controlling owner; namespace uses 0.20 ± 0.10 of its CPU request (12 pods, 3s old): 300m of 1000m"},
+		{"too few in the namespace", EstimateSource{Source: EstimateFromSpec, Reason: "no controlling owner",
+			Namespace: &NamespaceRatio{Mean: 0.2, SD: 0.1, Pods: 4, AgeSeconds: 3, RequestMilliCPU: 1000, EstimateMilliCPU: 300}},
+			"; pod estimate from spec: no controlling owner; namespace uses 0.20 ± 0.10 of its CPU request (4 pods, 3s old)"},
 		{"not said", EstimateSource{}, "BerthAgent fresh sample 2s old"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

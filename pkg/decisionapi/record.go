@@ -198,15 +198,17 @@ type LoadDetail struct {
 
 // Sources of a pod's estimate (EstimateSource.Source).
 const (
-	EstimateFromProfile = "profile"
-	EstimateFromSpec    = "spec"
+	EstimateFromProfile   = "profile"
+	EstimateFromSpec      = "spec"
+	EstimateFromNamespace = "namespace"
 )
 
 // EstimateSource is where a pod's estimate came from.
 type EstimateSource struct {
-	// Source is EstimateFromProfile or EstimateFromSpec.
+	// Source is EstimateFromProfile, EstimateFromNamespace (CPU from the namespace's ratio,
+	// memory from the spec rule) or EstimateFromSpec.
 	Source string `json:"source"`
-	// Reason says why the spec rule applied: the pod has no controlling owner, its workload has
+	// Reason says why no profile applied: the pod has no controlling owner, its workload has
 	// no measured pod, too few, or pods not alike.
 	Reason string `json:"reason,omitempty"`
 	// Workload is the profile's key (namespace/controller UID@template hash), when the pod has one.
@@ -224,6 +226,23 @@ type EstimateSource struct {
 	// RampSeconds is how long the siblings seen starting took (median) from binding to their
 	// use; 0 when none was seen starting.
 	RampSeconds float64 `json:"rampSeconds,omitempty"`
+	// Namespace is the pod's namespace's use-to-request ratio when it has one (also when too
+	// few pods were measured for it to be used).
+	Namespace *NamespaceRatio `json:"namespace,omitempty"`
+}
+
+// NamespaceRatio is what a namespace's measured pods use of their CPU request.
+type NamespaceRatio struct {
+	// Mean and SD of the measured pods' CPU use ÷ CPU request.
+	Mean float64 `json:"mean"`
+	SD   float64 `json:"sd"`
+	// Pods is how many measured pods it is from; AgeSeconds the newest sample's age.
+	Pods       int     `json:"pods"`
+	AgeSeconds float64 `json:"ageSeconds"`
+	// RequestMilliCPU is the pod's CPU request and EstimateMilliCPU what it counts at alone:
+	// request × (mean + margin × SD), rounded up.
+	RequestMilliCPU  int64 `json:"requestMilliCPU"`
+	EstimateMilliCPU int64 `json:"estimateMilliCPU"`
 }
 
 // Term is one named number of a plugin's score on a node.

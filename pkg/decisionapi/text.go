@@ -303,14 +303,20 @@ func estimateText(d *LoadDetail) string {
 		}
 		return fmt.Sprintf("; pod estimate from profile %s: %dm/%d B (p %sm, spread %s, %d siblings%s, %ss old)",
 			e.Workload, e.EstimateMilliCPU, e.EstimateMemoryBytes, num(e.PercentileMilliCPU), num2(e.SpreadCPU), e.Samples, ramp, num(e.AgeSeconds))
-	case EstimateFromSpec:
-		s := "; pod estimate from spec: " + e.Reason
+	case EstimateFromSpec, EstimateFromNamespace:
+		s := "; pod estimate from " + e.Source + ": " + e.Reason
 		if e.Workload != "" {
 			s += " (" + e.Workload
 			if e.Samples > 0 {
 				s += fmt.Sprintf(", %d siblings, spread %s", e.Samples, num2(max(e.SpreadCPU, e.SpreadMemory)))
 			}
 			s += ")"
+		}
+		if n := e.Namespace; n != nil {
+			s += fmt.Sprintf("; namespace uses %s ± %s of its CPU request (%d pods, %ss old)", num2(n.Mean), num2(n.SD), n.Pods, num(n.AgeSeconds))
+			if e.Source == EstimateFromNamespace {
+				s += fmt.Sprintf(": %dm of %dm", n.EstimateMilliCPU, n.RequestMilliCPU)
+			}
 		}
 		return s
 	}

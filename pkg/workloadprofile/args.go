@@ -32,12 +32,18 @@ type Args struct {
 	// MaxAge drops a pod's sample that has not been measured again for this long (a deleted
 	// pod, an old template), so a profile says what the workload uses now (default 1h).
 	MaxAge time.Duration
+	// NamespaceMinPods is the fewest measured pods with a CPU request that make a namespace's
+	// use-to-request ratio usable for its pods without a usable profile (default 10; 0: off).
+	// The namespace learner keeps NamespaceMaxSamples pods per namespace and MaxWorkloads
+	// namespaces.
+	NamespaceMinPods int
 }
 
 // DefaultArgs are the defaults named on Args.
 func DefaultArgs() Args {
 	return Args{MinSiblings: 3, Percentile: 90, MaxSpread: 0.5, Margin: 1,
-		MaxWorkloads: 10000, MaxSamples: 64, MinAge: time.Minute, MaxAge: time.Hour}
+		MaxWorkloads: 10000, MaxSamples: 64, MinAge: time.Minute, MaxAge: time.Hour,
+		NamespaceMinPods: 10}
 }
 
 // Validate says what is wrong with a, all at once.
@@ -71,6 +77,9 @@ func (a Args) Validate() error {
 	if a.MinAge < 0 || a.MinAge > time.Hour {
 		bad("minAge", a.MinAge, "between 0 and 1h")
 	}
+	if a.NamespaceMinPods < 0 || a.NamespaceMinPods > NamespaceMaxSamples {
+		bad("namespaceMinPods", a.NamespaceMinPods, fmt.Sprintf("between 0 and %d", NamespaceMaxSamples))
+	}
 	return errors.Join(errs...)
 }
 
@@ -89,6 +98,7 @@ func FromConfig(c *configv1.WorkloadProfileArgs) (a Args, enabled bool) {
 	set(&a.MinSiblings, c.MinSiblings)
 	set(&a.MaxWorkloads, c.MaxWorkloads)
 	set(&a.MaxSamples, c.MaxSamples)
+	set(&a.NamespaceMinPods, c.NamespaceMinPods)
 	if c.Percentile != nil {
 		a.Percentile = float64(*c.Percentile)
 	}

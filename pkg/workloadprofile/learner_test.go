@@ -240,7 +240,8 @@ func TestFromConfig(t *testing.T) {
 	}{
 		{"nil", nil, DefaultArgs(), true},
 		{"units", &configv1.WorkloadProfileArgs{MinSiblings: i32(5), Percentile: i32(95), MaxSpreadPercent: i32(25),
-			MarginPercent: i32(150), MaxWorkloads: i32(7), MaxSamples: i32(8), MaxAgeSeconds: new(int64(60)), MinAgeSeconds: new(int64(4))},
+			MarginPercent: i32(150), MaxWorkloads: i32(7), MaxSamples: i32(8), MaxAgeSeconds: new(int64(60)), MinAgeSeconds: new(int64(4)),
+			NamespaceMinPods: i32(0)},
 			Args{MinSiblings: 5, Percentile: 95, MaxSpread: 0.25, Margin: 1.5, MaxWorkloads: 7, MaxSamples: 8, MaxAge: time.Minute, MinAge: 4 * time.Second}, true},
 		{"off", &configv1.WorkloadProfileArgs{Enabled: &off}, DefaultArgs(), false},
 	} {

@@ -58,6 +58,17 @@ type WorkloadProfileArgs struct {
 	// +kubebuilder:validation:Maximum=604800
 	// +optional
 	MaxAgeSeconds *int64 `json:"maxAgeSeconds,omitempty"`
+	// NamespaceMinPods is the fewest measured pods with a CPU request in a pod's namespace
+	// that estimate a pod without a usable profile (a bare pod, a replica of a workload not
+	// learned yet): its CPU request × the namespace's use-to-request ratio, mean + margin ×
+	// standard deviation; and a node's placed pods so estimated that the agents have not
+	// measured yet count together, their means plus margin × the root of their summed
+	// variances, not each at its own bound. 0: off, every such pod keeps the spec rule
+	// (default 10; at most 256, the measured pods a namespace keeps).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=256
+	// +optional
+	NamespaceMinPods *int32 `json:"namespaceMinPods,omitempty"`
 }
 
 // Workload profiles' defaults.
@@ -70,6 +81,10 @@ const (
 	DefaultProfileMaxSamples       int32 = 64
 	DefaultProfileMaxAgeSeconds    int64 = 3600
 	DefaultProfileMinAgeSeconds    int64 = 60
+	DefaultProfileNamespaceMinPods int32 = 10
+	// ProfileNamespaceMaxSamples bounds the measured pods a namespace keeps (least recently
+	// measured out first), and so namespaceMinPods.
+	ProfileNamespaceMaxSamples = 256
 )
 
 // SetDefaults_WorkloadProfileArgs fills unset fields.
@@ -83,4 +98,5 @@ func SetDefaults_WorkloadProfileArgs(obj *WorkloadProfileArgs) {
 	setDefault(&obj.MaxSamples, DefaultProfileMaxSamples)
 	setDefault(&obj.MaxAgeSeconds, DefaultProfileMaxAgeSeconds)
 	setDefault(&obj.MinAgeSeconds, DefaultProfileMinAgeSeconds)
+	setDefault(&obj.NamespaceMinPods, DefaultProfileNamespaceMinPods)
 }

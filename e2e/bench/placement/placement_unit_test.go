@@ -209,6 +209,9 @@ func TestRender(t *testing.T) {
 			if got, want := strings.Contains(y, "enabled: false"), rc.noProfiles; got != want {
 				t.Errorf("profiles off %v, want %v:\n%s", got, want, y)
 			}
+			if got, want := strings.Contains(y, "namespaceMinPods: 0"), rc.noNamespace; got != want {
+				t.Errorf("namespace ratios off rendered %v, want %v:\n%s", got, want, y)
+			}
 			if got, want := strings.Contains(y, "minSiblings: 2"), rc.minSiblings == 2; got != want {
 				t.Errorf("minSiblings 2 rendered %v, want %v:\n%s", got, want, y)
 			}

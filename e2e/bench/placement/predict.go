@@ -26,8 +26,9 @@ type prediction struct {
 	at        time.Time
 	predicted float64
 	workload  bool
-	// profiled: the record says the pod was estimated from its workload's profile.
-	profiled bool
+	// profiled: the record says the pod was estimated from its workload's profile;
+	// fromNamespace: from its namespace's use-to-request ratio.
+	profiled, fromNamespace bool
 }
 
 // PredStat is the median error over a kind of pods (NaN with none): absolute and signed
@@ -141,7 +142,8 @@ func (ps *predictions) placed(pod *corev1.Pod, workload bool) {
 				if pred, ok := predicted(n); ok {
 					d, _ := n.Load("TargetLoadPacking")
 					ps.add(prediction{pod: name, node: n.Node, at: rec.Started, predicted: pred, workload: workload,
-						profiled: d.PodEstimate.Source == decisionapi.EstimateFromProfile})
+						profiled:      d.PodEstimate.Source == decisionapi.EstimateFromProfile,
+						fromNamespace: d.PodEstimate.Source == decisionapi.EstimateFromNamespace})
 					return
 				}
 			}
@@ -183,7 +185,7 @@ func (ps *predictions) finish(r *RunResult, poll *poller, acct *Accounting, wind
 	list := append([]prediction(nil), ps.list...)
 	r.PredMissing = ps.missing
 	ps.mu.Unlock()
-	var wl, bare, prof []float64
+	var wl, bare, prof, ns []float64
 	for _, p := range list {
 		measured, at, ok := poll.measuredAt(p.node, p.at.Add(window))
 		if !ok {
@@ -194,6 +196,9 @@ func (ps *predictions) finish(r *RunResult, poll *poller, acct *Accounting, wind
 		if p.profiled {
 			prof = append(prof, err)
 		}
+		if p.fromNamespace {
+			ns = append(ns, err)
+		}
 		if p.workload {
 			wl = append(wl, err)
 		} else {
@@ -201,6 +206,7 @@ func (ps *predictions) finish(r *RunResult, poll *poller, acct *Accounting, wind
 		}
 	}
 	r.PredWorkload, r.PredBare, r.PredProfiled, r.PredWindow = predStat(wl), predStat(bare), predStat(prof), window
+	r.PredNamespace = predStat(ns)
 }
 
 func predStat(errs []float64) PredStat {

@@ -60,8 +60,10 @@ type RunResult struct {
 	// PredProfiled is the error of the pods (of either kind) whose decision record says they
 	// were estimated from their workload's profile, not their spec.
 	PredProfiled PredStat
-	PredWindow   time.Duration
-	PredMissing  int
+	// PredNamespace is the same over the pods estimated from their namespace's ratio.
+	PredNamespace PredStat
+	PredWindow    time.Duration
+	PredMissing   int
 	// Level and Seed say which table cell the run belongs to ("" and the seed in Execute).
 	Level    string
 	Seed     uint64

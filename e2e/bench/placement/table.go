@@ -371,7 +371,8 @@ func predNote(r *RunResult) string {
 	for _, k := range []struct {
 		name string
 		st   PredStat
-	}{{"workload pods", r.PredWorkload}, {"bare pods", r.PredBare}, {"pods estimated from a profile", r.PredProfiled}} {
+	}{{"workload pods", r.PredWorkload}, {"bare pods", r.PredBare}, {"pods estimated from a profile", r.PredProfiled},
+		{"pods estimated from their namespace", r.PredNamespace}} {
 		if k.st.N > 0 {
 			parts = append(parts, fmt.Sprintf("%s %+.1f (%d pods)", k.name, k.st.MedianBias, k.st.N))
 		}

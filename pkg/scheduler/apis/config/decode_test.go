@@ -125,7 +125,8 @@ func TestWorkloadProfileArgs(t *testing.T) {
 	}{
 		{"absent: defaults, on", `{"watcherAddress":"http://w:1"}`, nil, func(a *configv1.WorkloadProfileArgs) bool {
 			return *a.Enabled && *a.MinSiblings == 3 && *a.Percentile == 90 && *a.MaxSpreadPercent == 50 &&
-				*a.MarginPercent == 100 && *a.MaxWorkloads == 10000 && *a.MaxSamples == 64 && *a.MaxAgeSeconds == 3600 && *a.MinAgeSeconds == 60
+				*a.MarginPercent == 100 && *a.MaxWorkloads == 10000 && *a.MaxSamples == 64 && *a.MaxAgeSeconds == 3600 && *a.MinAgeSeconds == 60 &&
+				*a.NamespaceMinPods == 10
 		}},
 		{"off", `{"watcherAddress":"http://w:1","workloadProfiles":{"enabled":false}}`, nil, func(a *configv1.WorkloadProfileArgs) bool {
 			return !*a.Enabled && *a.MinSiblings == 3
@@ -133,11 +134,11 @@ func TestWorkloadProfileArgs(t *testing.T) {
 		{"set", `{"watcherAddress":"http://w:1","workloadProfiles":{"minSiblings":5,"percentile":95,"maxSamples":5}}`, nil, func(a *configv1.WorkloadProfileArgs) bool {
 			return *a.MinSiblings == 5 && *a.Percentile == 95 && *a.MaxSamples == 5
 		}},
-		{"out of range", `{"watcherAddress":"http://w:1","workloadProfiles":{"minSiblings":0,"percentile":101,"maxSpreadPercent":-1,"marginPercent":1001,"maxWorkloads":0,"maxAgeSeconds":0,"minAgeSeconds":3601}}`,
+		{"out of range", `{"watcherAddress":"http://w:1","workloadProfiles":{"minSiblings":0,"percentile":101,"maxSpreadPercent":-1,"marginPercent":1001,"maxWorkloads":0,"maxAgeSeconds":0,"minAgeSeconds":3601,"namespaceMinPods":257}}`,
 			[]string{"workloadProfiles.minSiblings: Invalid value: 0", "workloadProfiles.percentile: Invalid value: 101",
 				"workloadProfiles.maxSpreadPercent: Invalid value: -1", "workloadProfiles.marginPercent: Invalid value: 1001",
 				"workloadProfiles.maxWorkloads: Invalid value: 0", "workloadProfiles.maxAgeSeconds: Invalid value: 0",
-				"workloadProfiles.minAgeSeconds: Invalid value: 3601"}, nil},
+				"workloadProfiles.minAgeSeconds: Invalid value: 3601", "workloadProfiles.namespaceMinPods: Invalid value: 257"}, nil},
 		{"fewer samples than siblings", `{"watcherAddress":"http://w:1","workloadProfiles":{"minSiblings":10,"maxSamples":9}}`,
 			[]string{"workloadProfiles.maxSamples: Invalid value: 9: must be between 10 and 10000"}, nil},
 		{"unknown field", `{"watcherAddress":"http://w:1","workloadProfiles":{"minSibling":3}}`,

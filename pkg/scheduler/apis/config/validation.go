@@ -118,6 +118,7 @@ func validateWorkloadProfiles(root *field.Path, a *configv1.WorkloadProfileArgs)
 	// why minSiblings: a workload that may keep fewer samples than a profile needs would
 	// never get one, silently.
 	between("maxSamples", int64(*a.MaxSamples), int64(*a.MinSiblings), 10_000)
+	between("namespaceMinPods", int64(*a.NamespaceMinPods), 0, int64(configv1.ProfileNamespaceMaxSamples))
 	return errs
 }
 

@@ -101,7 +101,8 @@ func NewEngine(ctx context.Context, plugin string, args CommonArgs, handle fwk.H
 	// Every placed pod's estimate (Reserve, pods bound by others, the usage Filter,
 	// /debug/berth/placed) goes through the profile first.
 	e.Tracker.estimate = func(pod *v1.Pod) Estimate { return e.Estimate(pod, est) }
-	e.Tracker.sourced = func(pod *v1.Pod) (Estimate, bool) { return e.estimateSourced(pod, est) }
+	e.Tracker.sourced = func(pod *v1.Pod) Sourced { return e.estimateSourced(pod, est) }
+	e.Tracker.margin = pargs.Margin
 	e.Tracker.estimateFor = EstimateWindow(args)
 	// why a closure: the counter is registered with the watcher below, and a child taken
 	// before that would count nowhere.
@@ -140,16 +141,33 @@ func NewEngine(ctx context.Context, plugin string, args CommonArgs, handle fwk.H
 // has a usable profile, else the plugin's spec rule est. The profile replaces the spec rule
 // whatever the pod's annotations say: none of them can lower it.
 func (e *Engine) Estimate(pod *v1.Pod, est Estimator) Estimate {
-	v, _ := e.estimateSourced(pod, est)
-	return v
+	return e.estimateSourced(pod, est).Estimate
 }
 
-// estimateSourced is Estimate and whether it is the profile's.
-func (e *Engine) estimateSourced(pod *v1.Pod, est Estimator) (Estimate, bool) {
+// LearnedMilliCPU is pod's CPU estimate when it is learned (its workload's usable profile, else
+// its namespace's usable ratio); false: the caller's spec rule applies.
+func (e *Engine) LearnedMilliCPU(pod *v1.Pod) (int64, bool) {
 	if p, ok := e.Profiles.Estimate(pod); ok {
-		return p, true
+		return p.MilliCPU, true
 	}
-	return est(pod), false
+	if m, _, _, ok := e.Profiles.NamespaceEstimate(pod); ok {
+		return m, true
+	}
+	return 0, false
+}
+
+// estimateSourced is Estimate and where it came from: the profile, else the spec rule with its
+// CPU from the namespace's ratio when that is usable (memory keeps the spec rule: the ratio is
+// CPU's), else the spec rule.
+func (e *Engine) estimateSourced(pod *v1.Pod, est Estimator) Sourced {
+	if p, ok := e.Profiles.Estimate(pod); ok {
+		return Sourced{Estimate: p, source: fromProfile}
+	}
+	v := Sourced{Estimate: est(pod)}
+	if m, mean, sd, ok := e.Profiles.NamespaceEstimate(pod); ok {
+		v.MilliCPU, v.source, v.meanCPU, v.sdCPU = m, fromNamespace, mean, sd
+	}
+	return v
 }
 
 // capacityOf is a node's capacity from the scheduler's node informer (zero without one).

@@ -57,5 +57,15 @@ func (e *Engine) ExplainEstimate(pod *v1.Pod, d *decisionapi.LoadDetail) {
 			src.Reason = prof.Reason
 		}
 	}
+	if src.Source == decisionapi.EstimateFromSpec {
+		if r, req, ok := e.Profiles.NamespaceRatio(pod); ok {
+			est, _, _ := r.Estimate(req, e.Profiles.args.Margin)
+			src.Namespace = &decisionapi.NamespaceRatio{Mean: r.Mean, SD: r.SD, Pods: r.Samples,
+				AgeSeconds: e.now().Sub(r.Updated).Seconds(), RequestMilliCPU: req, EstimateMilliCPU: est}
+			if r.Usable {
+				src.Source = decisionapi.EstimateFromNamespace
+			}
+		}
+	}
 	d.PodEstimate = src
 }

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/berth-sched/berth/pkg/workloadprofile"
 )
@@ -24,18 +25,30 @@ type Profiles struct {
 	pods      map[types.UID]podRef
 	learner   *workloadprofile.Learner
 	published atomic.Pointer[map[workloadprofile.Key]workloadprofile.Profile]
+	// namespaces learns each namespace's use-to-request ratio from all its measured pods with
+	// a CPU request (nil: namespaceMinPods 0, off).
+	namespaces *workloadprofile.NamespaceLearner
+	ratios     atomic.Pointer[map[string]workloadprofile.Ratio]
 }
 
 type podRef struct {
-	key   workloadprofile.Key
-	node  string
-	bound time.Time
+	key    workloadprofile.Key
+	hasKey bool
+	ns     string
+	// reqMilliCPU is the pod's CPU request (0: none, its use says nothing of a ratio).
+	reqMilliCPU int64
+	node        string
+	bound       time.Time
 }
 
 // NewProfiles builds an empty learner; args must be valid. Nothing is published (every pod
 // gets its spec rule) until the first document with per-pod usage is learned.
 func NewProfiles(args workloadprofile.Args) *Profiles {
-	return &Profiles{args: args, pods: map[types.UID]podRef{}, learner: workloadprofile.NewLearner(args)}
+	p := &Profiles{args: args, pods: map[types.UID]podRef{}, learner: workloadprofile.NewLearner(args)}
+	if args.NamespaceMinPods > 0 {
+		p.namespaces = workloadprofile.NewNamespaceLearner(args)
+	}
+	return p
 }
 
 // Lookup is pod's workload profile, usable or not; found is false for a pod without a workload
@@ -61,6 +74,40 @@ func (p *Profiles) Estimate(pod *v1.Pod) (Estimate, bool) {
 	return Estimate{MilliCPU: prof.EstimateMilliCPU, MemoryBytes: prof.EstimateMemoryBytes}, true
 }
 
+// NamespaceRatio is the use-to-request ratio of pod's namespace and pod's CPU request, with
+// found false when the namespace has no measured pod or the pod no CPU request. One map lookup
+// and the pod's requests (PreScore, Reserve, the record; not per node).
+func (p *Profiles) NamespaceRatio(pod *v1.Pod) (r workloadprofile.Ratio, reqMilliCPU int64, found bool) {
+	if p == nil || pod == nil {
+		return r, 0, false
+	}
+	m := p.ratios.Load()
+	if m == nil {
+		return r, 0, false
+	}
+	if r, found = (*m)[pod.Namespace]; !found {
+		return r, 0, false
+	}
+	reqMilliCPU = cpuRequest(pod)
+	return r, reqMilliCPU, reqMilliCPU > 0
+}
+
+// NamespaceEstimate is pod's CPU estimate from its namespace's ratio when that is usable (see
+// workloadprofile.Ratio.Estimate), with the mean and standard deviation it is made of.
+func (p *Profiles) NamespaceEstimate(pod *v1.Pod) (est int64, mean, sd float64, ok bool) {
+	r, req, found := p.NamespaceRatio(pod)
+	if !found || !r.Usable {
+		return 0, 0, 0, false
+	}
+	est, mean, sd = r.Estimate(req, p.args.Margin)
+	return est, mean, sd, true
+}
+
+func cpuRequest(pod *v1.Pod) int64 {
+	q := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})[v1.ResourceCPU]
+	return q.MilliValue()
+}
+
 // Learn feeds the learner every measured pod of snap bound to the node that reports it and
 // publishes the profiles. capacity gives a node's capacity (zero: unknown, its pods are not
 // learned: a share of an unknown capacity is no amount). A nil Profiles (profiles off)
@@ -84,13 +131,24 @@ func (p *Profiles) Learn(snap *Snapshot, capacity func(node string) Capacity, no
 			if !ok || ref.node != name {
 				continue
 			}
-			if s, ok := sampleOf(share, c, e.updated.Sub(ref.bound), snap.Window, p.args.MinAge); ok {
+			s, ok := sampleOf(share, c, e.updated.Sub(ref.bound), snap.Window, p.args.MinAge)
+			if !ok {
+				continue
+			}
+			if ref.hasKey {
 				p.learner.Observe(ref.key, uid, s, e.updated, ref.bound)
+			}
+			if p.namespaces != nil && ref.reqMilliCPU > 0 {
+				p.namespaces.Observe(ref.ns, uid, s.MilliCPU/float64(ref.reqMilliCPU), e.updated)
 			}
 		}
 	}
 	m := p.learner.Profiles(now)
 	p.published.Store(&m)
+	if p.namespaces != nil {
+		r := p.namespaces.Ratios(now)
+		p.ratios.Store(&r)
+	}
 }
 
 // sampleOf is a pod's average use in absolute units. A pod its node's window has held for the
@@ -114,8 +172,9 @@ func sampleOf(share PodShare, c Capacity, age, window, minAge time.Duration) (wo
 }
 
 func (p *Profiles) observe(pod *v1.Pod) {
-	key, ok := workloadprofile.KeyOf(pod)
-	if !ok || pod.Spec.NodeName == "" {
+	key, hasKey := workloadprofile.KeyOf(pod)
+	// why every bound pod, not only a workload's: bare pods teach their namespace's ratio.
+	if pod.Spec.NodeName == "" || (!hasKey && p.namespaces == nil) {
 		return
 	}
 	p.mu.Lock()
@@ -124,7 +183,8 @@ func (p *Profiles) observe(pod *v1.Pod) {
 		delete(p.pods, pod.UID)
 		return
 	}
-	p.pods[pod.UID] = podRef{key: key, node: pod.Spec.NodeName, bound: bindTime(pod)}
+	p.pods[pod.UID] = podRef{key: key, hasKey: hasKey, ns: pod.Namespace, reqMilliCPU: cpuRequest(pod),
+		node: pod.Spec.NodeName, bound: bindTime(pod)}
 }
 
 func (p *Profiles) forget(uid types.UID) {

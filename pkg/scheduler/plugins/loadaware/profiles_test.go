@@ -2,11 +2,13 @@ package loadaware
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -240,5 +242,128 @@ func BenchmarkProfileEstimate(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		p.Estimate(incoming)
+	}
+}
+
+// requesting is a bare pod of namespace ns requesting cpuMilli, bound to node at bound.
+func requesting(ns, name, node string, cpuMilli int64, bound time.Time) *v1.Pod {
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "-" + name), CreationTimestamp: metav1.NewTime(bound)},
+		Spec: v1.PodSpec{NodeName: node, Containers: []v1.Container{{Name: "c", Resources: v1.ResourceRequirements{
+			Requests: v1.ResourceList{v1.ResourceCPU: *resource.NewMilliQuantity(cpuMilli, resource.DecimalSI)}}}}},
+	}
+}
+
+// Each case: which pods of namespace "a" (1000m requests) are bound where, what n1 reports
+// of them, and what a new bare pod of "a" requesting 1000m then counts at (spec rule 1000m).
+// Ten pods measured alternately at 1 % and 3 % of a 10-core node use 0.1 and 0.3 of their
+// request: mean 0.2, SD 0.1, so the pod counts at (0.2 + 1 × 0.1) × 1000m.
+func TestNamespaceEstimates(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	old := now.Add(-time.Hour)
+	nodes := func(string) Capacity { return Capacity{MilliCPU: 10000, MemoryBytes: 10 << 30} }
+	ten := func(ns, node string) ([]*v1.Pod, map[types.UID]float64) {
+		var pods []*v1.Pod
+		cpu := map[types.UID]float64{}
+		for i := range 10 {
+			p := requesting(ns, fmt.Sprint("p", i), node, 1000, old)
+			pods = append(pods, p)
+			cpu[p.UID] = float64(1 + 2*(i%2))
+		}
+		return pods, cpu
+	}
+	aPods, aCPU := ten("a", "n1")
+	bPods, bCPU := ten("b", "n1")
+	elsewhere, _ := ten("a", "n2")
+	for _, tc := range []struct {
+		name    string
+		minPods int32
+		bound   []*v1.Pod
+		cpu     map[types.UID]float64
+		want    int64
+		source  string
+	}{
+		{"ten measured: the namespace's ratio", 10, aPods, aCPU, 300, decisionapi.EstimateFromNamespace},
+		{"nine measured: spec", 10, aPods[:9], aCPU, 1000, decisionapi.EstimateFromSpec},
+		{"off: spec", 0, aPods, aCPU, 1000, decisionapi.EstimateFromSpec},
+		{"another namespace's pods: spec", 10, bPods, bCPU, 1000, decisionapi.EstimateFromSpec},
+		{"reported by a node they are not bound to: spec", 10, elsewhere, aCPU, 1000, decisionapi.EstimateFromSpec},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := defaulted("http://unused", func(a *CommonArgs) {
+				a.WorkloadProfiles = &configv1.WorkloadProfileArgs{NamespaceMinPods: &tc.minPods}
+			})
+			e, err := NewEngine(t.Context(), "Test", args, nil, cpuEstimate(1000), Options{Now: func() time.Time { return now }, NoLoop: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := e.Profiles.EventHandler()
+			for _, p := range tc.bound {
+				h.OnAdd(p, false)
+			}
+			e.Profiles.Learn(measured(now, "n1", tc.cpu), nodes, now)
+			incoming := requesting("a", "new", "", 1000, time.Time{})
+			if got := e.Tracker.estimate(incoming).MilliCPU; got != tc.want {
+				t.Errorf("new pod counts %dm, want %dm", got, tc.want)
+			}
+			if got, ok := e.LearnedMilliCPU(incoming); ok != (tc.want != 1000) || (ok && got != tc.want) {
+				t.Errorf("LearnedMilliCPU = %d, %v; want %d", got, ok, tc.want)
+			}
+			var d decisionapi.LoadDetail
+			e.ExplainEstimate(incoming, &d)
+			if d.PodEstimate.Source != tc.source || d.PodEstimate.Reason != ReasonNoController {
+				t.Errorf("record says %+v, want source %q, reason %q", d.PodEstimate, tc.source, ReasonNoController)
+			}
+			if n := d.PodEstimate.Namespace; tc.source == decisionapi.EstimateFromNamespace &&
+				(n == nil || n.Pods != 10 || n.EstimateMilliCPU != 300 || n.RequestMilliCPU != 1000 || math.Abs(n.Mean-0.2) > 1e-9 || math.Abs(n.SD-0.1) > 1e-9) {
+				t.Errorf("record's namespace %+v, want 10 pods, 0.2 ± 0.1, 300m of 1000m", n)
+			}
+			// A pod without a CPU request has no ratio to scale: its spec rule.
+			if got := e.Tracker.estimate(requesting("a", "nocpu", "", 0, time.Time{})).MilliCPU; got != 1000 {
+				t.Errorf("pod without a CPU request counts %dm, want its spec rule", got)
+			}
+		})
+	}
+}
+
+// A node's unmeasured namespace-estimated pods count together: Σ mean + margin × √(Σ SD²), so
+// one pod counts at its own estimate and n at less than n times it; once the node's report
+// holds a pod, it leaves the pool and counts as measured.
+func TestNamespacePool(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	args := defaulted("http://unused", nil)
+	e, err := NewEngine(t.Context(), "Test", args, nil, cpuEstimate(1000), Options{Now: func() time.Time { return now }, NoLoop: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := e.Profiles.EventHandler()
+	cpu := map[types.UID]float64{}
+	for i := range 10 {
+		p := requesting("a", fmt.Sprint("p", i), "n1", 1000, now.Add(-time.Hour))
+		h.OnAdd(p, false)
+		cpu[p.UID] = float64(1 + 2*(i%2))
+	}
+	e.Profiles.Learn(measured(now, "n1", cpu), func(string) Capacity { return Capacity{MilliCPU: 10000, MemoryBytes: 10 << 30} }, now)
+	var placed []*v1.Pod
+	for i, want := range []int64{300, 542, 774} { // ceil(200n + 100√n)
+		p := requesting("a", fmt.Sprint("new", i), "", 1000, time.Time{})
+		placed = append(placed, p)
+		e.Tracker.Add(p, "n2", now)
+		if got := e.Tracker.Unreported("n2", NodeView{}).MilliCPU; got != want {
+			t.Errorf("%d pods placed: unreported %dm, want %dm", i+1, got, want)
+		}
+	}
+	// A bare pod of another namespace (no ratio) adds its spec rule beside the pool.
+	e.Tracker.Add(requesting("b", "x", "", 1000, time.Time{}), "n2", now)
+	if got := e.Tracker.Unreported("n2", NodeView{}).MilliCPU; got != 774+1000 {
+		t.Errorf("with a spec pod: unreported %dm, want %dm", got, 774+1000)
+	}
+	// n2 reports the first placed pod at 2 % of 10 cores (latest 6 %): it counts its measured
+	// use less what the window holds, the other two stay pooled.
+	snap := measured(now.Add(time.Second), "n2", map[types.UID]float64{placed[0].UID: 2})
+	v, _ := snap.node("n2", now.Add(time.Second), time.Minute)
+	got := e.Tracker.UnreportedOn("n2", v, Capacity{MilliCPU: 10000, MemoryBytes: 10 << 30}).MilliCPU
+	if want := int64(400 + 542 + 1000); got != want {
+		t.Errorf("first pod measured: unreported %dm, want %dm (600m latest − 200m held + the pool of two + the spec pod)", got, want)
 	}
 }

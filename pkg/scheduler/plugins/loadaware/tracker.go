@@ -34,8 +34,28 @@ type placed struct {
 	// estimateUntil: until then the pod counts at no less than est even once measured
 	// (estimateSeconds; zero: not at all).
 	estimateUntil time.Time
-	// fromProfile: est is its workload's profile, not the spec rule (for `kubectl berth nodes`).
-	fromProfile bool
+	// source is where est came from (profile: for `kubectl berth nodes`).
+	source estimateSource
+	// meanCPU and sdCPU (millicores), set when est.MilliCPU is from the pod's namespace ratio
+	// (sdCPU > 0): while unmeasured the pod counts in its node's pool of such pods (see pool).
+	meanCPU, sdCPU float64
+}
+
+// estimateSource is where a placed pod's estimate came from.
+type estimateSource uint8
+
+const (
+	fromSpec estimateSource = iota
+	fromProfile
+	fromNamespace
+)
+
+// Sourced is a pod's estimate with where it came from and, for a namespace estimate, the mean
+// and standard deviation (millicores) it is made of.
+type Sourced struct {
+	Estimate
+	source         estimateSource
+	meanCPU, sdCPU float64
 }
 
 // Tracker remembers pods placed on nodes (assumed in Reserve, or seen bound by the informer)
@@ -60,10 +80,13 @@ type Tracker struct {
 	estimateFor func(*v1.Pod) (time.Duration, bool)
 	// ignored counts a newly tracked pod whose annotation was ignored (nil: not counted).
 	ignored func()
-	// sourced, when set, is estimate that also says whether the estimate came from the pod's
-	// workload profile (one profile lookup per tracked pod, not two).
-	sourced func(*v1.Pod) (Estimate, bool)
-	now     func() time.Time
+	// sourced, when set, is estimate that also says where the estimate came from (one profile
+	// lookup per tracked pod, not two).
+	sourced func(*v1.Pod) Sourced
+	// margin is the workload profiles' margin: a node's pool of unmeasured namespace-estimated
+	// pods counts their summed means plus margin × the root of their summed variances.
+	margin float64
+	now    func() time.Time
 	// installed is the snapshot Install published last. Its entries point at their nodes'
 	// buckets, so those buckets are kept even when empty: a fresh bucket for the same node
 	// would be invisible to that snapshot's readers.
@@ -103,12 +126,11 @@ func (t *Tracker) Add(pod *v1.Pod, node string, at time.Time) {
 	if pod == nil || node == "" {
 		return
 	}
-	var est Estimate
-	fromProfile := false
+	var src Sourced
 	if t.sourced != nil {
-		est, fromProfile = t.sourced(pod)
+		src = t.sourced(pod)
 	} else {
-		est = t.estimate(pod)
+		src.Estimate = t.estimate(pod)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -118,7 +140,8 @@ func (t *Tracker) Add(pod *v1.Pod, node string, at time.Time) {
 		}
 		t.removeLocked(pod.UID)
 	}
-	p := &placed{uid: pod.UID, node: node, at: at, est: est, fromProfile: fromProfile}
+	p := &placed{uid: pod.UID, node: node, at: at, est: src.Estimate, source: src.source,
+		meanCPU: src.meanCPU, sdCPU: src.sdCPU}
 	d, malformed := t.estimateWindow(pod)
 	if d > 0 {
 		p.estimateUntil = at.Add(d)
@@ -315,12 +338,46 @@ func (t *Tracker) sum(b *bucket, v NodeView, c Capacity, now time.Time) (sum, he
 	return sum, held
 }
 
+// pooled says p counts in its node's pool: its CPU estimate is from its namespace's ratio and
+// the node's sample does not hold it yet (nor has it expired). Why a pool: each such pod alone
+// counts at mean + margin × SD, a bound on one pod; n of them together overshoot their sum far
+// less often than each overshoots alone, so the node adds Σ mean + margin × √(Σ SD²). Summing
+// each pod's bound would count a wave of unmeasured pods at several times their use and fill
+// every node by estimate long before by load.
+func (t *Tracker) pooled(p *placed, v NodeView, now time.Time) bool {
+	if p.sdCPU <= 0 {
+		return false
+	}
+	in, _ := inSample(p, v)
+	return !in && now.Sub(p.at) <= t.expiry
+}
+
+// pool is the CPU a node's pooled pods add together (see pooled).
+type pool struct{ mean, variance float64 }
+
+func (q *pool) add(p *placed) {
+	q.mean += p.meanCPU
+	q.variance += p.sdCPU * p.sdCPU
+}
+
+func (q pool) milliCPU(margin float64) int64 {
+	if q.mean == 0 && q.variance == 0 {
+		return 0
+	}
+	return int64(math.Ceil(q.mean + margin*math.Sqrt(q.variance)))
+}
+
 // sumPods adds up the pods' remaining estimates and what of them pods in their estimate window
 // make, and says until when that holds by the clock alone (zero: for ever): a pod not in the
 // sample changes when it expires, a measured one when its estimate window ends.
 func (t *Tracker) sumPods(pods []placed, v NodeView, c Capacity, now time.Time) (sum, held Estimate, until time.Time) {
+	var q pool
 	for i := range pods {
 		r, u, h := t.remaining(&pods[i], v, c, now)
+		if t.pooled(&pods[i], v, now) {
+			q.add(&pods[i])
+			r.MilliCPU = 0
+		}
 		sum.add(r)
 		if h {
 			held.add(r)
@@ -329,6 +386,7 @@ func (t *Tracker) sumPods(pods []placed, v NodeView, c Capacity, now time.Time) 
 			until = u
 		}
 	}
+	sum.MilliCPU += q.milliCPU(t.margin)
 	return sum, held, until
 }
 
@@ -343,11 +401,11 @@ func (t *Tracker) unreportedCounted(node string, v NodeView, c Capacity, now tim
 		return u
 	}
 	pods := b.load()
+	u.Estimate, _, _ = t.sumPods(pods, v, c, now)
 	for i := range pods {
 		if r, _, _ := t.remaining(&pods[i], v, c, now); r != (Estimate{}) {
-			u.add(r)
 			u.Pods++
-			if pods[i].fromProfile {
+			if pods[i].source == fromProfile {
 				u.FromProfile++
 			}
 		}

@@ -153,10 +153,10 @@ func (pl *TargetLoadPacking) predictedFromState(state fwk.CycleState, pod *v1.Po
 }
 
 // podMilliCPU is the CPU the pod counts at: its workload's profile estimate when there is a
-// usable one (one map lookup), else PredictedMilliCPU.
+// usable one (one map lookup), else its namespace's ratio when usable, else PredictedMilliCPU.
 func (pl *TargetLoadPacking) podMilliCPU(pod *v1.Pod) int64 {
-	if est, ok := pl.engine.Profiles.Estimate(pod); ok {
-		return est.MilliCPU
+	if m, ok := pl.engine.LearnedMilliCPU(pod); ok {
+		return m
 	}
 	return pl.PredictedMilliCPU(pod)
 }
