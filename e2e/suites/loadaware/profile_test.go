@@ -2,6 +2,7 @@ package loadaware
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +22,9 @@ import (
 // by their nodes' agents at 2 % of an 8-CPU node (160m). Once the scheduler has learned them
 // (bound over a minute, measured in a document it took), a 4th replica counts at the profile
 // (about 160m), not at its spec (1000m): its decision record says so, read back from the
-// running berth-scheduler.
+// running berth-scheduler. With namespaceMinPods 3, the same three measured pods make their
+// namespace's use-to-request ratio (0.16 ± 0): a bare pod of the namespace asking 1 CPU then
+// counts at 160m, source namespace, and a bare pod of another namespace at its spec.
 func TestReplicaEstimatedFromSiblings(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -41,7 +44,9 @@ func TestReplicaEstimatedFromSiblings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config, err := framework.WithDecisionRecord(stack.TLPConfig(sched, st.Watcher.URL, 40, 60, 1), nil)
+	tlp := strings.Replace(stack.TLPConfig(sched, st.Watcher.URL, 40, 60, 1), "watcherTimeoutSeconds: 2\n",
+		"watcherTimeoutSeconds: 2\n      workloadProfiles: {namespaceMinPods: 3}\n", 1)
+	config, err := framework.WithDecisionRecord(tlp, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +121,58 @@ func TestReplicaEstimatedFromSiblings(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkProfileRecord(t, rec, 1000, usage/100*8000)
+
+	// A bare pod of the namespace: its namespace's ratio. One of another namespace: its spec.
+	other := ns + "-other"
+	if err := framework.EnsureNamespace(ctx, c.Client, other); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = c.Client.CoreV1().Namespaces().Delete(context.Background(), other, metav1.DeleteOptions{})
+	}()
+	for _, tc := range []struct {
+		ns, source string
+		want       float64
+	}{{ns, decisionapi.EstimateFromNamespace, usage / 100 * 8000}, {other, decisionapi.EstimateFromSpec, 1000}} {
+		spec := profileDeployment(tc.ns, sched, 1).Spec.Template.Spec
+		bare := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: tc.ns, Name: "bare"}, Spec: spec}
+		if _, err := c.Client.CoreV1().Pods(tc.ns).Create(ctx, bare, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := ec.WaitRecord(ctx, tc.ns, "bare", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkNamespaceRecord(t, rec, tc.source, tc.want)
+	}
+}
+
+// checkNamespaceRecord: the chosen node's TargetLoadPacking detail counts a bare pod from
+// source at about want millicores.
+func checkNamespaceRecord(t *testing.T, rec decisionapi.Record, source string, want float64) {
+	t.Helper()
+	for _, n := range rec.Nodes {
+		if !n.Chosen {
+			continue
+		}
+		d, ok := n.Load("TargetLoadPacking")
+		if !ok {
+			t.Fatalf("chosen node %s has no TargetLoadPacking detail", n.Node)
+		}
+		e := d.PodEstimate
+		t.Logf("record of bare pod %s/%s: %s", rec.Namespace, rec.Name, n.InputLines()[0])
+		if e.Source != source || e.Reason != "no controlling owner" {
+			t.Fatalf("pod estimate %+v: want source %s, no controlling owner", e, source)
+		}
+		if got := float64(d.PodMilliCPU); got < 0.75*want || got > 1.5*want {
+			t.Errorf("pod counted at %dm: want about %vm", d.PodMilliCPU, want)
+		}
+		if source == decisionapi.EstimateFromNamespace && (e.Namespace == nil || e.Namespace.Pods != 3 || e.Namespace.EstimateMilliCPU != d.PodMilliCPU) {
+			t.Errorf("record's namespace ratio %+v: want 3 pods, estimate %dm", e.Namespace, d.PodMilliCPU)
+		}
+		return
+	}
+	t.Fatalf("record has no chosen node: %+v", rec)
 }
 
 // checkProfileRecord: the chosen node's TargetLoadPacking detail counts the pod at a profile
