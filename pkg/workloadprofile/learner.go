@@ -1,9 +1,7 @@
 package workloadprofile
 
 import (
-	"container/list"
 	"math"
-	"slices"
 	"sort"
 	"time"
 )
@@ -67,34 +65,30 @@ type podSample struct {
 // count: a pod first measured later was already running when the learner started.
 const StartedWithin = 3 * time.Minute
 
-// update takes a new sample of the pod; a rise of more than 10 % over the sample it was
+func (p podSample) podUID() string        { return p.uid }
+func (p podSample) measuredAt() time.Time { return p.at }
+
+// update is the pod's sample after a new one; a rise of more than 10 % over the sample it was
 // thought to have reached its use at means it was still ramping up.
-func (p *podSample) update(s Sample, at time.Time) {
+func (p podSample) update(s Sample, at time.Time) podSample {
 	p.s, p.at = s, at
 	if s.MilliCPU > p.reachedCPU/0.9 {
 		p.reached, p.reachedCPU = at, s.MilliCPU
 	}
+	return p
 }
 
-type workload struct {
-	key  Key
-	pods []podSample // at most MaxSamples
-	elem *list.Element
-}
-
-// Learner keeps the latest sample of each measured pod per workload, within Args' bounds. It
-// is not safe for concurrent use: one goroutine (the engine's refresh loop) feeds it and
-// publishes what Profiles returns.
+// Learner keeps the latest sample of each measured pod per workload, within Args' bounds
+// (MaxSamples pods per workload, MaxWorkloads workloads). It is not safe for concurrent use:
+// one goroutine (the engine's refresh loop) feeds it and publishes what Profiles returns.
 type Learner struct {
 	args      Args
-	workloads map[Key]*workload
-	// lru orders workloads by last measurement, least recent at the front.
-	lru list.List
+	workloads *bounded[Key, podSample]
 }
 
 // NewLearner builds an empty learner; args must be valid.
 func NewLearner(args Args) *Learner {
-	return &Learner{args: args, workloads: map[Key]*workload{}}
+	return &Learner{args: args, workloads: newBounded[Key, podSample](args.MaxWorkloads, args.MaxSamples)}
 }
 
 // Observe records pod uid of workload k, bound at bound, using s as measured at time at. A pod measured again
@@ -105,34 +99,13 @@ func (l *Learner) Observe(k Key, uid string, s Sample, at, bound time.Time) {
 	if !validSample(s) {
 		return // never learned: a garbage number must not stand for a new pod
 	}
-	w := l.workloads[k]
-	if w == nil {
-		if len(l.workloads) >= l.args.MaxWorkloads {
-			l.evictWorkload()
+	l.workloads.put(k, uid, func(old *podSample) podSample {
+		if old != nil {
+			return old.update(s, at)
 		}
-		w = &workload{key: k}
-		w.elem = l.lru.PushBack(w)
-		l.workloads[k] = w
-	} else {
-		l.lru.MoveToBack(w.elem)
-	}
-	for i := range w.pods {
-		if w.pods[i].uid == uid {
-			w.pods[i].update(s, at)
-			return
-		}
-	}
-	if len(w.pods) >= l.args.MaxSamples {
-		oldest := 0
-		for i := range w.pods {
-			if w.pods[i].at.Before(w.pods[oldest].at) {
-				oldest = i
-			}
-		}
-		w.pods = slices.Delete(w.pods, oldest, oldest+1)
-	}
-	w.pods = append(w.pods, podSample{uid: uid, s: s, at: at, bound: bound, reached: at, reachedCPU: s.MilliCPU,
-		seenStarting: !bound.IsZero() && at.Sub(bound) <= StartedWithin})
+		return podSample{uid: uid, s: s, at: at, bound: bound, reached: at, reachedCPU: s.MilliCPU,
+			seenStarting: !bound.IsZero() && at.Sub(bound) <= StartedWithin}
+	})
 }
 
 func validSample(s Sample) bool {
@@ -140,46 +113,26 @@ func validSample(s Sample) bool {
 	return ok(s.MilliCPU) && ok(s.MemoryBytes)
 }
 
-func (l *Learner) evictWorkload() {
-	front := l.lru.Front()
-	if front == nil {
-		return
-	}
-	w := l.lru.Remove(front).(*workload)
-	delete(l.workloads, w.key)
-}
-
 // Len is the number of workloads and of samples held (tests, metrics).
 func (l *Learner) Len() (workloads, samples int) {
-	for _, w := range l.workloads {
-		samples += len(w.pods)
-	}
-	return len(l.workloads), samples
+	return l.workloads.size()
 }
 
 // Profiles drops samples older than MaxAge at now and returns every workload's profile, usable
 // or not (the record says why not). Called once per watcher document, outside any scheduling
 // cycle; the result is the caller's to publish and is never changed afterwards.
 func (l *Learner) Profiles(now time.Time) map[Key]Profile {
-	out := make(map[Key]Profile, len(l.workloads))
-	for k, w := range l.workloads {
-		w.pods = slices.DeleteFunc(w.pods, func(p podSample) bool { return now.Sub(p.at) > l.args.MaxAge })
-		if len(w.pods) == 0 {
-			l.lru.Remove(w.elem)
-			delete(l.workloads, k)
-			continue
-		}
-		out[k] = l.profile(w)
-	}
+	out := make(map[Key]Profile, len(l.workloads.groups))
+	l.workloads.sweep(now, l.args.MaxAge, func(k Key, pods []podSample) { out[k] = l.profile(k, pods) })
 	return out
 }
 
-func (l *Learner) profile(w *workload) Profile {
-	cpu := make([]float64, len(w.pods))
-	mem := make([]float64, len(w.pods))
+func (l *Learner) profile(k Key, pods []podSample) Profile {
+	cpu := make([]float64, len(pods))
+	mem := make([]float64, len(pods))
 	var ramps []float64
-	p := Profile{Key: w.key, Samples: len(w.pods)}
-	for i, s := range w.pods {
+	p := Profile{Key: k, Samples: len(pods)}
+	for i, s := range pods {
 		cpu[i], mem[i] = s.s.MilliCPU, s.s.MemoryBytes
 		if s.at.After(p.Updated) {
 			p.Updated = s.at
@@ -216,17 +169,22 @@ func percentile(vs []float64, q float64) float64 {
 // spread is the coefficient of variation (population standard deviation / mean); 0 for an
 // all-zero set, whose pods are alike.
 func spread(vs []float64) float64 {
-	var sum float64
-	for _, v := range vs {
-		sum += v
-	}
-	mean := sum / float64(len(vs))
+	mean, sd := meanSD(vs)
 	if mean <= 0 {
 		return 0
 	}
+	return sd / mean
+}
+
+// meanSD is the mean and population standard deviation of vs (not empty).
+func meanSD(vs []float64) (mean, sd float64) {
+	for _, v := range vs {
+		mean += v
+	}
+	mean /= float64(len(vs))
 	var sq float64
 	for _, v := range vs {
 		sq += (v - mean) * (v - mean)
 	}
-	return math.Sqrt(sq/float64(len(vs))) / mean
+	return mean, math.Sqrt(sq / float64(len(vs)))
 }

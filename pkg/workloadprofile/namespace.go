@@ -1,9 +1,7 @@
 package workloadprofile
 
 import (
-	"container/list"
 	"math"
-	"slices"
 	"time"
 
 	configv1 "github.com/berth-sched/berth/api/config/v1"
@@ -46,24 +44,20 @@ type ratioSample struct {
 	at    time.Time
 }
 
-type namespaceSamples struct {
-	ns   string
-	pods []ratioSample // at most NamespaceMaxSamples
-	elem *list.Element
-}
+func (s ratioSample) podUID() string        { return s.uid }
+func (s ratioSample) measuredAt() time.Time { return s.at }
 
 // NamespaceLearner keeps the latest use-to-request ratio of each measured pod per namespace,
-// at most NamespaceMaxSamples pods per namespace (least recently measured out first) and MaxWorkloads
-// namespaces (least recently measured out first). Not safe for concurrent use, like Learner.
+// at most NamespaceMaxSamples pods per namespace and MaxWorkloads namespaces (least recently
+// measured out first in both). Not safe for concurrent use, like Learner.
 type NamespaceLearner struct {
 	args Args
-	byNS map[string]*namespaceSamples
-	lru  list.List
+	byNS *bounded[string, ratioSample]
 }
 
 // NewNamespaceLearner builds an empty learner; args must be valid.
 func NewNamespaceLearner(args Args) *NamespaceLearner {
-	return &NamespaceLearner{args: args, byNS: map[string]*namespaceSamples{}}
+	return &NamespaceLearner{args: args, byNS: newBounded[string, ratioSample](args.MaxWorkloads, NamespaceMaxSamples)}
 }
 
 // Observe records pod uid of namespace ns using ratio × its CPU request, measured at at. A
@@ -72,72 +66,30 @@ func (l *NamespaceLearner) Observe(ns, uid string, ratio float64, at time.Time) 
 	if math.IsNaN(ratio) || math.IsInf(ratio, 0) || ratio < 0 {
 		return
 	}
-	n := l.byNS[ns]
-	if n == nil {
-		if len(l.byNS) >= l.args.MaxWorkloads {
-			if front := l.lru.Front(); front != nil {
-				delete(l.byNS, l.lru.Remove(front).(*namespaceSamples).ns)
-			}
-		}
-		n = &namespaceSamples{ns: ns}
-		n.elem = l.lru.PushBack(n)
-		l.byNS[ns] = n
-	} else {
-		l.lru.MoveToBack(n.elem)
-	}
-	for i := range n.pods {
-		if n.pods[i].uid == uid {
-			n.pods[i].ratio, n.pods[i].at = ratio, at
-			return
-		}
-	}
-	if len(n.pods) >= NamespaceMaxSamples {
-		oldest := 0
-		for i := range n.pods {
-			if n.pods[i].at.Before(n.pods[oldest].at) {
-				oldest = i
-			}
-		}
-		n.pods = slices.Delete(n.pods, oldest, oldest+1)
-	}
-	n.pods = append(n.pods, ratioSample{uid: uid, ratio: ratio, at: at})
+	l.byNS.put(ns, uid, func(*ratioSample) ratioSample { return ratioSample{uid: uid, ratio: ratio, at: at} })
 }
 
 // Len is the number of namespaces and of samples held (tests).
 func (l *NamespaceLearner) Len() (namespaces, samples int) {
-	for _, n := range l.byNS {
-		samples += len(n.pods)
-	}
-	return len(l.byNS), samples
+	return l.byNS.size()
 }
 
 // Ratios drops samples older than MaxAge at now and returns every namespace's ratio, usable
 // or not. Called once per watcher document, outside any scheduling cycle.
 func (l *NamespaceLearner) Ratios(now time.Time) map[string]Ratio {
-	out := make(map[string]Ratio, len(l.byNS))
-	for ns, n := range l.byNS {
-		n.pods = slices.DeleteFunc(n.pods, func(s ratioSample) bool { return now.Sub(s.at) > l.args.MaxAge })
-		if len(n.pods) == 0 {
-			l.lru.Remove(n.elem)
-			delete(l.byNS, ns)
-			continue
-		}
-		r := Ratio{Namespace: ns, Samples: len(n.pods)}
-		var sum float64
-		for _, s := range n.pods {
-			sum += s.ratio
+	out := make(map[string]Ratio, len(l.byNS.groups))
+	l.byNS.sweep(now, l.args.MaxAge, func(ns string, pods []ratioSample) {
+		r := Ratio{Namespace: ns, Samples: len(pods)}
+		ratios := make([]float64, len(pods))
+		for i, s := range pods {
+			ratios[i] = s.ratio
 			if s.at.After(r.Updated) {
 				r.Updated = s.at
 			}
 		}
-		r.Mean = sum / float64(len(n.pods))
-		var sq float64
-		for _, s := range n.pods {
-			sq += (s.ratio - r.Mean) * (s.ratio - r.Mean)
-		}
-		r.SD = math.Sqrt(sq / float64(len(n.pods)))
+		r.Mean, r.SD = meanSD(ratios)
 		r.Usable = l.args.NamespaceMinPods > 0 && r.Samples >= l.args.NamespaceMinPods
 		out[ns] = r
-	}
+	})
 	return out
 }

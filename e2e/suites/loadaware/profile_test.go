@@ -147,38 +147,40 @@ func TestReplicaEstimatedFromSiblings(t *testing.T) {
 	}
 }
 
-// checkNamespaceRecord: the chosen node's TargetLoadPacking detail counts a bare pod from
-// source at about want millicores.
-func checkNamespaceRecord(t *testing.T, rec decisionapi.Record, source string, want float64) {
-	t.Helper()
-	for _, n := range rec.Nodes {
-		if !n.Chosen {
-			continue
-		}
-		d, ok := n.Load("TargetLoadPacking")
-		if !ok {
-			t.Fatalf("chosen node %s has no TargetLoadPacking detail", n.Node)
-		}
-		e := d.PodEstimate
-		t.Logf("record of bare pod %s/%s: %s", rec.Namespace, rec.Name, n.InputLines()[0])
-		if e.Source != source || e.Reason != "no controlling owner" {
-			t.Fatalf("pod estimate %+v: want source %s, no controlling owner", e, source)
-		}
-		if got := float64(d.PodMilliCPU); got < 0.75*want || got > 1.5*want {
-			t.Errorf("pod counted at %dm: want about %vm", d.PodMilliCPU, want)
-		}
-		if source == decisionapi.EstimateFromNamespace && (e.Namespace == nil || e.Namespace.Pods != 3 || e.Namespace.EstimateMilliCPU != d.PodMilliCPU) {
-			t.Errorf("record's namespace ratio %+v: want 3 pods, estimate %dm", e.Namespace, d.PodMilliCPU)
-		}
-		return
-	}
-	t.Fatalf("record has no chosen node: %+v", rec)
-}
-
 // checkProfileRecord: the chosen node's TargetLoadPacking detail counts the pod at a profile
 // of 3 siblings near want millicores, not at its spec.
 func checkProfileRecord(t *testing.T, rec decisionapi.Record, spec int64, want float64) {
 	t.Helper()
+	d := chosenTLP(t, rec)
+	e := d.PodEstimate
+	if e.Source != decisionapi.EstimateFromProfile || e.Samples != 3 {
+		t.Fatalf("pod estimate %+v: want the profile of 3 siblings", e)
+	}
+	if got := float64(d.PodMilliCPU); got < 0.75*want || got > 1.5*want || d.PodMilliCPU >= spec || d.PodMilliCPU != e.EstimateMilliCPU {
+		t.Errorf("pod counted at %dm (profile estimate %dm): want about %vm, below the spec's %dm", d.PodMilliCPU, e.EstimateMilliCPU, want, spec)
+	}
+}
+
+// checkNamespaceRecord: the chosen node's TargetLoadPacking detail counts a bare pod from
+// source at about want millicores.
+func checkNamespaceRecord(t *testing.T, rec decisionapi.Record, source string, want float64) {
+	t.Helper()
+	d := chosenTLP(t, rec)
+	e := d.PodEstimate
+	if e.Source != source || e.Reason != "no controlling owner" {
+		t.Fatalf("pod estimate %+v: want source %s, no controlling owner", e, source)
+	}
+	if got := float64(d.PodMilliCPU); got < 0.75*want || got > 1.5*want {
+		t.Errorf("pod counted at %dm: want about %vm", d.PodMilliCPU, want)
+	}
+	if source == decisionapi.EstimateFromNamespace && (e.Namespace == nil || e.Namespace.Pods != 3 || e.Namespace.EstimateMilliCPU != d.PodMilliCPU) {
+		t.Errorf("record's namespace ratio %+v: want 3 pods, estimate %dm", e.Namespace, d.PodMilliCPU)
+	}
+}
+
+// chosenTLP is the TargetLoadPacking detail of the record's chosen node (logged).
+func chosenTLP(t *testing.T, rec decisionapi.Record) *decisionapi.LoadDetail {
+	t.Helper()
 	for _, n := range rec.Nodes {
 		if !n.Chosen {
 			continue
@@ -187,17 +189,11 @@ func checkProfileRecord(t *testing.T, rec decisionapi.Record, spec int64, want f
 		if !ok {
 			t.Fatalf("chosen node %s has no TargetLoadPacking detail", n.Node)
 		}
-		e := d.PodEstimate
-		t.Logf("record of the 4th replica: %s", n.InputLines()[0])
-		if e.Source != decisionapi.EstimateFromProfile || e.Samples != 3 {
-			t.Fatalf("pod estimate %+v: want the profile of 3 siblings", e)
-		}
-		if got := float64(d.PodMilliCPU); got < 0.75*want || got > 1.5*want || d.PodMilliCPU >= spec || d.PodMilliCPU != e.EstimateMilliCPU {
-			t.Errorf("pod counted at %dm (profile estimate %dm): want about %vm, below the spec's %dm", d.PodMilliCPU, e.EstimateMilliCPU, want, spec)
-		}
-		return
+		t.Logf("record of %s/%s: %s", rec.Namespace, rec.Name, n.InputLines()[0])
+		return d
 	}
 	t.Fatalf("record has no chosen node: %+v", rec)
+	return nil
 }
 
 // profileDeployment is a Deployment of replicas asking 1 CPU each (limit = request: the spec

@@ -46,7 +46,6 @@ func measured(at time.Time, node string, cpu map[types.UID]float64) *Snapshot {
 func TestProfileEstimates(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	old := now.Add(-time.Hour) // longer than the window: averages count as they are
-	nodes := func(string) Capacity { return Capacity{MilliCPU: 10000, MemoryBytes: 10 << 30} }
 	three := []*v1.Pod{replica("a", "web", "p1", "n1", old), replica("a", "web", "p2", "n1", old), replica("a", "web", "p3", "n1", old)}
 	for _, tc := range []struct {
 		name   string
@@ -75,15 +74,7 @@ func TestProfileEstimates(t *testing.T) {
 			map[types.UID]float64{"a-p1": 1, "a-p2": 1, "a-p3": 1}, 300, decisionapi.EstimateFromProfile, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e, err := NewEngine(t.Context(), "Test", defaulted("http://unused", nil), nil, cpuEstimate(1000), Options{Now: func() time.Time { return now }, NoLoop: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := e.Profiles.EventHandler()
-			for _, p := range tc.bound {
-				h.OnAdd(p, false)
-			}
-			e.Profiles.Learn(measured(now, "n1", tc.cpu), nodes, now)
+			e := learnedEngine(t, defaulted("http://unused", nil), now, tc.bound, tc.cpu)
 			incoming := replica("a", "web", "p4", "", time.Time{})
 			if got := e.Tracker.estimate(incoming).MilliCPU; got != tc.want {
 				t.Errorf("new replica counts %dm, want %dm", got, tc.want)
@@ -245,6 +236,22 @@ func BenchmarkProfileEstimate(b *testing.B) {
 	}
 }
 
+// learnedEngine is an engine (spec rule 1000m) whose informer saw bound and which learned what
+// node n1 reports of them (cpu, % of its 10 cores) at now.
+func learnedEngine(t *testing.T, args CommonArgs, now time.Time, bound []*v1.Pod, cpu map[types.UID]float64) *Engine {
+	t.Helper()
+	e, err := NewEngine(t.Context(), "Test", args, nil, cpuEstimate(1000), Options{Now: func() time.Time { return now }, NoLoop: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := e.Profiles.EventHandler()
+	for _, p := range bound {
+		h.OnAdd(p, false)
+	}
+	e.Profiles.Learn(measured(now, "n1", cpu), func(string) Capacity { return Capacity{MilliCPU: 10000, MemoryBytes: 10 << 30} }, now)
+	return e
+}
+
 // requesting is a bare pod of namespace ns requesting cpuMilli, bound to node at bound.
 func requesting(ns, name, node string, cpuMilli int64, bound time.Time) *v1.Pod {
 	return &v1.Pod{
@@ -261,7 +268,6 @@ func requesting(ns, name, node string, cpuMilli int64, bound time.Time) *v1.Pod 
 func TestNamespaceEstimates(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	old := now.Add(-time.Hour)
-	nodes := func(string) Capacity { return Capacity{MilliCPU: 10000, MemoryBytes: 10 << 30} }
 	ten := func(ns, node string) ([]*v1.Pod, map[types.UID]float64) {
 		var pods []*v1.Pod
 		cpu := map[types.UID]float64{}
@@ -293,15 +299,7 @@ func TestNamespaceEstimates(t *testing.T) {
 			args := defaulted("http://unused", func(a *CommonArgs) {
 				a.WorkloadProfiles = &configv1.WorkloadProfileArgs{NamespaceMinPods: &tc.minPods}
 			})
-			e, err := NewEngine(t.Context(), "Test", args, nil, cpuEstimate(1000), Options{Now: func() time.Time { return now }, NoLoop: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			h := e.Profiles.EventHandler()
-			for _, p := range tc.bound {
-				h.OnAdd(p, false)
-			}
-			e.Profiles.Learn(measured(now, "n1", tc.cpu), nodes, now)
+			e := learnedEngine(t, args, now, tc.bound, tc.cpu)
 			incoming := requesting("a", "new", "", 1000, time.Time{})
 			if got := e.Tracker.estimate(incoming).MilliCPU; got != tc.want {
 				t.Errorf("new pod counts %dm, want %dm", got, tc.want)
@@ -331,19 +329,14 @@ func TestNamespaceEstimates(t *testing.T) {
 // holds a pod, it leaves the pool and counts as measured.
 func TestNamespacePool(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
-	args := defaulted("http://unused", nil)
-	e, err := NewEngine(t.Context(), "Test", args, nil, cpuEstimate(1000), Options{Now: func() time.Time { return now }, NoLoop: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := e.Profiles.EventHandler()
+	var bound []*v1.Pod
 	cpu := map[types.UID]float64{}
 	for i := range 10 {
 		p := requesting("a", fmt.Sprint("p", i), "n1", 1000, now.Add(-time.Hour))
-		h.OnAdd(p, false)
+		bound = append(bound, p)
 		cpu[p.UID] = float64(1 + 2*(i%2))
 	}
-	e.Profiles.Learn(measured(now, "n1", cpu), func(string) Capacity { return Capacity{MilliCPU: 10000, MemoryBytes: 10 << 30} }, now)
+	e := learnedEngine(t, defaulted("http://unused", nil), now, bound, cpu)
 	var placed []*v1.Pod
 	for i, want := range []int64{300, 542, 774} { // ceil(200n + 100√n)
 		p := requesting("a", fmt.Sprint("new", i), "", 1000, time.Time{})
