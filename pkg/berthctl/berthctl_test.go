@@ -485,7 +485,8 @@ func TestStatusGolden(t *testing.T) {
 }
 
 // recordedPlaced is berth-scheduler's /debug/berth/placed answer with both load-aware plugins
-// having placed a pod on busy that its report does not include yet; the pod counts (pods,
-// fromProfile: the pod is a replica counted at its workload's profile) were added by hand in
+// having placed two pods on busy that its report does not include yet; the pod counts (pods;
+// fromProfile: a replica counted at its workload's profile; fromNamespace: a bare pod counted
+// at its namespace's ratio) were added by hand in
 // the shape today's scheduler serves them (pkg/scheduler/app's placed_test reads them back).
-const recordedPlaced = `{"profiles":[{"profile":"berth-scheduler","plugin":"LoadVariationRiskBalancing","nodes":{"busy":{"milliCPU":300,"memoryBytes":268435456,"pods":1,"fromProfile":1}}},{"profile":"berth-scheduler","plugin":"TargetLoadPacking","nodes":{"busy":{"milliCPU":150,"memoryBytes":0,"pods":1,"fromProfile":1}}}]}`
+const recordedPlaced = `{"profiles":[{"profile":"berth-scheduler","plugin":"LoadVariationRiskBalancing","nodes":{"busy":{"milliCPU":300,"memoryBytes":268435456,"pods":2,"fromProfile":1,"fromNamespace":1}}},{"profile":"berth-scheduler","plugin":"TargetLoadPacking","nodes":{"busy":{"milliCPU":150,"memoryBytes":0,"pods":2,"fromProfile":1,"fromNamespace":1}}}]}`

@@ -20,9 +20,11 @@ type PlacedLoad struct {
 	Plugin      string `json:"plugin"`
 	MilliCPU    int64  `json:"milliCPU"`
 	MemoryBytes int64  `json:"memoryBytes"`
-	// Pods placed pods make the load, FromProfile of them at their workload's profile.
-	Pods        int `json:"pods,omitempty"`
-	FromProfile int `json:"fromProfile,omitempty"`
+	// Pods placed pods make the load, FromProfile of them at their workload's profile,
+	// FromNamespace at their namespace's ratio.
+	Pods          int `json:"pods,omitempty"`
+	FromProfile   int `json:"fromProfile,omitempty"`
+	FromNamespace int `json:"fromNamespace,omitempty"`
 }
 
 // ReadPlaced asks the scheduler at base (with hc) for placedload.Path.
@@ -66,7 +68,7 @@ func AddPlaced(view *NodesView, ans *placedload.Answer, who string, err error) {
 		for _, p := range ans.Profiles {
 			if l, ok := p.Nodes[n.Name]; ok {
 				n.Placed = append(n.Placed, PlacedLoad{Profile: p.Profile, Plugin: p.Plugin, MilliCPU: l.MilliCPU, MemoryBytes: l.MemoryBytes,
-					Pods: l.Pods, FromProfile: l.FromProfile})
+					Pods: l.Pods, FromProfile: l.FromProfile, FromNamespace: l.FromNamespace})
 			}
 		}
 		sort.Slice(n.Placed, func(a, b int) bool {
@@ -80,7 +82,8 @@ func AddPlaced(view *NodesView, ans *placedload.Answer, who string, err error) {
 
 // placedCell is the wide table's cell: the largest CPU any plugin adds (the plugins estimate
 // the same pods each by its own rule), and when the scheduler said so, how many pods that is
-// and how many of them count at their workload's profile ("+450m 3p/2wl").
+// and how many of them count at their workload's profile and at their namespace's ratio
+// ("+450m 3p/1wl/1ns").
 func placedCell(ps []PlacedLoad) string {
 	if len(ps) == 0 {
 		return "-"
@@ -94,7 +97,7 @@ func placedCell(ps []PlacedLoad) string {
 	if top.Pods == 0 {
 		return fmt.Sprintf("+%dm", top.MilliCPU)
 	}
-	return fmt.Sprintf("+%dm %dp/%dwl", top.MilliCPU, top.Pods, top.FromProfile)
+	return fmt.Sprintf("+%dm %dp/%dwl/%dns", top.MilliCPU, top.Pods, top.FromProfile, top.FromNamespace)
 }
 
 // readPlaced reaches the leader scheduler as explain does and reads its placed load.

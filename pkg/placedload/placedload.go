@@ -25,8 +25,10 @@ type Load struct {
 	MilliCPU    int64 `json:"milliCPU"`
 	MemoryBytes int64 `json:"memoryBytes"`
 	// Pods is how many placed pods the load is (≥ 0), FromProfile how many of them count at
-	// their workload's learned profile rather than their spec (0..Pods). Absent from older
-	// schedulers' answers: 0.
-	Pods        int `json:"pods,omitempty"`
-	FromProfile int `json:"fromProfile,omitempty"`
+	// their workload's learned profile rather than their spec (0..Pods), FromNamespace how many
+	// at their namespace's learned use-to-request ratio (0..Pods − FromProfile). Absent from
+	// older schedulers' answers: 0.
+	Pods          int `json:"pods,omitempty"`
+	FromProfile   int `json:"fromProfile,omitempty"`
+	FromNamespace int `json:"fromNamespace,omitempty"`
 }

@@ -60,7 +60,8 @@ func (r *placedRegistry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	for _, e := range engines {
 		p := placedload.Profile{Profile: e.profile, Plugin: e.plugin, Nodes: map[string]placedload.Load{}}
 		for node, est := range e.engine.Unreported() {
-			p.Nodes[node] = placedload.Load{MilliCPU: est.MilliCPU, MemoryBytes: est.MemoryBytes, Pods: est.Pods, FromProfile: est.FromProfile}
+			p.Nodes[node] = placedload.Load{MilliCPU: est.MilliCPU, MemoryBytes: est.MemoryBytes, Pods: est.Pods,
+				FromProfile: est.FromProfile, FromNamespace: est.FromNamespace}
 		}
 		ans.Profiles = append(ans.Profiles, p)
 	}

@@ -368,7 +368,7 @@ func (e *Engine) unreportedOf(name string) NodeUnreported {
 // and how many pods that is, of which how many count at their workload's profile.
 type NodeUnreported struct {
 	Estimate
-	Pods, FromProfile int
+	Pods, FromProfile, FromNamespace int
 }
 
 // Unreported is NodeUnreported for the nodes where it is not nothing (read for `kubectl berth

@@ -351,6 +351,10 @@ func TestNamespacePool(t *testing.T) {
 	if got := e.Tracker.Unreported("n2", NodeView{}).MilliCPU; got != 774+1000 {
 		t.Errorf("with a spec pod: unreported %dm, want %dm", got, 774+1000)
 	}
+	// What `kubectl berth nodes` reads: the same sum, 4 pods of which 3 from the namespace.
+	if got := e.Tracker.unreportedCounted("n2", NodeView{}, Capacity{}, now); got.MilliCPU != 774+1000 || got.Pods != 4 || got.FromNamespace != 3 || got.FromProfile != 0 {
+		t.Errorf("counted %+v, want 1774m of 4 pods, 3 from the namespace", got)
+	}
 	// n2 reports the first placed pod at 2 % of 10 cores (latest 6 %): it counts its measured
 	// use less what the window holds, the other two stay pooled.
 	snap := measured(now.Add(time.Second), "n2", map[types.UID]float64{placed[0].UID: 2})

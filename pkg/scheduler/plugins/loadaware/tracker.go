@@ -405,8 +405,11 @@ func (t *Tracker) unreportedCounted(node string, v NodeView, c Capacity, now tim
 	for i := range pods {
 		if r, _, _ := t.remaining(&pods[i], v, c, now); r != (Estimate{}) {
 			u.Pods++
-			if pods[i].source == fromProfile {
+			switch pods[i].source {
+			case fromProfile:
 				u.FromProfile++
+			case fromNamespace:
+				u.FromNamespace++
 			}
 		}
 	}
