@@ -3,6 +3,8 @@ package placement
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -217,7 +219,11 @@ func (x *replay) waves(ctx context.Context) error {
 	pollDone := make(chan struct{})
 	go func() { defer close(pollDone); x.poll.run(pollCtx, o.PollInterval) }()
 	defer func() { stopPoll(); <-pollDone }()
+	// why per wave, for every run: a node a wave opens keeps its pods to the end (nothing moves
+	// them), so when the runs part is where a freed-nodes gap comes from.
+	var used []string
 	for w := 0; w < sc.Waves; w++ {
+		used = append(used, strconv.Itoa(x.acct.NodesUsed()))
 		if w+1 == o.KillWatcherAtWave {
 			x.c.StopComponent(x.l.watcher.Process)
 			r.Notes = append(r.Notes, fmt.Sprintf("load watcher stopped at wave %d (%.0f s) by the failure drill", w+1, time.Since(start).Seconds()))
@@ -240,6 +246,8 @@ func (x *replay) waves(ctx context.Context) error {
 	}
 	stopPoll()
 	<-pollDone
+	r.Notes = append(r.Notes, fmt.Sprintf("nodes holding benchmark pods at the start of each wave, then at the end: %s → %d",
+		strings.Join(used, " "), x.acct.NodesUsed()))
 	r.Duration = time.Since(start)
 	x.poll.finish(r, o.PollInterval)
 	x.preds.finish(r, x.poll, x.acct, x.o.predictionWindow())
