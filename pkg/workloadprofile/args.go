@@ -33,7 +33,7 @@ type Args struct {
 	// pod, an old template), so a profile says what the workload uses now (default 1h).
 	MaxAge time.Duration
 	// NamespaceMinPods is the fewest measured pods with a CPU request that make a namespace's
-	// use-to-request ratio usable for its pods without a usable profile (default 10; 0: off).
+	// use-to-request ratio usable for its pods without a usable profile (default 0: off).
 	// The namespace learner keeps NamespaceMaxSamples pods per namespace and MaxWorkloads
 	// namespaces.
 	NamespaceMinPods int
@@ -43,7 +43,7 @@ type Args struct {
 func DefaultArgs() Args {
 	return Args{MinSiblings: 3, Percentile: 90, MaxSpread: 0.5, Margin: 1,
 		MaxWorkloads: 10000, MaxSamples: 64, MinAge: time.Minute, MaxAge: time.Hour,
-		NamespaceMinPods: 10}
+		NamespaceMinPods: int(configv1.DefaultProfileNamespaceMinPods)}
 }
 
 // Validate says what is wrong with a, all at once.

@@ -209,7 +209,7 @@ func TestRender(t *testing.T) {
 			if got, want := strings.Contains(y, "enabled: false"), rc.noProfiles; got != want {
 				t.Errorf("profiles off %v, want %v:\n%s", got, want, y)
 			}
-			if got, want := strings.Contains(y, "namespaceMinPods: 0"), rc.noNamespace; got != want {
+			if got, want := strings.Contains(y, "namespaceMinPods: 10"), rc.namespaceMinPods == 10; got != want {
 				t.Errorf("namespace ratios off rendered %v, want %v:\n%s", got, want, y)
 			}
 			if got, want := strings.Contains(y, "minSiblings: 2"), rc.minSiblings == 2; got != want {

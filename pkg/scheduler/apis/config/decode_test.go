@@ -126,7 +126,7 @@ func TestWorkloadProfileArgs(t *testing.T) {
 		{"absent: defaults, on", `{"watcherAddress":"http://w:1"}`, nil, func(a *configv1.WorkloadProfileArgs) bool {
 			return *a.Enabled && *a.MinSiblings == 3 && *a.Percentile == 90 && *a.MaxSpreadPercent == 50 &&
 				*a.MarginPercent == 100 && *a.MaxWorkloads == 10000 && *a.MaxSamples == 64 && *a.MaxAgeSeconds == 3600 && *a.MinAgeSeconds == 60 &&
-				*a.NamespaceMinPods == 10
+				*a.NamespaceMinPods == 0
 		}},
 		{"off", `{"watcherAddress":"http://w:1","workloadProfiles":{"enabled":false}}`, nil, func(a *configv1.WorkloadProfileArgs) bool {
 			return !*a.Enabled && *a.MinSiblings == 3

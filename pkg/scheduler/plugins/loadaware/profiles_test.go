@@ -336,7 +336,10 @@ func TestNamespacePool(t *testing.T) {
 		bound = append(bound, p)
 		cpu[p.UID] = float64(1 + 2*(i%2))
 	}
-	e := learnedEngine(t, defaulted("http://unused", nil), now, bound, cpu)
+	ten := int32(10)
+	e := learnedEngine(t, defaulted("http://unused", func(a *CommonArgs) {
+		a.WorkloadProfiles = &configv1.WorkloadProfileArgs{NamespaceMinPods: &ten}
+	}), now, bound, cpu)
 	var placed []*v1.Pod
 	for i, want := range []int64{300, 542, 774} { // ceil(200n + 100√n)
 		p := requesting("a", fmt.Sprint("new", i), "", 1000, time.Time{})
