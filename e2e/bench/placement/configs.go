@@ -35,6 +35,9 @@ type RunConfig struct {
 	noProfiles bool
 	// minSiblings is workloadProfiles.minSiblings (0: the plugins' default, 3).
 	minSiblings int
+	// binary is the scheduler binary in bin/ ("": berth-scheduler): a build of an earlier commit
+	// runs beside today's in one table (before/after).
+	binary string
 	// namespaceMinPods turns the namespace estimates on (workloadProfiles.namespaceMinPods; 0:
 	// the plugins' default, off).
 	namespaceMinPods int
@@ -128,6 +131,9 @@ var catalog = []RunConfig{
 	// measured use-to-request ratio once 10 of its pods are measured, pooled per node while
 	// unmeasured (off in the chart: this arm measured why).
 	{Key: "pack-ns", Name: "pack, namespace ratios", Plugins: tlp(DefaultTarget, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", namespaceMinPods: 10},
+	// pack on bin/berth-scheduler-prev, a build of an earlier commit (go build -o
+	// bin/berth-scheduler-prev ./cmd/scheduler at it): before and after a change in one run.
+	{Key: "pack-prev", Name: "pack, previous build", Plugins: tlp(DefaultTarget, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", binary: "berth-scheduler-prev"},
 	{Key: "pack-sib2", Name: "pack, profiles from 2 siblings", Plugins: tlp(DefaultTarget, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", minSiblings: 2},
 	// pack with containers without a CPU limit predicted at 1× and 0.5× their request until
 	// measured (upstream's 1.5× predicts several times what most pods use).

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -135,6 +137,7 @@ func (ps *predictions) placed(pod *corev1.Pod, workload bool) {
 				ps.miss()
 				return
 			}
+			x.logOpening(rec)
 			for _, n := range rec.Nodes {
 				if n.Node != rec.Chosen {
 					continue
@@ -246,4 +249,34 @@ func (p *placedProbe) record(ctx context.Context, ns, pod string) (*decisionapi.
 		return nil, err
 	}
 	return &rec, nil
+}
+
+// logOpening (-v) says why a pod went to a node nothing of the run's had loaded yet (predicted
+// under openingPercent with it): the pod's estimate and where it came from, and the record's
+// nodes predicted over openingPercent with the pod (nodes in use), if any made its top list.
+// Where a freed-nodes gap opens, this says whether the estimate or the nodes' load decided.
+func (x *replay) logOpening(rec *decisionapi.Record) {
+	const openingPercent = 25
+	var chosen *decisionapi.LoadDetail
+	var used []string
+	for _, n := range rec.Nodes {
+		d, ok := n.Load("TargetLoadPacking")
+		if !ok || d.Neutral {
+			continue
+		}
+		if n.Node == rec.Chosen {
+			chosen = d
+		} else if d.PredictedPercent >= openingPercent && len(used) < 4 {
+			used = append(used, fmt.Sprintf("%s %.0f %%", n.Node, d.PredictedPercent))
+		}
+	}
+	if chosen == nil || chosen.PredictedPercent >= openingPercent {
+		return
+	}
+	others := "none in the record's top " + strconv.Itoa(len(rec.Nodes)) + " (each scored below an empty node)"
+	if len(used) > 0 {
+		others = strings.Join(used, ", ")
+	}
+	x.o.Logf("%s: %s (%dm, from %s) went to %s at %.0f %%; nodes predicted at %d %% or more with it: %s",
+		x.rc.Name, rec.Name, chosen.PodMilliCPU, chosen.PodEstimate.Source, rec.Chosen, chosen.PredictedPercent, openingPercent, others)
 }

@@ -95,7 +95,7 @@ func (x *replay) startScheduler(ctx context.Context) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	sched, err := x.c.StartBerthScheduler(ctx, cluster.SchedulerOptions{Name: "berth-scheduler-" + x.ns, Config: cfg})
+	sched, err := x.c.StartBerthScheduler(ctx, cluster.SchedulerOptions{Name: "berth-scheduler-" + x.ns, Config: cfg, Binary: x.rc.binary})
 	if err != nil {
 		return nil, err
 	}

@@ -30,6 +30,8 @@ type TargetLoadPacking struct {
 	margin     float64
 	defaultCPU int64
 	engine     *loadaware.Engine
+	// nodes finds a node by name for NormalizeScore's tie-break (the framework's snapshot).
+	nodes fwk.NodeInfoLister
 	// Hooks are PreFilter, Filter, Reserve and Unreserve: the engine's, as in every
 	// load-aware plugin.
 	loadaware.Hooks
@@ -37,6 +39,7 @@ type TargetLoadPacking struct {
 
 var (
 	_ fwk.ScorePlugin     = &TargetLoadPacking{}
+	_ fwk.ScoreExtensions = &TargetLoadPacking{}
 	_ fwk.PreScorePlugin  = &TargetLoadPacking{}
 	_ fwk.FilterPlugin    = &TargetLoadPacking{}
 	_ fwk.PreFilterPlugin = &TargetLoadPacking{}
@@ -75,6 +78,9 @@ func NewWithOptions(ctx context.Context, obj runtime.Object, h fwk.Handle, opts 
 		return nil, err
 	}
 	pl.Hooks = loadaware.HooksFor(pl.engine)
+	if h != nil && h.SnapshotSharedLister() != nil {
+		pl.nodes = h.SnapshotSharedLister().NodeInfos()
+	}
 	return pl, nil
 }
 
@@ -189,13 +195,23 @@ func (pl *TargetLoadPacking) ExplainScore(_ context.Context, state fwk.CycleStat
 
 // score is TargetLoadPacking's one score path; with d it also writes the terms it used.
 func (pl *TargetLoadPacking) score(st loadaware.NodeState, node *v1.Node, podMilli int64, d *decisionapi.LoadDetail) int64 {
+	s, neutral := pl.exactScore(st, node, podMilli, d)
+	if neutral {
+		return pl.engine.NeutralScore()
+	}
+	return loadaware.RoundScore(s)
+}
+
+// exactScore is score before rounding, and whether it is the neutral score of a node whose
+// load is unknown.
+func (pl *TargetLoadPacking) exactScore(st loadaware.NodeState, node *v1.Node, podMilli int64, d *decisionapi.LoadDetail) (float64, bool) {
 	if st.Freshness != loadaware.Fresh || !st.Metrics.CPU.Valid {
 		// Unknown load is neither good nor bad: a neutral score, never an error.
 		if d != nil {
 			*d = pl.engine.Detail(st)
 			d.Neutral = true
 		}
-		return pl.engine.NeutralScore()
+		return float64(pl.engine.NeutralScore()), true
 	}
 	capacity := st.CapacityMilliCPU(node)
 	u := PredictedUtilization(st.Metrics.CPU.Avg, capacity, podMilli+st.Unreported.MilliCPU)
@@ -206,7 +222,7 @@ func (pl *TargetLoadPacking) score(st loadaware.NodeState, node *v1.Node, podMil
 		d.MeasuredPercent, d.CapacityMilliCPU, d.PodMilliCPU = st.Metrics.CPU.Avg, capacity, podMilli
 		d.PredictedPercent, d.TargetPercent, d.HeadroomPercent = u, pl.target, headroom
 	}
-	return loadaware.RoundScore(ScoreForUtilization(float64(pl.target), u))
+	return ScoreForUtilization(float64(pl.target), u), false
 }
 
 // UpstreamCPU is upstream TargetLoadPacking's reading of an upstream document's CPU: the last
@@ -249,8 +265,52 @@ func ScoreForUtilization(target, u float64) float64 {
 	}
 }
 
-// ScoreExtensions implements fwk.ScorePlugin: scores are already in [0, 100].
-func (pl *TargetLoadPacking) ScoreExtensions() fwk.ScoreExtensions { return nil }
+// ScoreExtensions implements fwk.ScorePlugin: NormalizeScore breaks ties at the top.
+func (pl *TargetLoadPacking) ScoreExtensions() fwk.ScoreExtensions { return pl }
+
+// NormalizeScore leaves every score as it is but where several nodes share the highest: then
+// the one whose unrounded score is highest keeps it and the others lose one point. Why: one
+// score point is 1.5 points of utilisation at the default target, so the empty nodes of a
+// cluster tie, and the framework picks among tied nodes at random — a workload's small
+// replicas that no used node takes then open one empty node each instead of filling one
+// (the placement bench's growth shape: 11 replicas of 24m on 11 empty nodes in one second).
+// Packing wants the fullest of them; past the target, the least full; the unrounded score says
+// both. Scores already in [0, 100] stay in it; nodes whose unrounded scores are equal (those
+// that scored neutral) stay tied.
+func (pl *TargetLoadPacking) NormalizeScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	top, tied := int64(-1), 0
+	for _, s := range scores {
+		switch {
+		case s.Score > top:
+			top, tied = s.Score, 1
+		case s.Score == top:
+			tied++
+		}
+	}
+	if tied < 2 || top <= 0 || pl.nodes == nil {
+		return nil
+	}
+	podMilli := pl.predictedFromState(state, pod)
+	exact := make(map[int]float64, tied)
+	best := math.Inf(-1)
+	for i := range scores {
+		if scores[i].Score != top {
+			continue
+		}
+		ni, err := pl.nodes.Get(scores[i].Name)
+		if err != nil || ni == nil || ni.Node() == nil {
+			return nil // the snapshot lost it: leave the tie to the framework
+		}
+		exact[i], _ = pl.exactScore(pl.engine.PreparedState(state, ni.Node()), ni.Node(), podMilli, nil)
+		best = max(best, exact[i])
+	}
+	for i, e := range exact {
+		if e < best {
+			scores[i].Score--
+		}
+	}
+	return nil
+}
 
 // SignerName keys TargetLoadPacking's part of a pod's batching signature.
 const SignerName = "berth.dev/" + Name + ".PredictedMilliCPU()"

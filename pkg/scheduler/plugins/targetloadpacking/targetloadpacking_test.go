@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/component-base/metrics/legacyregistry"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	configv1 "github.com/berth-sched/berth/api/config/v1"
@@ -770,4 +772,51 @@ func annotationsIgnored(t *testing.T) float64 {
 		}
 	}
 	return 0
+}
+
+// Nodes that tie at the top on the rounded score: the one with the highest unrounded score
+// keeps it, the others lose a point, so the framework does not pick at random. Under the
+// target that is the fuller node (packing), past it the emptier one; nodes not tied at the top
+// and nodes whose unrounded scores are equal keep their scores.
+func TestNormalizeScoreBreaksTopTies(t *testing.T) {
+	w := lat.NewWatcher()
+	defer w.Close()
+	clk := &clock{t: time.Now()}
+	// At target 60 one score point is 1.5 points of utilisation: 10.0 and 10.6 % both round to
+	// 67 with a 0m pod; 70.0 and 70.3 % to 45; 40 % scores 87.
+	w.Set(lat.CPUDoc(clk.Now(), map[string]float64{"low": 10, "lowish": 10.6, "busy": 40, "over": 70, "overish": 70.3, "twin": 10.6}))
+	nodes := map[string]*v1.Node{}
+	var all []*v1.Node
+	for _, n := range []string{"low", "lowish", "busy", "over", "overish", "twin"} {
+		nodes[n] = lat.Node(n, 8000, 32<<30)
+		all = append(all, nodes[n])
+	}
+	pl := newPlugin(t, w, `,"targetUtilization":60,"defaultRequests":{"cpu":"0"}`, clk)
+	pl.nodes = cache.NewSnapshot(nil, all).NodeInfos()
+	pod := lat.Pod("p", 0)
+	for _, tc := range []struct {
+		name  string
+		nodes []string
+		want  map[string]int64
+	}{
+		{"under the target: the fuller keeps it", []string{"low", "lowish", "over"}, map[string]int64{"low": 66, "lowish": 67, "over": 45}},
+		{"past the target: the emptier keeps it", []string{"over", "overish"}, map[string]int64{"over": 45, "overish": 44}},
+		{"no tie at the top: unchanged", []string{"low", "busy", "over", "overish"}, map[string]int64{"low": 67, "busy": 87, "over": 45, "overish": 45}},
+		{"equal unrounded scores stay tied", []string{"lowish", "twin"}, map[string]int64{"lowish": 67, "twin": 67}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var list fwk.NodeScoreList
+			for _, n := range tc.nodes {
+				list = append(list, fwk.NodeScore{Name: n, Score: score(t, pl, pod, nodes[n])})
+			}
+			if st := pl.NormalizeScore(context.Background(), framework.NewCycleState(), pod, list); !st.IsSuccess() {
+				t.Fatal(st)
+			}
+			for _, s := range list {
+				if s.Score != tc.want[s.Name] {
+					t.Errorf("%s scored %d, want %d (all: %v)", s.Name, s.Score, tc.want[s.Name], list)
+				}
+			}
+		})
+	}
 }
