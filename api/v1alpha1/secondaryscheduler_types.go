@@ -135,7 +135,9 @@ type ConfigMapKeyReference struct {
 type ProfileOptions struct {
 	// DisableDefaultScore turns off the upstream score plugins that pull against load-aware
 	// packing (NodeResourcesBalancedAllocation, NodeResourcesFit scoring), as upstream's
-	// TargetLoadPacking example does.
+	// TargetLoadPacking example does, and PodTopologySpread's system default constraints,
+	// which spread every workload's replicas across nodes (its args become defaultingType
+	// List with no constraints; the constraints a pod states still apply).
 	// +optional
 	DisableDefaultScore bool `json:"disableDefaultScore,omitempty"`
 }

@@ -35,6 +35,10 @@ type RunConfig struct {
 	noProfiles bool
 	// minSiblings is workloadProfiles.minSiblings (0: the plugins' default, 3).
 	minSiblings int
+	// implicitSpreading keeps PodTopologySpread's system default constraints, which
+	// disableDefaultScore drops since 2026-11-29 (the rendered configuration's PodTopologySpread
+	// args are removed): pack as it was before, beside today's.
+	implicitSpreading bool
 	// binary is the scheduler binary in bin/ ("": berth-scheduler): a build of an earlier commit
 	// runs beside today's in one table (before/after).
 	binary string
@@ -134,6 +138,7 @@ var catalog = []RunConfig{
 	// pack on bin/berth-scheduler-prev, a build of an earlier commit (go build -o
 	// bin/berth-scheduler-prev ./cmd/scheduler at it): before and after a change in one run.
 	{Key: "pack-prev", Name: "pack, previous build", Plugins: tlp(DefaultTarget, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", binary: "berth-scheduler-prev"},
+	{Key: "pack-spread", Name: "pack, implicit spreading kept", Plugins: tlp(DefaultTarget, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", implicitSpreading: true},
 	{Key: "pack-sib2", Name: "pack, profiles from 2 siblings", Plugins: tlp(DefaultTarget, 1) + imageLocality + noDefaultScore, WaitPlugin: "TargetLoadPacking", minSiblings: 2},
 	// pack with containers without a CPU limit predicted at 1× and 0.5× their request until
 	// measured (upstream's 1.5× predicts several times what most pods use).
@@ -275,7 +280,33 @@ func (r RunConfig) render(watcherURL string, t Timing) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", r.Name, err)
 	}
+	if r.implicitSpreading {
+		return withoutPluginConfig(cfg, "PodTopologySpread")
+	}
 	return cfg, nil
+}
+
+// withoutPluginConfig is cfg (a KubeSchedulerConfiguration) without the named plugin's
+// pluginConfig entries, so the plugin runs with upstream's defaults.
+func withoutPluginConfig(cfg, plugin string) (string, error) {
+	var doc map[string]any
+	if err := yaml.Unmarshal([]byte(cfg), &doc); err != nil {
+		return "", err
+	}
+	profiles, _ := doc["profiles"].([]any)
+	for _, p := range profiles {
+		prof, _ := p.(map[string]any)
+		pcs, _ := prof["pluginConfig"].([]any)
+		kept := pcs[:0]
+		for _, pc := range pcs {
+			if m, _ := pc.(map[string]any); m["name"] != plugin {
+				kept = append(kept, pc)
+			}
+		}
+		prof["pluginConfig"] = kept
+	}
+	out, err := yaml.Marshal(doc)
+	return string(out), err
 }
 
 func indent(s, pre string) string {

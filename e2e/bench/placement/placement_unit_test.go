@@ -212,6 +212,10 @@ func TestRender(t *testing.T) {
 			if got, want := strings.Contains(y, "namespaceMinPods: 10"), rc.namespaceMinPods == 10; got != want {
 				t.Errorf("namespace ratios off rendered %v, want %v:\n%s", got, want, y)
 			}
+			// disableDefaultScore drops the implicit spreading; pack-spread keeps it.
+			if got, want := strings.Contains(y, "defaultingType: List"), strings.Contains(rc.Plugins, "disableDefaultScore: true") && !rc.implicitSpreading; got != want {
+				t.Errorf("implicit spreading dropped %v, want %v:\n%s", got, want, y)
+			}
 			if got, want := strings.Contains(y, "minSiblings: 2"), rc.minSiblings == 2; got != want {
 				t.Errorf("minSiblings 2 rendered %v, want %v:\n%s", got, want, y)
 			}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -253,30 +252,38 @@ func (p *placedProbe) record(ctx context.Context, ns, pod string) (*decisionapi.
 
 // logOpening (-v) says why a pod went to a node nothing of the run's had loaded yet (predicted
 // under openingPercent with it): the pod's estimate and where it came from, and the record's
-// nodes predicted over openingPercent with the pod (nodes in use), if any made its top list.
-// Where a freed-nodes gap opens, this says whether the estimate or the nodes' load decided.
+// best-scored nodes (predicted utilisation with the pod; TargetLoadPacking's raw and normalized
+// score; the node's total). Where a freed-nodes gap opens, this says what decided.
 func (x *replay) logOpening(rec *decisionapi.Record) {
 	const openingPercent = 25
 	var chosen *decisionapi.LoadDetail
-	var used []string
 	for _, n := range rec.Nodes {
-		d, ok := n.Load("TargetLoadPacking")
-		if !ok || d.Neutral {
-			continue
-		}
-		if n.Node == rec.Chosen {
+		if d, ok := n.Load("TargetLoadPacking"); ok && !d.Neutral && n.Node == rec.Chosen {
 			chosen = d
-		} else if d.PredictedPercent >= openingPercent && len(used) < 4 {
-			used = append(used, fmt.Sprintf("%s %.0f %%", n.Node, d.PredictedPercent))
 		}
 	}
 	if chosen == nil || chosen.PredictedPercent >= openingPercent {
 		return
 	}
-	others := "none in the record's top " + strconv.Itoa(len(rec.Nodes)) + " (each scored below an empty node)"
-	if len(used) > 0 {
-		others = strings.Join(used, ", ")
+	nodes := append([]decisionapi.NodeRecord(nil), rec.Nodes...)
+	sort.SliceStable(nodes, func(i, j int) bool { return nodes[i].Total > nodes[j].Total })
+	var top []string
+	for _, n := range nodes {
+		d, _ := n.Load("TargetLoadPacking")
+		pred := "?"
+		if d != nil {
+			pred = fmt.Sprintf("%.1f %%", d.PredictedPercent)
+		}
+		var scores []string
+		for _, ps := range n.Scores {
+			scores = append(scores, fmt.Sprintf("%s=%d/%d", ps.Plugin, ps.Raw, ps.Normalized))
+		}
+		v := ""
+		if n.Filter != nil {
+			v = fmt.Sprintf(" refused %+v", *n.Filter)
+		}
+		top = append(top, fmt.Sprintf("%s %s %s total %d%s", n.Node, pred, strings.Join(scores, ","), n.Total, v))
 	}
-	x.o.Logf("%s: %s (%dm, from %s) went to %s at %.0f %%; nodes predicted at %d %% or more with it: %s",
-		x.rc.Name, rec.Name, chosen.PodMilliCPU, chosen.PodEstimate.Source, rec.Chosen, chosen.PredictedPercent, openingPercent, others)
+	x.o.Logf("%s: %s (%dm, from %s) went to %s at %.1f %% (%d nodes recorded); best: %s",
+		x.rc.Name, rec.Name, chosen.PodMilliCPU, chosen.PodEstimate.Source, rec.Chosen, chosen.PredictedPercent, len(rec.Nodes), strings.Join(top, "; "))
 }

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kschedv1 "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/yaml"
 
 	berthv1alpha1 "github.com/berth-sched/berth/api/v1alpha1"
@@ -161,6 +162,9 @@ type pluginConfig struct {
 	Args runtime.Object `json:"args"`
 }
 
+// podTopologySpreadName is upstream's PodTopologySpread plugin.
+const podTopologySpreadName = "PodTopologySpread"
+
 func names(ns ...string) []plugin {
 	out := make([]plugin, len(ns))
 	for i, n := range ns {
@@ -215,6 +219,14 @@ func fromPlugins(name string, ps *berthv1alpha1.PluginSet) (*document, error) {
 	}
 	if ps.DisableDefaultScore {
 		main.Plugins.Score = &pluginSet{Disabled: names("NodeResourcesBalancedAllocation", "NodeResourcesFit")}
+		// why: PodTopologySpread's system default constraints (hostname maxSkew 3, zone 5,
+		// ScheduleAnyway, for every pod a Service, ReplicaSet or StatefulSet selects) score a
+		// node lower for each replica of the pod's workload already on it, at weight 2 against
+		// TargetLoadPacking's 1: a scale-up of small replicas then opens one node per replica
+		// (the placement bench's growth shape, read from the decision records). List with no
+		// constraints drops only those implicit ones; the constraints a pod states still apply.
+		main.PluginConfig = append(main.PluginConfig, pluginConfig{Name: podTopologySpreadName,
+			Args: &kschedv1.PodTopologySpreadArgs{DefaultingType: kschedv1.ListDefaulting}})
 	}
 	main.SchedulerName = name
 	doc := &document{APIVersion: APIVersion, Kind: "KubeSchedulerConfiguration", Profiles: []profile{main}}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/utils/ptr"
 
 	configv1 "github.com/berth-sched/berth/api/config/v1"
@@ -198,6 +199,37 @@ func TestKnownPluginsIncludeBerthAndInTree(t *testing.T) {
 	for _, n := range []string{"TargetLoadPacking", "LoadVariationRiskBalancing", "SySched", "NodeResourcesFit", "DefaultBinder"} {
 		if !known[n] {
 			t.Errorf("%s not known", n)
+		}
+	}
+}
+
+// disableDefaultScore also drops PodTopologySpread's system default constraints (which spread
+// every workload's replicas, against packing), as the scheduler loads the configuration: its
+// args are List with no constraints; without it they are upstream's (System).
+func TestDisableDefaultScoreDropsImplicitSpreading(t *testing.T) {
+	for _, disable := range []bool{true, false} {
+		ps := tlp("http://w:1", 60)
+		ps.DisableDefaultScore = disable
+		r, err := Render(cr(ps, nil), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := Load(r.YAML)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, r.YAML)
+		}
+		var got *kconfig.PodTopologySpreadArgs
+		for _, pc := range cfg.Profiles[0].PluginConfig {
+			if a, ok := pc.Args.(*kconfig.PodTopologySpreadArgs); ok {
+				got = a
+			}
+		}
+		want := kconfig.SystemDefaulting
+		if disable {
+			want = kconfig.ListDefaulting
+		}
+		if got == nil || got.DefaultingType != want || (disable && len(got.DefaultConstraints) != 0) {
+			t.Errorf("disableDefaultScore %v: PodTopologySpread args %+v, want defaulting %s%s", disable, got, want, map[bool]string{true: " with no constraints"}[disable])
 		}
 	}
 }
