@@ -139,7 +139,9 @@ func testExplain(ctx context.Context, t *testing.T, c *cluster.Cluster, bound []
 		if want := "Scheduled on " + p.Spec.NodeName; !strings.HasSuffix(lines[0], want) {
 			t.Errorf("first line %q, want it to end with %q", lines[0], want)
 		}
-		if !strings.Contains(out, "TargetLoadPacking(×1)") {
+		// why only for a scored record: a batched cycle reuses an identical earlier pod's scores
+		// and its record points there (the chart's pack preset puts both replicas on one node).
+		if !strings.Contains(out, "Opportunistic batching hinted") && !strings.Contains(out, "TargetLoadPacking(×1)") {
 			t.Errorf("no TargetLoadPacking column (weight 1 in the chart's values):\n%s", out)
 		}
 		row := ""
