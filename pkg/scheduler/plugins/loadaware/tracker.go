@@ -371,9 +371,17 @@ func (q pool) milliCPU(margin float64) int64 {
 // make, and says until when that holds by the clock alone (zero: for ever): a pod not in the
 // sample changes when it expires, a measured one when its estimate window ends.
 func (t *Tracker) sumPods(pods []placed, v NodeView, c Capacity, now time.Time) (sum, held Estimate, until time.Time) {
+	return t.sumPodsEach(pods, v, c, now, nil)
+}
+
+// sumPodsEach is sumPods, also calling counted (when set) with each pod that still adds something.
+func (t *Tracker) sumPodsEach(pods []placed, v NodeView, c Capacity, now time.Time, counted func(*placed)) (sum, held Estimate, until time.Time) {
 	var q pool
 	for i := range pods {
 		r, u, h := t.remaining(&pods[i], v, c, now)
+		if counted != nil && r != (Estimate{}) {
+			counted(&pods[i])
+		}
 		if t.pooled(&pods[i], v, now) {
 			q.add(&pods[i])
 			r.MilliCPU = 0
@@ -400,19 +408,15 @@ func (t *Tracker) unreportedCounted(node string, v NodeView, c Capacity, now tim
 	if b == nil {
 		return u
 	}
-	pods := b.load()
-	u.Estimate, _, _ = t.sumPods(pods, v, c, now)
-	for i := range pods {
-		if r, _, _ := t.remaining(&pods[i], v, c, now); r != (Estimate{}) {
-			u.Pods++
-			switch pods[i].source {
-			case fromProfile:
-				u.FromProfile++
-			case fromNamespace:
-				u.FromNamespace++
-			}
+	u.Estimate, _, _ = t.sumPodsEach(b.load(), v, c, now, func(p *placed) {
+		u.Pods++
+		switch p.source {
+		case fromProfile:
+			u.FromProfile++
+		case fromNamespace:
+			u.FromNamespace++
 		}
-	}
+	})
 	return u
 }
 
