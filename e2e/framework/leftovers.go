@@ -22,8 +22,9 @@ type Leftovers struct {
 	// Dir is its directory, DirName what messages call it ("cluster dir", "state dir"): no
 	// process may name it and nothing may be mounted under it.
 	Dir, DirName string
-	// NetNSInodes are its nodes' network namespaces: no process may be left in one.
-	NetNSInodes []uint64
+	// NetNS holds its nodes' network namespaces (HoldNetNS, taken before the stop): no process
+	// may be left in one. CheckLeftovers releases it.
+	NetNS *NetNSHold
 	// Cgroups are its nodes' cgroup names, relative to each cgroup mount.
 	Cgroups []string
 }
@@ -42,10 +43,13 @@ func CheckLeftovers(t testing.TB, l Leftovers) {
 	if ms, err := cluster.MountsUnder(l.Dir); err != nil || len(ms) > 0 {
 		t.Errorf("mounts left under %s: %v %v", l.Dir, ms, err)
 	}
-	for _, inode := range l.NetNSInodes {
-		for _, pid := range PIDsInNetNS(inode) {
-			t.Errorf("process %d is still in a node's network namespace: %s", pid, Cmdline(pid))
+	if l.NetNS != nil {
+		for _, inode := range l.NetNS.inodes {
+			for _, pid := range PIDsInNetNS(inode) {
+				t.Errorf("process %d is still in a node's network namespace: %s", pid, Cmdline(pid))
+			}
 		}
+		l.NetNS.Release()
 	}
 	if len(l.Cgroups) == 0 {
 		return
@@ -94,6 +98,62 @@ func PIDs(keep func(pid int, proc string) bool) []int {
 		}
 	}
 	return out
+}
+
+// NetNSHold keeps network namespaces alive across a stop. why: the kernel hands a freed
+// namespace's inode number to the next namespace made, so once a node's namespace is gone, a
+// suite running beside this one (its Karpenter's own namespace, its nodes') can own the same
+// number, and its processes would read as this cluster's leftovers. Held open, the namespace
+// keeps its number, and only what is really in it is counted.
+type NetNSHold struct {
+	inodes []uint64
+	files  []*os.File
+}
+
+// HoldNetNS opens each namespace (by inode) through a process in it now, so take it before the
+// stop, while the nodes run. A namespace with no process in it fails the test: there would be
+// nothing to check.
+func HoldNetNS(t testing.TB, inodes ...uint64) *NetNSHold {
+	t.Helper()
+	h := &NetNSHold{}
+	t.Cleanup(h.Release)
+	for _, inode := range inodes {
+		f, err := openNetNS(inode)
+		if err != nil {
+			t.Fatalf("holding network namespace %d: %v", inode, err)
+		}
+		h.inodes = append(h.inodes, inode)
+		h.files = append(h.files, f)
+	}
+	return h
+}
+
+// openNetNS opens the namespace with this inode through the first process found in it that
+// is still there when opened.
+func openNetNS(inode uint64) (*os.File, error) {
+	for _, pid := range PIDsInNetNS(inode) {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", pid))
+		if err != nil {
+			continue
+		}
+		var st syscall.Stat_t
+		// why fstat: the process may have gone (and its pid been reused) between the listing
+		// and the open; what counts is the namespace the descriptor holds.
+		if err := syscall.Fstat(int(f.Fd()), &st); err == nil && st.Ino == inode {
+			return f, nil
+		}
+		f.Close()
+	}
+	return nil, fmt.Errorf("no process is in it")
+}
+
+// Release lets the namespaces go (the kernel frees each with its last reference). Safe to call
+// more than once.
+func (h *NetNSHold) Release() {
+	for _, f := range h.files {
+		f.Close()
+	}
+	h.files = nil
 }
 
 // PIDsInNetNS lists the processes in the network namespace with this inode.

@@ -267,12 +267,13 @@ func TestThreeRealNodes(t *testing.T) {
 		cgs = append(cgs, rn.CgroupName)
 	}
 	dir := c.Dir
+	held := framework.HoldNetNS(t, inodes...)
 	start = time.Now()
 	c.Stop()
 	stopped = true
 	t.Logf("Stop took %s", time.Since(start).Round(time.Millisecond))
 	framework.CheckLeftovers(t, framework.Leftovers{Stop: "Stop", PIDs: append(pids, shims...), Dir: dir, DirName: "cluster dir",
-		NetNSInodes: inodes, Cgroups: cgs})
+		NetNS: held, Cgroups: cgs})
 	after := framework.ReadHostStateAlone(t)
 	after.CheckUnchanged(t, before)
 }

@@ -171,14 +171,15 @@ func TestRealNodeRunsPodsAndLeavesNothing(t *testing.T) {
 	if len(shims) == 0 {
 		t.Errorf("expected containerd shims naming %s before Stop", rn.ContainerdSocket)
 	}
-	dir, binDir, inode, cg := c.Dir, c.BinDir, rn.NetNSInode, rn.CgroupName
+	dir, binDir, cg := c.Dir, c.BinDir, rn.CgroupName
+	held := framework.HoldNetNS(t, rn.NetNSInode)
 	start := time.Now()
 	c.Stop()
 	stopped = true
 	t.Logf("Stop took %s", time.Since(start).Round(time.Millisecond))
 
 	framework.CheckLeftovers(t, framework.Leftovers{Stop: "Stop", PIDs: append(pids, shims...), Dir: dir, DirName: "cluster dir",
-		NetNSInodes: []uint64{inode}, Cgroups: []string{cg}})
+		NetNS: held, Cgroups: []string{cg}})
 	for _, pid := range pidsRunningFrom(binDir, dir) {
 		t.Errorf("process %d runs a cluster binary for this cluster: %s", pid, framework.Cmdline(pid))
 	}

@@ -279,13 +279,14 @@ func TestUpHelmInstallWorkloadDown(t *testing.T) {
 
 	// down: record what the cluster owns, stop it, and look for every kind of leftover.
 	owned := append([]int{steps.pid}, cluster.PIDsWithArg(clusterDir)...)
+	held := holdNodeNetNS(t, rec)
 	start = time.Now()
 	r = local(t, "down", "-dir", dir)
 	if r.code != 0 || !strings.Contains(r.stdout, "local cluster stopped") {
 		t.Fatalf("down: %s", r)
 	}
 	t.Logf("down took %s", time.Since(start).Round(100*time.Millisecond))
-	checkNothingLeft(t, before, dir, rec, owned)
+	checkNothingLeft(t, before, dir, rec, owned, held)
 
 	r = local(t, "down", "-dir", dir)
 	if r.code != 0 || !strings.Contains(r.stdout, "no local cluster running") {
@@ -411,18 +412,31 @@ func TestKilledRunIsCleanedUpByTheNextUp(t *testing.T) {
 		t.Fatalf("no real node record for the new run: %v", err)
 	}
 	owned2 := append([]int{steps2.pid}, cluster.PIDsWithArg(clusterDir)...)
+	held := holdNodeNetNS(t, rec2)
 	if r := local(t, "down", "-dir", dir); r.code != 0 {
 		t.Fatalf("down: %s", r)
 	}
-	checkNothingLeft(t, before, dir, rec2, owned2)
+	checkNothingLeft(t, before, dir, rec2, owned2, held)
+}
+
+// holdNodeNetNS holds every node's network namespace of rec across the stop (HoldNetNS).
+func holdNodeNetNS(t *testing.T, rec *cluster.NodeRecord) *framework.NetNSHold {
+	t.Helper()
+	inodes := []uint64{rec.NetNSInode}
+	for _, n := range rec.Nodes {
+		if n.NetNSInode != rec.NetNSInode {
+			inodes = append(inodes, n.NetNSInode)
+		}
+	}
+	return framework.HoldNetNS(t, inodes...)
 }
 
 // checkNothingLeft: processes, mounts, the namespace, cgroups, root-namespace iptables, links,
 // host paths, kernel tunables and the state directory.
-func checkNothingLeft(t *testing.T, before framework.HostState, dir string, rec *cluster.NodeRecord, owned []int) {
+func checkNothingLeft(t *testing.T, before framework.HostState, dir string, rec *cluster.NodeRecord, owned []int, held *framework.NetNSHold) {
 	t.Helper()
 	framework.CheckLeftovers(t, framework.Leftovers{Stop: "down", PIDs: owned, Dir: dir, DirName: "state dir",
-		NetNSInodes: []uint64{rec.NetNSInode}, Cgroups: []string{rec.CgroupName}})
+		NetNS: held, Cgroups: []string{rec.CgroupName}})
 	after := framework.ReadHostStateAlone(t)
 	after.CheckUnchanged(t, before)
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
