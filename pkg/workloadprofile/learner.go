@@ -20,6 +20,9 @@ type Profile struct {
 	// MilliCPU and MemoryBytes are the Percentile of the siblings' averages.
 	MilliCPU    float64 `json:"milliCPU"`
 	MemoryBytes float64 `json:"memoryBytes"`
+	// MeanMilliCPU is the siblings' mean CPU: what a group of new replicas centres on (a node
+	// counts its unmeasured replicas together around it, see loadaware's pool).
+	MeanMilliCPU float64 `json:"meanMilliCPU"`
 	// SpreadCPU and SpreadMemory are the siblings' coefficients of variation (std / mean).
 	SpreadCPU    float64 `json:"spreadCPU"`
 	SpreadMemory float64 `json:"spreadMemory"`
@@ -144,6 +147,7 @@ func (l *Learner) profile(k Key, pods []podSample) Profile {
 	if len(ramps) > 0 {
 		p.Ramp = time.Duration(percentile(ramps, 50))
 	}
+	p.MeanMilliCPU, _ = meanSD(cpu)
 	p.MilliCPU, p.SpreadCPU = percentile(cpu, l.args.Percentile), spread(cpu)
 	p.MemoryBytes, p.SpreadMemory = percentile(mem, l.args.Percentile), spread(mem)
 	p.EstimateMilliCPU = int64(math.Ceil(p.MilliCPU * (1 + l.args.Margin*p.SpreadCPU)))

@@ -184,12 +184,26 @@ func (r *Recorder) Install(sched *scheduler.Scheduler, profiles []config.KubeSch
 	orig := sched.SchedulePod
 	sched.SchedulePod = func(ctx context.Context, f framework.Framework, state fwk.CycleState, pi *framework.QueuedPodInfo) (scheduler.ScheduleResult, error) {
 		res, err := orig(ctx, f, state, pi)
-		if a := attemptFrom(state); a != nil {
-			a.result(res.SuggestedHost, res.FeasibleNodes == 1, err)
-		}
+		r.scheduled(ctx, f, state, pi.Pod, res, err)
 		return res, err
 	}
 	return nil
+}
+
+// scheduled records what SchedulePod returned for the cycle's pod. A chosen node that no score
+// of the cycle covers is explained here, before Reserve, like a scored cycle's nodes: its load
+// without this pod.
+func (r *Recorder) scheduled(ctx context.Context, f framework.Framework, state fwk.CycleState, pod *v1.Pod, res scheduler.ScheduleResult, err error) {
+	a := attemptFrom(state)
+	if a == nil {
+		return
+	}
+	if res.SuggestedHost != "" {
+		if pr := r.profile(f.ProfileName()); pr != nil {
+			a.explainChosen(ctx, state, pod, res.SuggestedHost, f.SnapshotSharedLister(), pr.explainers)
+		}
+	}
+	a.result(res.SuggestedHost, res.FeasibleNodes == 1, err)
 }
 
 // configure gives a recording profile its Score weights and the explainers among its Score

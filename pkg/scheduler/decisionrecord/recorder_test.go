@@ -194,10 +194,15 @@ func (f *fixture) cycle(t *testing.T, pod *v1.Pod) string {
 			feasible = append(feasible, n)
 		}
 	}
-	a := attemptFrom(state)
 	if len(feasible) == 0 {
-		a.result("", false, fmt.Errorf("0/%d nodes are available", len(f.nodes)))
+		f.rec.scheduled(ctx, f.fw, state, pod, scheduler.ScheduleResult{}, fmt.Errorf("0/%d nodes are available", len(f.nodes)))
 		return ""
+	}
+	if len(feasible) == 1 {
+		// The scheduler does not score a lone feasible node.
+		name := feasible[0].Node().Name
+		f.rec.scheduled(ctx, f.fw, state, pod, scheduler.ScheduleResult{SuggestedHost: name, FeasibleNodes: 1}, nil)
+		return name
 	}
 	scores, st := f.fw.RunScorePlugins(ctx, state, pod, feasible)
 	if !st.IsSuccess() {
@@ -209,7 +214,7 @@ func (f *fixture) cycle(t *testing.T, pod *v1.Pod) string {
 			best = s
 		}
 	}
-	a.result(best.Name, false, nil)
+	f.rec.scheduled(ctx, f.fw, state, pod, scheduler.ScheduleResult{SuggestedHost: best.Name, FeasibleNodes: len(feasible)}, nil)
 	return best.Name
 }
 
@@ -450,6 +455,37 @@ func TestExplainKeptNodesOnly(t *testing.T) {
 	for _, n := range rec.Nodes {
 		if len(n.Details) != 2 {
 			t.Errorf("%s details %v, want both plugins'", n.Node, n.Details)
+		}
+	}
+}
+
+// A chosen node no score covers (one feasible node, or a batching hint) still gets what each
+// explainer reads for it, so the placement's prediction is on record; a scored chosen node is
+// not explained twice.
+func TestUnscoredChosenNodeIsExplained(t *testing.T) {
+	f := newFixture(t, map[string]string{"n2": "full", "n3": "full"}, []string{"n1", "n2", "n3"}, 10, 10)
+	if got := f.cycle(t, pod("lone")); got != "n1" {
+		t.Fatalf("chosen %q, want the one feasible node n1", got)
+	}
+	rec, _, _ := f.get("ns", "lone")
+	if !rec.ScoringSkipped || len(rec.Nodes) == 0 || rec.Nodes[0].Node != "n1" || len(rec.Nodes[0].Scores) != 0 {
+		t.Fatalf("want n1 chosen unscored first: %+v", rec)
+	}
+	d, ok := rec.Nodes[0].Load("Spread")
+	if !ok || d.MeasuredPercent != 100 || rec.Nodes[0].Details["Packing"] != int64(5) {
+		t.Errorf("chosen n1's details %v, want both plugins' reading of n1", rec.Nodes[0].Details)
+	}
+	for _, s := range f.scores {
+		if s.calls != 0 || s.explained != 1 {
+			t.Errorf("%s: Score %d times, ExplainScore %d times; want 0 and 1", s.name, s.calls, s.explained)
+		}
+	}
+	// A scored cycle: ExplainScore once per kept node, none more for the chosen one.
+	g := newFixture(t, nil, []string{"n1", "n2"}, 10, 10)
+	g.cycle(t, pod("p"))
+	for _, s := range g.scores {
+		if s.explained != 2 {
+			t.Errorf("%s: ExplainScore %d times for 2 kept nodes", s.name, s.explained)
 		}
 	}
 }

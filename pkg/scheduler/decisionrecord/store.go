@@ -155,7 +155,10 @@ type attempt struct {
 	anyRefused atomic.Bool
 	refused    refusals
 	scored     []decisionapi.NodeRecord
-	sealed     bool
+	// chosenDetails are the explainers' details of a chosen node no score of this cycle
+	// covers (explainChosen).
+	chosenDetails map[string]any
+	sealed        bool
 }
 
 // Clone implements fwk.StateData: cycle-state clones (preemption dry runs) share the attempt.
@@ -287,10 +290,7 @@ func (a *attempt) explain(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 			if d == nil {
 				continue
 			}
-			if ld, ok := d.(decisionapi.LoadDetail); ok && !ld.SampledAt.IsZero() {
-				ld.AgeSeconds = now.Sub(ld.SampledAt).Seconds()
-				d = ld
-			}
+			d = aged(d, now)
 			if details[n.Name] == nil {
 				details[n.Name] = make(map[string]any, len(ex))
 			}
@@ -307,6 +307,50 @@ func (a *attempt) explain(ctx context.Context, state fwk.CycleState, pod *v1.Pod
 			a.scored[i].Details = d
 		}
 	}
+}
+
+// explainChosen records what each explainer reads for the chosen node when the cycle scored
+// no node the record keeps as that node (a batching hint reused an earlier pod's scores, or
+// the only feasible node was not scored): without it such a placement has no prediction on
+// record, and a bench or an operator cannot tell what the scheduler expected of it.
+func (a *attempt) explainChosen(ctx context.Context, state fwk.CycleState, pod *v1.Pod, node string, lister fwk.SharedLister, ex []Explainer) {
+	if len(ex) == 0 || lister == nil {
+		return
+	}
+	a.mu.Lock()
+	scored := slices.ContainsFunc(a.scored, func(n decisionapi.NodeRecord) bool { return n.Node == node })
+	a.mu.Unlock()
+	if scored {
+		return
+	}
+	ni, err := lister.NodeInfos().Get(node)
+	if err != nil || ni.Node() == nil {
+		return
+	}
+	details := make(map[string]any, len(ex))
+	now := time.Now()
+	for _, e := range ex {
+		if d := e.ExplainScore(ctx, state, pod, ni); d != nil {
+			details[e.Name()] = aged(d, now)
+		}
+	}
+	if len(details) == 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.sealed {
+		a.chosenDetails = details
+	}
+}
+
+// aged fills a load detail's age of its sample at now.
+func aged(d any, now time.Time) any {
+	if ld, ok := d.(decisionapi.LoadDetail); ok && !ld.SampledAt.IsZero() {
+		ld.AgeSeconds = now.Sub(ld.SampledAt).Seconds()
+		return ld
+	}
+	return d
 }
 
 // result is what SchedulePod returned: the selected node, or the failure.
@@ -379,7 +423,7 @@ func (a *attempt) snapshot() decisionapi.Record {
 	}
 	if r.Chosen != "" && !chosenListed {
 		// Only one feasible node (no scoring) or a hinted node: list it without scores.
-		r.Nodes = append([]decisionapi.NodeRecord{{Node: r.Chosen, Feasible: true, Chosen: true}}, r.Nodes...)
+		r.Nodes = append([]decisionapi.NodeRecord{{Node: r.Chosen, Feasible: true, Chosen: true, Details: a.chosenDetails}}, r.Nodes...)
 	}
 	// Chosen first, then by total.
 	sort.SliceStable(r.Nodes, func(i, j int) bool { return r.Nodes[i].Chosen && !r.Nodes[j].Chosen })

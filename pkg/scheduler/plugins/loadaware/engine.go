@@ -102,7 +102,6 @@ func NewEngine(ctx context.Context, plugin string, args CommonArgs, handle fwk.H
 	// /debug/berth/placed) goes through the profile first.
 	e.Tracker.estimate = func(pod *v1.Pod) Estimate { return e.Estimate(pod, est) }
 	e.Tracker.sourced = func(pod *v1.Pod) Sourced { return e.estimateSourced(pod, est) }
-	e.Tracker.margin = pargs.Margin
 	e.Tracker.estimateFor = EstimateWindow(args)
 	// why a closure: the counter is registered with the watcher below, and a child taken
 	// before that would count nowhere.
@@ -147,27 +146,34 @@ func (e *Engine) Estimate(pod *v1.Pod, est Estimator) Estimate {
 // LearnedMilliCPU is pod's CPU estimate when it is learned (its workload's usable profile, else
 // its namespace's usable ratio); false: the caller's spec rule applies.
 func (e *Engine) LearnedMilliCPU(pod *v1.Pod) (int64, bool) {
-	if p, ok := e.Profiles.Estimate(pod); ok {
-		return p.MilliCPU, true
-	}
-	if m, _, _, ok := e.Profiles.NamespaceEstimate(pod); ok {
-		return m, true
-	}
-	return 0, false
+	s, ok := e.learned(pod)
+	return s.MilliCPU, ok
 }
 
-// estimateSourced is Estimate and where it came from: the profile, else the spec rule with its
-// CPU from the namespace's ratio when that is usable (memory keeps the spec rule: the ratio is
-// CPU's), else the spec rule.
+// learned is pod's learned estimate, in the one order every reader follows: its workload's
+// usable profile, else its namespace's usable ratio (CPU only: the ratio is CPU's, so memory
+// is left to the caller's spec rule); false: neither.
+func (e *Engine) learned(pod *v1.Pod) (Sourced, bool) {
+	if p, mean, ok := e.Profiles.EstimateMean(pod); ok {
+		return learned(fromProfile, p, mean), true
+	}
+	if m, mean, _, ok := e.Profiles.NamespaceEstimate(pod); ok {
+		return learned(fromNamespace, Estimate{MilliCPU: m}, mean), true
+	}
+	return Sourced{}, false
+}
+
+// estimateSourced is Estimate and where it came from: the learned estimate (a namespace's with
+// the spec rule's memory), else the spec rule.
 func (e *Engine) estimateSourced(pod *v1.Pod, est Estimator) Sourced {
-	if p, ok := e.Profiles.Estimate(pod); ok {
-		return Sourced{Estimate: p, source: fromProfile}
+	s, ok := e.learned(pod)
+	if !ok {
+		return Sourced{Estimate: est(pod)}
 	}
-	v := Sourced{Estimate: est(pod)}
-	if m, mean, sd, ok := e.Profiles.NamespaceEstimate(pod); ok {
-		v.MilliCPU, v.source, v.meanCPU, v.sdCPU = m, fromNamespace, mean, sd
+	if s.source == fromNamespace {
+		s.MemoryBytes = est(pod).MemoryBytes
 	}
-	return v
+	return s
 }
 
 // capacityOf is a node's capacity from the scheduler's node informer (zero without one).

@@ -67,11 +67,17 @@ func (p *Profiles) Lookup(pod *v1.Pod) (prof workloadprofile.Profile, key worklo
 
 // Estimate is pod's profile estimate when its workload has a usable profile.
 func (p *Profiles) Estimate(pod *v1.Pod) (Estimate, bool) {
+	est, _, ok := p.EstimateMean(pod)
+	return est, ok
+}
+
+// EstimateMean is Estimate with the siblings' mean CPU (millicores) it adds its margin to.
+func (p *Profiles) EstimateMean(pod *v1.Pod) (est Estimate, meanMilliCPU float64, ok bool) {
 	prof, _, _, found := p.Lookup(pod)
 	if !found || !prof.Usable {
-		return Estimate{}, false
+		return Estimate{}, 0, false
 	}
-	return Estimate{MilliCPU: prof.EstimateMilliCPU, MemoryBytes: prof.EstimateMemoryBytes}, true
+	return Estimate{MilliCPU: prof.EstimateMilliCPU, MemoryBytes: prof.EstimateMemoryBytes}, prof.MeanMilliCPU, true
 }
 
 // NamespaceRatio is the use-to-request ratio of pod's namespace and pod's CPU request, with

@@ -367,3 +367,67 @@ func TestNamespacePool(t *testing.T) {
 		t.Errorf("first pod measured: unreported %dm, want %dm (600m latest − 200m held + the pool of two + the spec pod)", got, want)
 	}
 }
+
+// A node's unmeasured replicas of a profiled workload count together like namespace pods do:
+// Σ mean + √(Σ margin²), each margin being the pod's estimate over its workload's mean. Ten
+// replicas measured alternately at 2 % and 4 % of a 10-core node: mean 300m, p90 400m, spread
+// 1/3, so one new replica counts ⌈400 × 4/3⌉ = 534m (margin 234m over the mean), two count
+// ⌈600 + 234√2⌉, three ⌈900 + 234√3⌉: not two or three times 534m. A workload pod and a
+// namespace pod on the same node share the one pool.
+func TestWorkloadPool(t *testing.T) {
+	now := time.Now().Truncate(time.Second)
+	var bound []*v1.Pod
+	cpu := map[types.UID]float64{}
+	for i := range 10 {
+		p := replica("a", "web", fmt.Sprint("p", i), "n1", now.Add(-time.Hour))
+		bound = append(bound, p)
+		cpu[p.UID] = float64(2 + 2*(i%2))
+	}
+	e := learnedEngine(t, defaulted("http://unused", nil), now, bound, cpu)
+	var placed []*v1.Pod
+	for i, want := range []int64{534, 931, 1306} {
+		p := replica("a", "web", fmt.Sprint("new", i), "", time.Time{})
+		placed = append(placed, p)
+		e.Tracker.Add(p, "n2", now)
+		if got := e.Tracker.Unreported("n2", NodeView{}).MilliCPU; got != want {
+			t.Errorf("%d replicas placed: unreported %dm, want %dm", i+1, got, want)
+		}
+	}
+	// `kubectl berth nodes` reads the same pooled sum.
+	if got := e.Tracker.unreportedCounted("n2", NodeView{}, Capacity{}, now); got.MilliCPU != 1306 || got.Pods != 3 || got.FromProfile != 3 {
+		t.Errorf("counted %+v, want 1306m of 3 pods, all from the profile", got)
+	}
+	// A spec-estimated pod (no profile, profiles do not pool it) adds its whole estimate.
+	e.Tracker.Add(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "bare", UID: "b-bare"}}, "n2", now)
+	if got := e.Tracker.Unreported("n2", NodeView{}).MilliCPU; got != 1306+1000 {
+		t.Errorf("with a spec pod: unreported %dm, want %dm", got, 1306+1000)
+	}
+	// Once n2's report holds the first replica (3 % latest, 1 % held), it counts as measured and
+	// leaves the pool of two.
+	snap := measured(now.Add(time.Second), "n2", map[types.UID]float64{placed[0].UID: 1})
+	v, _ := snap.node("n2", now.Add(time.Second), time.Minute)
+	got := e.Tracker.UnreportedOn("n2", v, Capacity{MilliCPU: 10000, MemoryBytes: 10 << 30}).MilliCPU
+	if want := int64(200 + 931 + 1000); got != want {
+		t.Errorf("first replica measured: unreported %dm, want %dm", got, want)
+	}
+}
+
+// Pooling one pod changes nothing: its pool is its own estimate, whichever way it was learned.
+func TestPoolOfOneIsTheEstimate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		s    Sourced
+	}{
+		{"profile", learned(fromProfile, Estimate{MilliCPU: 534}, 300)},
+		{"namespace", learned(fromNamespace, Estimate{MilliCPU: 300}, 200)},
+		{"estimate under the mean (rounding)", learned(fromProfile, Estimate{MilliCPU: 299}, 299.5)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var q pool
+			q.add(&placed{pooled: true, meanCPU: tc.s.meanCPU, excessCPU: tc.s.excessCPU})
+			if got, want := q.milliCPU(), max(tc.s.MilliCPU, int64(math.Ceil(tc.s.meanCPU))); got != want {
+				t.Errorf("pool of one: %dm, want %dm", got, want)
+			}
+		})
+	}
+}

@@ -36,9 +36,11 @@ type placed struct {
 	estimateUntil time.Time
 	// source is where est came from (profile: for `kubectl berth nodes`).
 	source estimateSource
-	// meanCPU and sdCPU (millicores), set when est.MilliCPU is from the pod's namespace ratio
-	// (sdCPU > 0): while unmeasured the pod counts in its node's pool of such pods (see pool).
-	meanCPU, sdCPU float64
+	// pooled says est.MilliCPU is learned (its workload's profile or its namespace's ratio) and
+	// splits into meanCPU, the learned mean, and excessCPU = est.MilliCPU − meanCPU, the margin
+	// over it (millicores): while unmeasured the pod counts in its node's pool (see pool).
+	pooled             bool
+	meanCPU, excessCPU float64
 }
 
 // estimateSource is where a placed pod's estimate came from.
@@ -50,12 +52,18 @@ const (
 	fromNamespace
 )
 
-// Sourced is a pod's estimate with where it came from and, for a namespace estimate, the mean
-// and standard deviation (millicores) it is made of.
+// Sourced is a pod's estimate with where it came from and, for a learned one (profile or
+// namespace), the mean and the margin over it (millicores) its CPU is made of.
 type Sourced struct {
 	Estimate
-	source         estimateSource
-	meanCPU, sdCPU float64
+	source             estimateSource
+	meanCPU, excessCPU float64
+}
+
+// learned is a Sourced from a learned mean: its CPU estimate is mean plus the margin, so est
+// and the split agree (a pool of this one pod counts est, see pool).
+func learned(source estimateSource, est Estimate, mean float64) Sourced {
+	return Sourced{Estimate: est, source: source, meanCPU: mean, excessCPU: max(float64(est.MilliCPU)-mean, 0)}
 }
 
 // Tracker remembers pods placed on nodes (assumed in Reserve, or seen bound by the informer)
@@ -83,10 +91,7 @@ type Tracker struct {
 	// sourced, when set, is estimate that also says where the estimate came from (one profile
 	// lookup per tracked pod, not two).
 	sourced func(*v1.Pod) Sourced
-	// margin is the workload profiles' margin: a node's pool of unmeasured namespace-estimated
-	// pods counts their summed means plus margin × the root of their summed variances.
-	margin float64
-	now    func() time.Time
+	now     func() time.Time
 	// installed is the snapshot Install published last. Its entries point at their nodes'
 	// buckets, so those buckets are kept even when empty: a fresh bucket for the same node
 	// would be invisible to that snapshot's readers.
@@ -141,7 +146,7 @@ func (t *Tracker) Add(pod *v1.Pod, node string, at time.Time) {
 		t.removeLocked(pod.UID)
 	}
 	p := &placed{uid: pod.UID, node: node, at: at, est: src.Estimate, source: src.source,
-		meanCPU: src.meanCPU, sdCPU: src.sdCPU}
+		pooled: src.source != fromSpec, meanCPU: src.meanCPU, excessCPU: src.excessCPU}
 	d, malformed := t.estimateWindow(pod)
 	if d > 0 {
 		p.estimateUntil = at.Add(d)
@@ -338,14 +343,17 @@ func (t *Tracker) sum(b *bucket, v NodeView, c Capacity, now time.Time) (sum, he
 	return sum, held
 }
 
-// pooled says p counts in its node's pool: its CPU estimate is from its namespace's ratio and
-// the node's sample does not hold it yet (nor has it expired). Why a pool: each such pod alone
-// counts at mean + margin × SD, a bound on one pod; n of them together overshoot their sum far
-// less often than each overshoots alone, so the node adds Σ mean + margin × √(Σ SD²). Summing
-// each pod's bound would count a wave of unmeasured pods at several times their use and fill
-// every node by estimate long before by load.
+// pooled says p counts in its node's pool: its CPU estimate is learned (its workload's profile
+// or its namespace's ratio: a mean and a margin over it) and the node's sample does not hold it
+// yet (nor has it expired). Why a pool: each such pod alone counts at mean + margin, a bound on
+// one pod; n of them together overshoot their summed means far less often than each
+// overshoots alone, so the node adds Σ mean + √(Σ margin²) (for margins of m standard
+// deviations: Σ mean + m·√(Σ SD²), the bound at m deviations of their sum). One pod counts at
+// its own estimate; three replicas of one workload at 3·mean + √3·margin, not 3·(mean +
+// margin). Summing each pod's bound would count a wave of unmeasured replicas at several times
+// their use and fill every node by estimate long before by load.
 func (t *Tracker) pooled(p *placed, v NodeView, now time.Time) bool {
-	if p.sdCPU <= 0 {
+	if !p.pooled {
 		return false
 	}
 	in, _ := inSample(p, v)
@@ -353,18 +361,18 @@ func (t *Tracker) pooled(p *placed, v NodeView, now time.Time) bool {
 }
 
 // pool is the CPU a node's pooled pods add together (see pooled).
-type pool struct{ mean, variance float64 }
+type pool struct{ mean, excessSq float64 }
 
 func (q *pool) add(p *placed) {
 	q.mean += p.meanCPU
-	q.variance += p.sdCPU * p.sdCPU
+	q.excessSq += p.excessCPU * p.excessCPU
 }
 
-func (q pool) milliCPU(margin float64) int64 {
-	if q.mean == 0 && q.variance == 0 {
+func (q pool) milliCPU() int64 {
+	if q.mean == 0 && q.excessSq == 0 {
 		return 0
 	}
-	return int64(math.Ceil(q.mean + margin*math.Sqrt(q.variance)))
+	return int64(math.Ceil(q.mean + math.Sqrt(q.excessSq)))
 }
 
 // sumPods adds up the pods' remaining estimates and what of them pods in their estimate window
@@ -394,7 +402,7 @@ func (t *Tracker) sumPodsEach(pods []placed, v NodeView, c Capacity, now time.Ti
 			until = u
 		}
 	}
-	sum.MilliCPU += q.milliCPU(t.margin)
+	sum.MilliCPU += q.milliCPU()
 	return sum, held, until
 }
 
