@@ -105,6 +105,10 @@ func TestEstimateMargin(t *testing.T) {
 	if want := int64(math.Ceil(120 * (1 + 2*cv))); p.EstimateMilliCPU != want || p.EstimateMemoryBytes != 100 || !p.Usable {
 		t.Errorf("estimate = %dm / %d B usable %v; want %dm / 100 B usable", p.EstimateMilliCPU, p.EstimateMemoryBytes, p.Usable, want)
 	}
+	// The mean the engine pools replicas around: not the percentile.
+	if p.MeanMilliCPU != 100 {
+		t.Errorf("mean = %vm, want 100m", p.MeanMilliCPU)
+	}
 }
 
 func TestGarbageNeverLearned(t *testing.T) {
