@@ -324,91 +324,74 @@ func TestNamespaceEstimates(t *testing.T) {
 	}
 }
 
-// A node's unmeasured namespace-estimated pods count together: Σ mean + margin × √(Σ SD²), so
-// one pod counts at its own estimate and n at less than n times it; once the node's report
-// holds a pod, it leaves the pool and counts as measured.
-func TestNamespacePool(t *testing.T) {
+// A node's unmeasured learned pods count together: Σ mean + √(Σ margin²), each margin being the
+// pod's estimate over its mean, so one pod counts at its own estimate and n at less than n times
+// it; once the node's report holds a pod, it leaves the pool and counts as measured; a pod
+// estimated from its spec adds its whole estimate beside the pool.
+//   - namespace: ten bare pods of "a" (1000m requests) measured alternately at 1 % and 3 % of a
+//     10-core node use 0.2 ± 0.1 of their request: one new pod 300m, n of them ⌈200n + 100√n⌉;
+//   - workload: ten replicas measured alternately at 2 % and 4 %: mean 300m, p90 400m, spread
+//     1/3, so one new replica counts ⌈400 × 4/3⌉ = 534m (margin 234m), n of them ⌈300n + 234√n⌉.
+func TestLearnedPool(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
-	var bound []*v1.Pod
-	cpu := map[types.UID]float64{}
-	for i := range 10 {
-		p := requesting("a", fmt.Sprint("p", i), "n1", 1000, now.Add(-time.Hour))
-		bound = append(bound, p)
-		cpu[p.UID] = float64(1 + 2*(i%2))
-	}
 	ten := int32(10)
-	e := learnedEngine(t, defaulted("http://unused", func(a *CommonArgs) {
-		a.WorkloadProfiles = &configv1.WorkloadProfileArgs{NamespaceMinPods: &ten}
-	}), now, bound, cpu)
-	var placed []*v1.Pod
-	for i, want := range []int64{300, 542, 774} { // ceil(200n + 100√n)
-		p := requesting("a", fmt.Sprint("new", i), "", 1000, time.Time{})
-		placed = append(placed, p)
-		e.Tracker.Add(p, "n2", now)
-		if got := e.Tracker.Unreported("n2", NodeView{}).MilliCPU; got != want {
-			t.Errorf("%d pods placed: unreported %dm, want %dm", i+1, got, want)
-		}
-	}
-	// A bare pod of another namespace (no ratio) adds its spec rule beside the pool.
-	e.Tracker.Add(requesting("b", "x", "", 1000, time.Time{}), "n2", now)
-	if got := e.Tracker.Unreported("n2", NodeView{}).MilliCPU; got != 774+1000 {
-		t.Errorf("with a spec pod: unreported %dm, want %dm", got, 774+1000)
-	}
-	// What `kubectl berth nodes` reads: the same sum, 4 pods of which 3 from the namespace.
-	if got := e.Tracker.unreportedCounted("n2", NodeView{}, Capacity{}, now); got.MilliCPU != 774+1000 || got.Pods != 4 || got.FromNamespace != 3 || got.FromProfile != 0 {
-		t.Errorf("counted %+v, want 1774m of 4 pods, 3 from the namespace", got)
-	}
-	// n2 reports the first placed pod at 2 % of 10 cores (latest 6 %): it counts its measured
-	// use less what the window holds, the other two stay pooled.
-	snap := measured(now.Add(time.Second), "n2", map[types.UID]float64{placed[0].UID: 2})
-	v, _ := snap.node("n2", now.Add(time.Second), time.Minute)
-	got := e.Tracker.UnreportedOn("n2", v, Capacity{MilliCPU: 10000, MemoryBytes: 10 << 30}).MilliCPU
-	if want := int64(400 + 542 + 1000); got != want {
-		t.Errorf("first pod measured: unreported %dm, want %dm (600m latest − 200m held + the pool of two + the spec pod)", got, want)
-	}
-}
-
-// A node's unmeasured replicas of a profiled workload count together like namespace pods do:
-// Σ mean + √(Σ margin²), each margin being the pod's estimate over its workload's mean. Ten
-// replicas measured alternately at 2 % and 4 % of a 10-core node: mean 300m, p90 400m, spread
-// 1/3, so one new replica counts ⌈400 × 4/3⌉ = 534m (margin 234m over the mean), two count
-// ⌈600 + 234√2⌉, three ⌈900 + 234√3⌉: not two or three times 534m. A workload pod and a
-// namespace pod on the same node share the one pool.
-func TestWorkloadPool(t *testing.T) {
-	now := time.Now().Truncate(time.Second)
-	var bound []*v1.Pod
-	cpu := map[types.UID]float64{}
-	for i := range 10 {
-		p := replica("a", "web", fmt.Sprint("p", i), "n1", now.Add(-time.Hour))
-		bound = append(bound, p)
-		cpu[p.UID] = float64(2 + 2*(i%2))
-	}
-	e := learnedEngine(t, defaulted("http://unused", nil), now, bound, cpu)
-	var placed []*v1.Pod
-	for i, want := range []int64{534, 931, 1306} {
-		p := replica("a", "web", fmt.Sprint("new", i), "", time.Time{})
-		placed = append(placed, p)
-		e.Tracker.Add(p, "n2", now)
-		if got := e.Tracker.Unreported("n2", NodeView{}).MilliCPU; got != want {
-			t.Errorf("%d replicas placed: unreported %dm, want %dm", i+1, got, want)
-		}
-	}
-	// `kubectl berth nodes` reads the same pooled sum.
-	if got := e.Tracker.unreportedCounted("n2", NodeView{}, Capacity{}, now); got.MilliCPU != 1306 || got.Pods != 3 || got.FromProfile != 3 {
-		t.Errorf("counted %+v, want 1306m of 3 pods, all from the profile", got)
-	}
-	// A spec-estimated pod (no profile, profiles do not pool it) adds its whole estimate.
-	e.Tracker.Add(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "bare", UID: "b-bare"}}, "n2", now)
-	if got := e.Tracker.Unreported("n2", NodeView{}).MilliCPU; got != 1306+1000 {
-		t.Errorf("with a spec pod: unreported %dm, want %dm", got, 1306+1000)
-	}
-	// Once n2's report holds the first replica (3 % latest, 1 % held), it counts as measured and
-	// leaves the pool of two.
-	snap := measured(now.Add(time.Second), "n2", map[types.UID]float64{placed[0].UID: 1})
-	v, _ := snap.node("n2", now.Add(time.Second), time.Minute)
-	got := e.Tracker.UnreportedOn("n2", v, Capacity{MilliCPU: 10000, MemoryBytes: 10 << 30}).MilliCPU
-	if want := int64(200 + 931 + 1000); got != want {
-		t.Errorf("first replica measured: unreported %dm, want %dm", got, want)
+	for _, tc := range []struct {
+		name string
+		args func(*CommonArgs)
+		// pod makes the i-th pod of the case (bound to node when node is set).
+		pod        func(name, node string, bound time.Time) *v1.Pod
+		use        func(i int) float64 // % of n1 for the i-th learned pod
+		want       []int64             // unreported after 1, 2, 3 new pods
+		namespace  bool
+		firstShare float64 // % of n2 the first new pod's window holds (latest: 3 ×)
+		measured   int64   // what that first pod then counts: latest − held
+	}{
+		{"namespace", func(a *CommonArgs) { a.WorkloadProfiles = &configv1.WorkloadProfileArgs{NamespaceMinPods: &ten} },
+			func(name, node string, bound time.Time) *v1.Pod { return requesting("a", name, node, 1000, bound) },
+			func(i int) float64 { return float64(1 + 2*(i%2)) }, []int64{300, 542, 774}, true, 2, 400},
+		{"workload", nil,
+			func(name, node string, bound time.Time) *v1.Pod { return replica("a", "web", name, node, bound) },
+			func(i int) float64 { return float64(2 + 2*(i%2)) }, []int64{534, 931, 1306}, false, 1, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var bound []*v1.Pod
+			cpu := map[types.UID]float64{}
+			for i := range 10 {
+				p := tc.pod(fmt.Sprint("p", i), "n1", now.Add(-time.Hour))
+				bound = append(bound, p)
+				cpu[p.UID] = tc.use(i)
+			}
+			e := learnedEngine(t, defaulted("http://unused", tc.args), now, bound, cpu)
+			var placed []*v1.Pod
+			for i, want := range tc.want {
+				p := tc.pod(fmt.Sprint("new", i), "", time.Time{})
+				placed = append(placed, p)
+				e.Tracker.Add(p, "n2", now)
+				if got := e.Tracker.Unreported("n2", NodeView{}).MilliCPU; got != want {
+					t.Errorf("%d pods placed: unreported %dm, want %dm", i+1, got, want)
+				}
+			}
+			pool := tc.want[2]
+			// A bare pod of another namespace (no ratio, no profile) adds its spec rule.
+			e.Tracker.Add(requesting("b", "x", "", 1000, time.Time{}), "n2", now)
+			if got := e.Tracker.Unreported("n2", NodeView{}).MilliCPU; got != pool+1000 {
+				t.Errorf("with a spec pod: unreported %dm, want %dm", got, pool+1000)
+			}
+			// What `kubectl berth nodes` reads: the same sum, 4 pods of which 3 learned.
+			wantNS, wantProf := 3, 0
+			if !tc.namespace {
+				wantNS, wantProf = 0, 3
+			}
+			if got := e.Tracker.unreportedCounted("n2", NodeView{}, Capacity{}, now); got.MilliCPU != pool+1000 || got.Pods != 4 || got.FromNamespace != wantNS || got.FromProfile != wantProf {
+				t.Errorf("counted %+v, want %dm of 4 pods, %d from the namespace, %d from the profile", got, pool+1000, wantNS, wantProf)
+			}
+			snap := measured(now.Add(time.Second), "n2", map[types.UID]float64{placed[0].UID: tc.firstShare})
+			v, _ := snap.node("n2", now.Add(time.Second), time.Minute)
+			got := e.Tracker.UnreportedOn("n2", v, Capacity{MilliCPU: 10000, MemoryBytes: 10 << 30}).MilliCPU
+			if want := tc.measured + tc.want[1] + 1000; got != want {
+				t.Errorf("first pod measured: unreported %dm, want %dm (its latest − held, the pool of two, the spec pod)", got, want)
+			}
+		})
 	}
 }
 
