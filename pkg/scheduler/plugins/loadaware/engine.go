@@ -155,10 +155,10 @@ func (e *Engine) LearnedMilliCPU(pod *v1.Pod) (int64, bool) {
 // is left to the caller's spec rule); false: neither.
 func (e *Engine) learned(pod *v1.Pod) (Sourced, bool) {
 	if p, mean, ok := e.Profiles.EstimateMean(pod); ok {
-		return learned(fromProfile, p, mean), true
+		return learnedSourced(fromProfile, p, mean), true
 	}
-	if m, mean, _, ok := e.Profiles.NamespaceEstimate(pod); ok {
-		return learned(fromNamespace, Estimate{MilliCPU: m}, mean), true
+	if m, mean, ok := e.Profiles.NamespaceEstimate(pod); ok {
+		return learnedSourced(fromNamespace, Estimate{MilliCPU: m}, mean), true
 	}
 	return Sourced{}, false
 }

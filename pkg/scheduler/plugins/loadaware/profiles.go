@@ -65,13 +65,8 @@ func (p *Profiles) Lookup(pod *v1.Pod) (prof workloadprofile.Profile, key worklo
 	return prof, key, hasKey, found
 }
 
-// Estimate is pod's profile estimate when its workload has a usable profile.
-func (p *Profiles) Estimate(pod *v1.Pod) (Estimate, bool) {
-	est, _, ok := p.EstimateMean(pod)
-	return est, ok
-}
-
-// EstimateMean is Estimate with the siblings' mean CPU (millicores) it adds its margin to.
+// EstimateMean is pod's profile estimate when its workload has a usable profile, with the
+// siblings' mean CPU (millicores) it adds its margin to.
 func (p *Profiles) EstimateMean(pod *v1.Pod) (est Estimate, meanMilliCPU float64, ok bool) {
 	prof, _, _, found := p.Lookup(pod)
 	if !found || !prof.Usable {
@@ -99,14 +94,14 @@ func (p *Profiles) NamespaceRatio(pod *v1.Pod) (r workloadprofile.Ratio, reqMill
 }
 
 // NamespaceEstimate is pod's CPU estimate from its namespace's ratio when that is usable (see
-// workloadprofile.Ratio.Estimate), with the mean and standard deviation it is made of.
-func (p *Profiles) NamespaceEstimate(pod *v1.Pod) (est int64, mean, sd float64, ok bool) {
+// workloadprofile.Ratio.Estimate), with the mean it adds its margin to.
+func (p *Profiles) NamespaceEstimate(pod *v1.Pod) (est int64, mean float64, ok bool) {
 	r, req, found := p.NamespaceRatio(pod)
 	if !found || !r.Usable {
-		return 0, 0, 0, false
+		return 0, 0, false
 	}
-	est, mean, sd = r.Estimate(req, p.args.Margin)
-	return est, mean, sd, true
+	est, mean, _ = r.Estimate(req, p.args.Margin)
+	return est, mean, true
 }
 
 func cpuRequest(pod *v1.Pod) int64 {

@@ -226,13 +226,13 @@ func BenchmarkProfileEstimate(b *testing.B) {
 	}
 	p.Learn(measured(now, "n1", cpu), func(string) Capacity { return Capacity{MilliCPU: 1 << 20, MemoryBytes: 1 << 40} }, now)
 	incoming := replica("a", "rs-42", "new", "", time.Time{})
-	if _, ok := p.Estimate(incoming); !ok {
+	if _, _, ok := p.EstimateMean(incoming); !ok {
 		b.Fatal("no profile for the incoming pod")
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		p.Estimate(incoming)
+		p.EstimateMean(incoming)
 	}
 }
 
@@ -401,13 +401,13 @@ func TestPoolOfOneIsTheEstimate(t *testing.T) {
 		name string
 		s    Sourced
 	}{
-		{"profile", learned(fromProfile, Estimate{MilliCPU: 534}, 300)},
-		{"namespace", learned(fromNamespace, Estimate{MilliCPU: 300}, 200)},
-		{"estimate under the mean (rounding)", learned(fromProfile, Estimate{MilliCPU: 299}, 299.5)},
+		{"profile", learnedSourced(fromProfile, Estimate{MilliCPU: 534}, 300)},
+		{"namespace", learnedSourced(fromNamespace, Estimate{MilliCPU: 300}, 200)},
+		{"estimate under the mean (rounding)", learnedSourced(fromProfile, Estimate{MilliCPU: 299}, 299.5)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var q pool
-			q.add(&placed{pooled: true, meanCPU: tc.s.meanCPU, excessCPU: tc.s.excessCPU})
+			q.add(&placed{source: fromProfile, meanCPU: tc.s.meanCPU, excessCPU: tc.s.excessCPU})
 			if got, want := q.milliCPU(), max(tc.s.MilliCPU, int64(math.Ceil(tc.s.meanCPU))); got != want {
 				t.Errorf("pool of one: %dm, want %dm", got, want)
 			}

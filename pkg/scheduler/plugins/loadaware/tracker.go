@@ -36,10 +36,9 @@ type placed struct {
 	estimateUntil time.Time
 	// source is where est came from (profile: for `kubectl berth nodes`).
 	source estimateSource
-	// pooled says est.MilliCPU is learned (its workload's profile or its namespace's ratio) and
-	// splits into meanCPU, the learned mean, and excessCPU = est.MilliCPU − meanCPU, the margin
-	// over it (millicores): while unmeasured the pod counts in its node's pool (see pool).
-	pooled             bool
+	// meanCPU and excessCPU (millicores) split a learned est.MilliCPU (source not fromSpec)
+	// into the learned mean and the margin over it: while unmeasured the pod counts in its
+	// node's pool (see pooled).
 	meanCPU, excessCPU float64
 }
 
@@ -60,9 +59,9 @@ type Sourced struct {
 	meanCPU, excessCPU float64
 }
 
-// learned is a Sourced from a learned mean: its CPU estimate is mean plus the margin, so est
-// and the split agree (a pool of this one pod counts est, see pool).
-func learned(source estimateSource, est Estimate, mean float64) Sourced {
+// learnedSourced is a Sourced from a learned mean: its CPU estimate is mean plus the margin, so
+// est and the split agree (a pool of this one pod counts est, see pool).
+func learnedSourced(source estimateSource, est Estimate, mean float64) Sourced {
 	return Sourced{Estimate: est, source: source, meanCPU: mean, excessCPU: max(float64(est.MilliCPU)-mean, 0)}
 }
 
@@ -146,7 +145,7 @@ func (t *Tracker) Add(pod *v1.Pod, node string, at time.Time) {
 		t.removeLocked(pod.UID)
 	}
 	p := &placed{uid: pod.UID, node: node, at: at, est: src.Estimate, source: src.source,
-		pooled: src.source != fromSpec, meanCPU: src.meanCPU, excessCPU: src.excessCPU}
+		meanCPU: src.meanCPU, excessCPU: src.excessCPU}
 	d, malformed := t.estimateWindow(pod)
 	if d > 0 {
 		p.estimateUntil = at.Add(d)
@@ -353,7 +352,7 @@ func (t *Tracker) sum(b *bucket, v NodeView, c Capacity, now time.Time) (sum, he
 // margin). Summing each pod's bound would count a wave of unmeasured replicas at several times
 // their use and fill every node by estimate long before by load.
 func (t *Tracker) pooled(p *placed, v NodeView, now time.Time) bool {
-	if !p.pooled {
+	if p.source == fromSpec {
 		return false
 	}
 	in, _ := inSample(p, v)
